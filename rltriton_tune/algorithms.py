@@ -1,0 +1,126 @@
+"""What each estimator is, as data: its inputs, outputs, scalars and scan direction.
+
+Every layer (validation, kernels, fallback, tuner, CLI) reads this table instead
+of hard-coding per-algorithm lists, so adding an estimator starts here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """Static description of one estimator.
+
+    ``tensors`` lists every tensor argument in canonical order; ``optional`` the
+    ones that may be ``None`` (their presence becomes a flag of the problem key);
+    ``per_action`` the ``[N, T, A]`` ones; ``per_env`` the ``[N]`` ones.
+    """
+
+    name: str
+    direction: Literal["backward", "forward"]
+    tensors: tuple[str, ...]
+    optional: tuple[str, ...]
+    outputs: tuple[str, ...]
+    scalars: tuple[str, ...]
+    per_action: tuple[str, ...] = ()
+    per_env: tuple[str, ...] = ()
+    integer: tuple[str, ...] = ()
+    flags_inputs: tuple[str, ...] = ()
+
+    @property
+    def first_float(self) -> str:
+        """Name of the tensor whose dtype the outputs take."""
+        return "rewards" if "rewards" in self.tensors else self.tensors[0]
+
+
+ALGORITHMS: dict[str, AlgorithmSpec] = {
+    spec.name: spec
+    for spec in (
+        AlgorithmSpec(
+            name="gae",
+            direction="backward",
+            tensors=("rewards", "values", "terminateds", "truncateds",
+                     "bootstrap_values", "last_value"),
+            optional=("truncateds", "bootstrap_values", "last_value"),
+            outputs=("advantages",),
+            scalars=("gamma", "lambda_"),
+            per_env=("last_value",),
+            flags_inputs=("terminateds", "truncateds"),
+        ),
+        AlgorithmSpec(
+            name="vtrace",
+            direction="backward",
+            tensors=("log_pi_target", "log_pi_behavior", "values", "rewards", "terminateds",
+                     "truncateds", "bootstrap_values", "last_value"),
+            optional=("truncateds", "bootstrap_values", "last_value"),
+            outputs=("vs", "advantages"),
+            scalars=("gamma", "rho_bar", "c_bar"),
+            per_env=("last_value",),
+            flags_inputs=("terminateds", "truncateds"),
+        ),
+        AlgorithmSpec(
+            name="retrace",
+            direction="backward",
+            tensors=("action_probs_target", "action_probs_behavior", "q_values",
+                     "next_q_values_all", "actions", "rewards", "terminateds", "truncateds"),
+            optional=(),
+            outputs=("q_ret", "advantages"),
+            scalars=("gamma", "lambda_", "c_bar", "rho_bar"),
+            per_action=("action_probs_target", "next_q_values_all"),
+            integer=("actions",),
+            flags_inputs=("terminateds", "truncateds"),
+        ),
+        AlgorithmSpec(
+            name="lambda_returns",
+            direction="backward",
+            tensors=("rewards", "next_values", "terminateds", "truncateds", "bootstrap_values"),
+            optional=("truncateds", "bootstrap_values"),
+            outputs=("returns",),
+            scalars=("gamma", "lambda_"),
+            flags_inputs=("terminateds", "truncateds"),
+        ),
+        AlgorithmSpec(
+            name="discounted_returns",
+            direction="backward",
+            tensors=("rewards", "terminateds", "truncateds", "bootstrap_values"),
+            optional=("truncateds", "bootstrap_values"),
+            outputs=("returns",),
+            scalars=("gamma",),
+            flags_inputs=("terminateds", "truncateds"),
+        ),
+        AlgorithmSpec(
+            name="eligibility_traces",
+            direction="forward",
+            tensors=("gradients", "dones", "seed_values"),
+            optional=("seed_values",),
+            outputs=("traces",),
+            scalars=("gamma", "lambda_"),
+            per_env=("seed_values",),
+            flags_inputs=("dones",),
+        ),
+        AlgorithmSpec(
+            name="episodic_prefix_sum",
+            direction="forward",
+            tensors=("inputs", "dones", "seed_values"),
+            optional=("seed_values",),
+            outputs=("sums",),
+            scalars=(),
+            per_env=("seed_values",),
+            flags_inputs=("dones",),
+        ),
+    )
+}
+
+#: Short flag name used in problem keys for each optional input / option.
+FLAG_NAMES: dict[str, str] = {
+    "truncateds": "trunc",
+    "bootstrap_values": "bootstrap",
+    "last_value": "last_value",
+    "seed_values": "seed",
+}
+
+#: Flag for the prefix sum's ``boundary="starts_at"`` option (absent means "ends_at").
+STARTS_AT = "starts_at"

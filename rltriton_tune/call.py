@@ -1,0 +1,142 @@
+"""The normalised description of one estimator call, shared by every layer.
+
+``estimators`` builds a :class:`Call` after validation; ``dispatch`` turns its
+:class:`ProblemKey` into a decision; a strategy's launcher computes the outputs
+from it. Nothing here touches the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES, STARTS_AT, AlgorithmSpec
+
+DTYPE_NAMES: dict[torch.dtype, str] = {
+    torch.float32: "float32",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.float64: "float64",
+}
+DTYPES_BY_NAME: dict[str, torch.dtype] = {name: dt for dt, name in DTYPE_NAMES.items()}
+
+LAYOUTS = ("env", "time")
+
+
+def flags_string(flags: frozenset[str] | set[str] | tuple[str, ...]) -> str:
+    """Canonical text form of a flag set: sorted names joined by '+', or 'none'."""
+    return "+".join(sorted(flags)) if flags else "none"
+
+
+def parse_flags(text: str) -> frozenset[str]:
+    """Inverse of :func:`flags_string`."""
+    if text in ("", "none"):
+        return frozenset()
+    return frozenset(text.split("+"))
+
+
+@dataclass(frozen=True)
+class ProblemKey:
+    """Everything that decides which kernel configuration is best (and valid).
+
+    ``n``/``t`` are environments and steps whatever the layout; ``a`` is the
+    action count for Retrace and 0 otherwise; ``flags`` is :func:`flags_string`.
+    """
+
+    algorithm: str
+    n: int
+    t: int
+    dtype: str = "float32"
+    layout: str = "env"
+    flags: str = "none"
+    a: int = 0
+
+    @property
+    def spec(self) -> AlgorithmSpec:
+        return ALGORITHMS[self.algorithm]
+
+    @property
+    def flag_set(self) -> frozenset[str]:
+        return parse_flags(self.flags)
+
+    @property
+    def time_major(self) -> bool:
+        return self.layout == "time"
+
+    def family(self) -> tuple[str, str, str, str, int]:
+        """The part of the key that must match exactly for a nearest-entry lookup."""
+        return (self.algorithm, self.flags, self.dtype, self.layout, self.a)
+
+    def as_text(self) -> str:
+        """Stable, human-readable identifier used in profiles and logs."""
+        text = f"{self.algorithm}|{self.flags}|{self.dtype}|{self.layout}|N={self.n}|T={self.t}"
+        return text + (f"|A={self.a}" if self.a else "")
+
+    @classmethod
+    def from_text(cls, text: str) -> ProblemKey:
+        parts = text.split("|")
+        if len(parts) not in (6, 7):
+            raise ValueError(f"malformed problem key {text!r}")
+        algorithm, flags, dtype, layout, n, t = parts[:6]
+        a = int(parts[6].removeprefix("A=")) if len(parts) == 7 else 0
+        if algorithm not in ALGORITHMS or layout not in LAYOUTS or dtype not in DTYPES_BY_NAME:
+            raise ValueError(f"malformed problem key {text!r}")
+        return cls(algorithm, int(n.removeprefix("N=")), int(t.removeprefix("T=")),
+                   dtype, layout, flags, a)
+
+
+@dataclass
+class Call:
+    """One validated call: inputs by canonical name, scalars, and derived facts.
+
+    ``tensors`` holds only the inputs the caller gave, in the caller's layout
+    (``[T, N]`` when ``time_major``) and never modified. ``[N, T]``-type inputs
+    all share one stride pattern (contiguous in their layout). Launchers return
+    outputs in the same layout, with dtype ``out_dtype``.
+    """
+
+    algorithm: str
+    tensors: dict[str, torch.Tensor]
+    scalars: dict[str, float]
+    n: int
+    t: int
+    time_major: bool = False
+    a: int = 0
+    starts_at: bool = False
+    out_dtype: torch.dtype = torch.float32
+    _key: ProblemKey | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def spec(self) -> AlgorithmSpec:
+        return ALGORITHMS[self.algorithm]
+
+    @property
+    def device(self) -> torch.device:
+        return next(iter(self.tensors.values())).device
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """float64 for float64 inputs, float32 otherwise (SPEC: accumulate in >= float32)."""
+        return torch.float64 if self.out_dtype == torch.float64 else torch.float32
+
+    @property
+    def flags(self) -> frozenset[str]:
+        found = {FLAG_NAMES[name] for name in self.tensors if name in FLAG_NAMES}
+        if self.starts_at:
+            found.add(STARTS_AT)
+        return frozenset(found)
+
+    @property
+    def key(self) -> ProblemKey:
+        if self._key is None:
+            self._key = ProblemKey(
+                algorithm=self.algorithm,
+                n=self.n,
+                t=self.t,
+                dtype=DTYPE_NAMES[self.out_dtype],
+                layout="time" if self.time_major else "env",
+                flags=flags_string(self.flags),
+                a=self.a,
+            )
+        return self._key

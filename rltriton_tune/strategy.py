@@ -1,0 +1,53 @@
+"""The interface every implementation strategy offers to dispatch and the tuner.
+
+A strategy (a Triton scan core in ``kernels/`` or a torch implementation in
+``fallback/``) declares its parameter space and validity rules in one place and
+turns a (problem key, params) pair into a prepared launcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+
+from rltriton_tune.call import Call, ProblemKey
+
+#: A prepared launcher: computes the outputs of one call (a tuple, one tensor per
+#: output of the algorithm) without synchronising the device.
+Launcher = Callable[[Call], tuple[torch.Tensor, ...]]
+
+Params = dict[str, Any]
+
+
+class InvalidConfig(ValueError):
+    """A parameter set that a strategy cannot run for a given problem key."""
+
+
+class Strategy(Protocol):
+    """What dispatch and the tuner need from an implementation strategy."""
+
+    #: Strategy name used in profiles, ``force`` and the CLI.
+    name: str
+
+    def available(self, device: torch.device) -> bool:
+        """Whether this strategy can run on ``device`` in this process."""
+        ...
+
+    def space(self, key: ProblemKey) -> dict[str, list[Any]]:
+        """Candidate values of each parameter for ``key`` (the tuner's search space)."""
+        ...
+
+    def validate(self, key: ProblemKey, params: Params) -> Params:
+        """Return ``params`` completed and normalised for ``key``; raise
+        :class:`InvalidConfig` when no valid adjustment exists."""
+        ...
+
+    def default_params(self, key: ProblemKey) -> Params:
+        """A reasonable config for ``key`` without tuning."""
+        ...
+
+    def prepare(self, key: ProblemKey, params: Params) -> Launcher:
+        """Build (and cache whatever can be cached for) a launcher for ``key``."""
+        ...

@@ -1,0 +1,26 @@
+"""Shared test setup: run Triton kernels in the interpreter when no GPU is present."""
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    # Must be set before triton is imported anywhere: kernels then run on CPU tensors.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_profile_dir(tmp_path_factory, monkeypatch):
+    """Every test writes profiles to its own folder, never the user's real one."""
+    monkeypatch.setenv("RLTRITON_TUNE_DB", str(tmp_path_factory.mktemp("profiles")))
