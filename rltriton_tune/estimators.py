@@ -1,0 +1,415 @@
+"""The seven public estimators: validation, normalisation, hand-off to dispatch.
+
+Each public function only gathers its arguments in the canonical order of
+:data:`rltriton_tune.algorithms.ALGORITHMS` and calls one shared validator,
+driven by that table, which builds a :class:`~rltriton_tune.call.Call` and hands
+it to :func:`rltriton_tune.dispatch.run`. Validation is cheap and never
+synchronises the device (the one data-dependent check, Retrace's action range,
+runs on CPU tensors only), so calls can be captured in CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from rltriton_tune import dispatch
+from rltriton_tune.algorithms import ALGORITHMS, AlgorithmSpec
+from rltriton_tune.call import Call
+
+Tensor = torch.Tensor
+
+_FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
+_INTEGERS = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
+_FLAGS = _FLOATS | _INTEGERS | {torch.bool}
+_BOUNDARIES = {"ends_at": False, "starts_at": True}
+
+# Kinds of tensor argument, which decide the shape and dtype rules.
+_STEP, _FLAG, _INT, _PER_ENV, _PER_ACTION = range(5)
+
+
+class _Plan:
+    """Everything the validator needs about one algorithm, precomputed as tuples."""
+
+    __slots__ = ("algorithm", "function", "spec", "names", "kinds", "optional", "scalars",
+                 "shape_source", "first_float", "single", "last_value_rule")
+
+    def __init__(self, spec: AlgorithmSpec, function: str) -> None:
+        self.algorithm = spec.name
+        self.function = function
+        self.spec = spec
+        self.names = spec.tensors
+        self.kinds = tuple(self._kind(spec, name) for name in spec.tensors)
+        self.optional = frozenset(spec.optional)
+        self.scalars = spec.scalars
+        # The first required [N, T] input: its shape and device are the reference.
+        self.shape_source = next(
+            i for i, (name, kind) in enumerate(zip(self.names, self.kinds, strict=True))
+            if kind in (_STEP, _FLAG, _INT) and name not in self.optional
+        )
+        self.first_float = spec.tensors.index(spec.first_float)
+        self.single = len(spec.outputs) == 1
+        # (last_value, bootstrap_values, truncateds) positions, for the "not both" rules.
+        self.last_value_rule = (
+            tuple(spec.tensors.index(name)
+                  for name in ("last_value", "bootstrap_values", "truncateds"))
+            if "last_value" in spec.tensors else None
+        )
+
+    @staticmethod
+    def _kind(spec: AlgorithmSpec, name: str) -> int:
+        if name in spec.per_env:
+            return _PER_ENV
+        if name in spec.per_action:
+            return _PER_ACTION
+        if name in spec.integer:
+            return _INT
+        if name in spec.flags_inputs:
+            return _FLAG
+        return _STEP
+
+
+def _shape(x: Tensor) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def _dtype_error(plan: _Plan, name: str, x: Tensor, allowed: str) -> TypeError:
+    return TypeError(f"{plan.function}: {name} has dtype {x.dtype}; expected {allowed}")
+
+
+def _check_float(plan: _Plan, name: str, x: Tensor, what: str = "float32, float16 or bfloat16"
+                 ) -> None:
+    """Floating inputs: float32/float16/bfloat16 anywhere, float64 on CPU only."""
+    if x.dtype is torch.float64:
+        if x.device.type != "cpu":
+            raise _dtype_error(plan, name, x, f"{what} (float64 is supported on CPU only)")
+        return
+    raise _dtype_error(plan, name, x, f"{what} (or float64 on CPU)")
+
+
+def _scalar(plan: _Plan, name: str, value: Any) -> float:
+    """A plain Python number (numpy scalars accepted) as float; NaN, bools and tensors refused."""
+    kind = type(value)
+    if kind is float:
+        if value != value:
+            raise ValueError(f"{plan.function}: {name} is NaN")
+        return value
+    if kind is int:
+        return float(value)
+    if isinstance(value, Tensor):
+        raise TypeError(f"{plan.function}: {name} must be a plain Python number, not a tensor "
+                        f"(pass {name}=float(x) if it is a 0-d tensor)")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{plan.function}: {name} must be a plain Python number, "
+                        f"got {kind.__name__}")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"{plan.function}: {name} is NaN")
+    return value
+
+
+def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
+           time_major: bool, starts_at: bool = False) -> Call:
+    """Validate one call's arguments and normalise them into a :class:`Call`."""
+    function = plan.function
+    names = plan.names
+    if time_major is not True and time_major is not False:
+        raise TypeError(f"{function}: time_major must be a bool, got {type(time_major).__name__}")
+    rule = plan.last_value_rule
+    if rule is not None and values[rule[0]] is not None:
+        if values[rule[1]] is not None:
+            raise ValueError(f"{function}: give last_value or bootstrap_values, not both")
+        if values[rule[2]] is not None:
+            raise ValueError(f"{function}: last_value cannot be combined with truncateds; "
+                             "pass bootstrap_values instead")
+
+    source_name = names[plan.shape_source]
+    source = values[plan.shape_source]
+    if not isinstance(source, Tensor):
+        raise TypeError(f"{function}: {source_name} must be a torch.Tensor, "
+                        f"got {type(source).__name__}")
+    shape = source.shape
+    if source.dim() != 2:
+        layout = "[T, N] (time_major=True)" if time_major else "[N, T]"
+        raise ValueError(f"{function}: {source_name} must be 2-D {layout}, "
+                         f"got shape {_shape(source)}")
+    device = source.device
+    n = shape[1] if time_major else shape[0]
+    a = 0
+    per_action_name = ""
+
+    tensors: dict[str, Tensor] = {}
+    for name, kind, x in zip(names, plan.kinds, values, strict=True):
+        if x is None:
+            if name in plan.optional:
+                continue
+            raise TypeError(f"{function}: {name} is required (got None)")
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{function}: {name} must be a torch.Tensor, got {type(x).__name__}")
+        xs = x.shape
+        if kind == _STEP or kind == _FLAG or kind == _INT:
+            if xs != shape:
+                raise ValueError(f"{function}: {name} has shape {_shape(x)} but {source_name} "
+                                 f"has shape {_shape(source)}; they must match")
+        elif kind == _PER_ENV:
+            if len(xs) != 1 or xs[0] != n:
+                raise ValueError(f"{function}: {name} has shape {_shape(x)}; expected ({n},) "
+                                 f"(one value per environment of {source_name} with shape "
+                                 f"{_shape(source)})")
+        else:
+            if len(xs) != 3 or xs[:2] != shape:
+                dims = "[T, N, A]" if time_major else "[N, T, A]"
+                raise ValueError(f"{function}: {name} has shape {_shape(x)}; expected {dims} "
+                                 f"with leading dims {_shape(source)} like {source_name}")
+            if per_action_name and xs[2] != a:
+                raise ValueError(f"{function}: {name} has {xs[2]} actions (shape {_shape(x)}) "
+                                 f"but {per_action_name} has {a} (shape "
+                                 f"{_shape(tensors[per_action_name])})")
+            a = xs[2]
+            per_action_name = name
+        if x.device != device:
+            raise ValueError(f"{function}: {name} is on {x.device} but {source_name} is on "
+                             f"{device}; all inputs must be on one device")
+        dtype = x.dtype
+        if kind == _FLAG:
+            if dtype not in _FLAGS:
+                _check_float(plan, name, x, "a float, bool or integer flag tensor")
+        elif kind == _INT:
+            if dtype not in _INTEGERS:
+                raise _dtype_error(plan, name, x, "an integer tensor")
+        elif dtype not in _FLOATS:
+            _check_float(plan, name, x)
+        tensors[name] = x if x.is_contiguous() else x.contiguous()
+
+    scalars = {name: _scalar(plan, name, value)
+               for name, value in zip(plan.scalars, scalar_values, strict=True)}
+    t = shape[0] if time_major else shape[1]
+    if per_action_name:
+        if a == 0 and n and t:
+            raise ValueError(f"{function}: {per_action_name} has no actions (shape "
+                             f"{_shape(tensors[per_action_name])})")
+        if device.type == "cpu" and n and t:
+            actions = tensors["actions"]
+            low, high = int(actions.min()), int(actions.max())
+            if low < 0 or high >= a:
+                raise ValueError(f"{function}: actions has values in [{low}, {high}], outside "
+                                 f"[0, {a}) for {a} actions")
+    return Call(
+        algorithm=plan.algorithm,
+        tensors=tensors,
+        scalars=scalars,
+        n=n,
+        t=t,
+        time_major=time_major,
+        a=a,
+        starts_at=starts_at,
+        out_dtype=values[plan.first_float].dtype,
+    )
+
+
+def _empty(plan: _Plan, call: Call) -> Tensor | tuple[Tensor, ...]:
+    """Outputs of an empty call (N = 0 or T = 0), without dispatching anything."""
+    shape = (call.t, call.n) if call.time_major else (call.n, call.t)
+    device = call.device
+    outputs = tuple(torch.empty(shape, dtype=call.out_dtype, device=device)
+                    for _ in plan.spec.outputs)
+    return outputs[0] if plan.single else outputs
+
+
+def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
+         time_major: bool, starts_at: bool = False) -> Tensor | tuple[Tensor, ...]:
+    call = _build(plan, values, scalar_values, time_major, starts_at)
+    if call.n == 0 or call.t == 0:
+        return _empty(plan, call)
+    outputs = dispatch.run(call)
+    return outputs[0] if plan.single else outputs
+
+
+def _boundary(plan: _Plan, boundary: Any) -> bool:
+    """``boundary`` as the ``starts_at`` flag; anything but the two names is an error."""
+    try:
+        return _BOUNDARIES[boundary]
+    except (KeyError, TypeError):
+        raise ValueError(f"{plan.function}: boundary must be 'ends_at' or 'starts_at', "
+                         f"got {boundary!r}") from None
+
+
+_GAE = _Plan(ALGORITHMS["gae"], "compute_gae")
+_VTRACE = _Plan(ALGORITHMS["vtrace"], "compute_vtrace")
+_RETRACE = _Plan(ALGORITHMS["retrace"], "compute_retrace")
+_LAMBDA = _Plan(ALGORITHMS["lambda_returns"], "compute_lambda_returns")
+_RETURNS = _Plan(ALGORITHMS["discounted_returns"], "compute_discounted_returns")
+_TRACES = _Plan(ALGORITHMS["eligibility_traces"], "compute_eligibility_traces")
+_PREFIX = _Plan(ALGORITHMS["episodic_prefix_sum"], "compute_episodic_prefix_sum")
+
+
+def compute_gae(
+    rewards: Tensor,
+    values: Tensor,
+    terminateds: Tensor,
+    truncateds: Tensor | None = None,
+    gamma: float = 0.99,
+    lambda_: float = 0.95,
+    bootstrap_values: Tensor | None = None,
+    last_value: Tensor | None = None,
+    *,
+    time_major: bool = False,
+) -> Tensor:
+    """Generalized advantage estimates ``[N, T]`` (SPEC.md section 1)."""
+    return _run(_GAE, (rewards, values, terminateds, truncateds, bootstrap_values, last_value),
+                (gamma, lambda_), time_major)
+
+
+def compute_vtrace(
+    log_pi_target: Tensor,
+    log_pi_behavior: Tensor,
+    values: Tensor,
+    rewards: Tensor,
+    terminateds: Tensor,
+    truncateds: Tensor | None = None,
+    gamma: float = 0.99,
+    rho_bar: float = 1.0,
+    c_bar: float = 1.0,
+    bootstrap_values: Tensor | None = None,
+    last_value: Tensor | None = None,
+    *,
+    time_major: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """V-trace targets and policy-gradient advantages ``(vs, advantages)`` (SPEC.md section 2)."""
+    return _run(_VTRACE, (log_pi_target, log_pi_behavior, values, rewards, terminateds,
+                          truncateds, bootstrap_values, last_value),
+                (gamma, rho_bar, c_bar), time_major)
+
+
+def compute_retrace(
+    action_probs_target: Tensor,
+    action_probs_behavior: Tensor,
+    q_values: Tensor,
+    next_q_values_all: Tensor,
+    actions: Tensor,
+    rewards: Tensor,
+    terminateds: Tensor,
+    truncateds: Tensor,
+    gamma: float,
+    lambda_: float = 1.0,
+    c_bar: float = 1.0,
+    rho_bar: float = 1.0,
+    *,
+    time_major: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """Retrace(λ) Q targets and advantages ``(q_ret, advantages)`` (SPEC.md section 3)."""
+    return _run(_RETRACE, (action_probs_target, action_probs_behavior, q_values,
+                           next_q_values_all, actions, rewards, terminateds, truncateds),
+                (gamma, lambda_, c_bar, rho_bar), time_major)
+
+
+def compute_lambda_returns(
+    rewards: Tensor,
+    next_values: Tensor,
+    terminateds: Tensor,
+    truncateds: Tensor | None = None,
+    gamma: float = 0.99,
+    lambda_: float = 0.95,
+    bootstrap_values: Tensor | None = None,
+    *,
+    time_major: bool = False,
+) -> Tensor:
+    """TD(λ) returns ``[N, T]`` (SPEC.md section 4)."""
+    return _run(_LAMBDA, (rewards, next_values, terminateds, truncateds, bootstrap_values),
+                (gamma, lambda_), time_major)
+
+
+def compute_discounted_returns(
+    rewards: Tensor,
+    terminateds: Tensor,
+    truncateds: Tensor | None = None,
+    gamma: float = 0.99,
+    bootstrap_values: Tensor | None = None,
+    *,
+    time_major: bool = False,
+) -> Tensor:
+    """Discounted returns ``[N, T]`` (SPEC.md section 5)."""
+    return _run(_RETURNS, (rewards, terminateds, truncateds, bootstrap_values), (gamma,),
+                time_major)
+
+
+def compute_eligibility_traces(
+    gradients: Tensor,
+    dones: Tensor,
+    gamma: float,
+    lambda_: float,
+    seed_values: Tensor | None = None,
+    *,
+    time_major: bool = False,
+) -> Tensor:
+    """Accumulating eligibility traces ``[N, T]``, a forward scan (SPEC.md section 6)."""
+    return _run(_TRACES, (gradients, dones, seed_values), (gamma, lambda_), time_major)
+
+
+def compute_episodic_prefix_sum(
+    inputs: Tensor,
+    dones: Tensor,
+    seed_values: Tensor | None = None,
+    boundary: str = "ends_at",
+    *,
+    time_major: bool = False,
+) -> Tensor:
+    """Per-episode running sums ``[N, T]``, a forward scan (SPEC.md section 7)."""
+    return _run(_PREFIX, (inputs, dones, seed_values), (), time_major,
+                _boundary(_PREFIX, boundary))
+
+
+#: Public function of each algorithm, by algorithm name (for the tuner and benchmarks).
+ESTIMATORS: dict[str, Callable[..., Any]] = {
+    "gae": compute_gae,
+    "vtrace": compute_vtrace,
+    "retrace": compute_retrace,
+    "lambda_returns": compute_lambda_returns,
+    "discounted_returns": compute_discounted_returns,
+    "eligibility_traces": compute_eligibility_traces,
+    "episodic_prefix_sum": compute_episodic_prefix_sum,
+}
+
+_PLANS: dict[str, _Plan] = {plan.algorithm: plan for plan in
+                            (_GAE, _VTRACE, _RETRACE, _LAMBDA, _RETURNS, _TRACES, _PREFIX)}
+
+_REQUIRED = object()
+
+#: Each public function's parameters and defaults, read once at import.
+_PARAMETERS: dict[str, dict[str, Any]] = {
+    algorithm: {
+        name: (_REQUIRED if p.default is inspect.Parameter.empty else p.default)
+        for name, p in inspect.signature(function).parameters.items()
+    }
+    for algorithm, function in ESTIMATORS.items()
+}
+
+
+def prepare_call(algorithm: str, **kwargs: Any) -> Call | None:
+    """Validate keyword arguments of ``algorithm``'s public function into a :class:`Call`.
+
+    Exactly what the public function does before dispatching (same checks, same
+    errors); returns ``None`` for an empty problem (N = 0 or T = 0).
+    """
+    try:
+        plan = _PLANS[algorithm]
+    except KeyError:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of "
+                         f"{sorted(_PLANS)}") from None
+    parameters = _PARAMETERS[algorithm]
+    unknown = kwargs.keys() - parameters.keys()
+    if unknown:
+        raise TypeError(f"{plan.function}: unexpected argument(s) {sorted(unknown)}")
+    args = {**parameters, **kwargs}
+    missing = [name for name, value in args.items() if value is _REQUIRED]
+    if missing:
+        raise TypeError(f"{plan.function}: missing required argument(s) {missing}")
+    starts_at = _boundary(plan, args["boundary"]) if "boundary" in args else False
+    call = _build(plan, tuple(args[name] for name in plan.names),
+                  tuple(args[name] for name in plan.scalars), args["time_major"], starts_at)
+    return None if call.n == 0 or call.t == 0 else call

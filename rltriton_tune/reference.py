@@ -1,0 +1,235 @@
+"""Float64, step-by-step ground truth for the seven estimators (SPEC.md).
+
+Written for obviousness, not speed: pointwise terms are computed for all steps
+at once, then each recurrence runs as a Python loop over time, vectorised over
+environments. It shares no code with validation or dispatch, so tests and the
+tuner's correctness gate compare against an independent implementation. Inputs
+are assumed valid; outputs are float64 CPU tensors in the caller's layout.
+
+Internally every ``[N, T]`` array is held time-first, ``x[t]`` being the ``[N]``
+values of step ``t``, so the code reads like the formulas in SPEC.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+Tensor = torch.Tensor
+
+_F64 = torch.float64
+
+
+def _steps(x: Tensor, time_major: bool) -> Tensor:
+    """``[N, T(, A)]`` (or ``[T, N(, A)]`` when time-major) -> float64 ``[T, N(, A)]``."""
+    x = x.detach().to("cpu")
+    if not time_major:
+        x = x.transpose(0, 1)
+    return x.to(_F64).contiguous()
+
+
+def _per_env(x: Tensor | None, n: int) -> Tensor:
+    """An optional ``[N]`` tensor as float64, zeros when absent."""
+    if x is None:
+        return torch.zeros(n, dtype=_F64)
+    return x.detach().to("cpu", _F64)
+
+
+def _flags(x: Tensor | None, like: Tensor, time_major: bool) -> Tensor:
+    """0/1 flags as float64 ``[T, N]``; all zeros when absent."""
+    if x is None:
+        return torch.zeros_like(like)
+    return _steps(x, time_major)
+
+
+def _bootstrap(bootstrap_values: Tensor | None, last_value: Tensor | None,
+               like: Tensor, time_major: bool) -> Tensor:
+    """``b[t]``: the given bootstrap values, or zeros with ``b[T-1] = last_value``."""
+    if bootstrap_values is not None:
+        return _steps(bootstrap_values, time_major)
+    b = torch.zeros_like(like)
+    if last_value is not None and b.shape[0] > 0:
+        b[-1] = _per_env(last_value, b.shape[1])
+    return b
+
+
+def _next_value(values: Tensor, b: Tensor, trunc: Tensor) -> Tensor:
+    """``nv[t] = b[t]`` if ``t == T-1`` or ``trunc[t] == 1``, else ``values[t+1]``."""
+    following = torch.cat([values[1:], b[-1:]])    # values[t+1]; b[T-1] at t = T-1
+    return torch.where(trunc == 1, b, following)
+
+
+def _zero_row(x: Tensor) -> Tensor:
+    """Zeros for one step of ``x`` (``[N]``): the boundary value ``y[T] = 0``."""
+    return torch.zeros(x.shape[1:], dtype=_F64)
+
+
+def _backward(alpha: Tensor, beta: Tensor, end: Tensor) -> Tensor:
+    """``y[t] = alpha[t] + beta[t]·y[t+1]`` with ``y[T] = end``; returns ``y[0..T-1]``."""
+    big_t = alpha.shape[0]
+    y = torch.empty((big_t + 1, *alpha.shape[1:]), dtype=_F64)
+    y[big_t] = end
+    for t in range(big_t - 1, -1, -1):
+        y[t] = alpha[t] + beta[t] * y[t + 1]
+    return y[:big_t]
+
+
+def _forward(alpha: Tensor, beta: Tensor, start: Tensor) -> Tensor:
+    """``y[t] = alpha[t] + beta[t]·y[t-1]`` with ``y[-1] = start``."""
+    big_t = alpha.shape[0]
+    y = torch.empty_like(alpha)
+    previous = start
+    for t in range(big_t):
+        y[t] = alpha[t] + beta[t] * previous
+        previous = y[t]
+    return y
+
+
+def _gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=0.95,
+         bootstrap_values=None, last_value=None, *, time_major=False):
+    r = _steps(rewards, time_major)
+    v = _steps(values, time_major)
+    term = _steps(terminateds, time_major)
+    trunc = _flags(truncateds, r, time_major)
+    done = torch.maximum(term, trunc)
+    b = _bootstrap(bootstrap_values, last_value, r, time_major)
+
+    nv = _next_value(v, b, trunc)
+    delta = r + gamma * (1 - term) * nv - v
+    # A[t] = δ[t] + γ·λ·(1-done[t])·A[t+1],  A[T] = 0
+    advantages = _backward(delta, gamma * lambda_ * (1 - done), _zero_row(r))
+    return (advantages,)
+
+
+def _vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds=None,
+            gamma=0.99, rho_bar=1.0, c_bar=1.0, bootstrap_values=None, last_value=None, *,
+            time_major=False):
+    r = _steps(rewards, time_major)
+    v = _steps(values, time_major)
+    term = _steps(terminateds, time_major)
+    trunc = _flags(truncateds, r, time_major)
+    done = torch.maximum(term, trunc)
+    b = _bootstrap(bootstrap_values, last_value, r, time_major)
+
+    ratio = torch.exp(_steps(log_pi_target, time_major) - _steps(log_pi_behavior, time_major))
+    rho = torch.clamp(ratio, max=rho_bar)
+    c = torch.clamp(ratio, max=c_bar)
+    nv = _next_value(v, b, trunc)
+    delta = rho * (r + gamma * (1 - term) * nv - v)
+    # D[t] = δ[t] + γ·c[t]·(1-done[t])·D[t+1],  D[T] = 0
+    d = _backward(delta, gamma * c * (1 - done), _zero_row(r))
+    vs = v + d
+    nvs = _next_value(vs, b, trunc)
+    advantages = rho * (r + gamma * (1 - term) * nvs - v)
+    return vs, advantages
+
+
+def _retrace(action_probs_target, action_probs_behavior, q_values, next_q_values_all, actions,
+             rewards, terminateds, truncateds, gamma, lambda_=1.0, c_bar=1.0, rho_bar=1.0, *,
+             time_major=False):
+    r = _steps(rewards, time_major)
+    q = _steps(q_values, time_major)
+    term = _steps(terminateds, time_major)
+    trunc = _flags(truncateds, r, time_major)
+    done = torch.maximum(term, trunc)
+    pi = _steps(action_probs_target, time_major)         # [T, N, A]
+    next_q = _steps(next_q_values_all, time_major)       # [T, N, A]
+    mu = _steps(action_probs_behavior, time_major)
+    a = actions.detach().to("cpu")
+    a = (a if time_major else a.transpose(0, 1)).to(torch.int64)
+
+    # π_a[t] = π[t, actions[t]]; an action outside [0, A) has no probability: NaN.
+    num_actions = pi.shape[-1]
+    valid = (a >= 0) & (a < num_actions)
+    picked = torch.gather(pi, -1, a.clamp(0, max(num_actions - 1, 0)).unsqueeze(-1)).squeeze(-1)
+    pi_a = torch.where(valid, picked, torch.full_like(picked, float("nan")))
+
+    ratio = pi_a / mu
+    c = lambda_ * torch.clamp(ratio, max=c_bar)
+    rho = torch.clamp(ratio, max=rho_bar)
+    c_next = torch.cat([c[1:], torch.zeros_like(c[:1])])     # c[t+1], c[T] = 0
+    expected_q = (pi * next_q).sum(-1)
+    delta = r + gamma * (1 - term) * expected_q - q
+    # D[t] = δ[t] + γ·c[t+1]·(1-done[t])·D[t+1],  D[T] = 0
+    d = _backward(delta, gamma * c_next * (1 - done), _zero_row(r))
+    q_ret = q + d
+    q_ret_next = torch.cat([q_ret[1:], torch.zeros_like(q_ret[:1])])   # q_ret[T] = 0
+    advantages = rho * (r + gamma * (1 - term) * q_ret_next - q)
+    return q_ret, advantages
+
+
+def _lambda_returns(rewards, next_values, terminateds, truncateds=None, gamma=0.99,
+                    lambda_=0.95, bootstrap_values=None, *, time_major=False):
+    r = _steps(rewards, time_major)
+    nv = _steps(next_values, time_major)
+    term = _steps(terminateds, time_major)
+    trunc = _flags(truncateds, r, time_major)
+    done = torch.maximum(term, trunc)
+    b = _bootstrap(bootstrap_values, None, r, time_major)
+
+    # G[t] = r[t] + γ·(1-done[t])·((1-λ)·nv[t] + λ·G[t+1]) + γ·trunc[t]·b[t],  G[T] = b[T-1]
+    alpha = r + gamma * (1 - done) * (1 - lambda_) * nv + gamma * trunc * b
+    beta = gamma * (1 - done) * lambda_
+    end = b[-1] if r.shape[0] else _zero_row(r)
+    return (_backward(alpha, beta, end),)
+
+
+def _discounted_returns(rewards, terminateds, truncateds=None, gamma=0.99,
+                        bootstrap_values=None, *, time_major=False):
+    r = _steps(rewards, time_major)
+    term = _steps(terminateds, time_major)
+    trunc = _flags(truncateds, r, time_major)
+    done = torch.maximum(term, trunc)
+    b = _bootstrap(bootstrap_values, None, r, time_major)
+
+    # G[t] = r[t] + γ·(1-done[t])·G[t+1] + γ·trunc[t]·b[t],  G[T] = b[T-1]
+    end = b[-1] if r.shape[0] else _zero_row(r)
+    return (_backward(r + gamma * trunc * b, gamma * (1 - done), end),)
+
+
+def _eligibility_traces(gradients, dones, gamma, lambda_, seed_values=None, *,
+                        time_major=False):
+    g = _steps(gradients, time_major)
+    done = _steps(dones, time_major)
+    done_prev = torch.cat([torch.zeros_like(done[:1]), done[:-1]])    # done[t-1], done[-1] = 0
+    # z[t] = g[t] + γ·λ·(1-done[t-1])·z[t-1],  z[-1] = seed
+    return (_forward(g, gamma * lambda_ * (1 - done_prev), _per_env(seed_values, g.shape[1])),)
+
+
+def _episodic_prefix_sum(inputs, dones, seed_values=None, boundary="ends_at", *,
+                         time_major=False):
+    x = _steps(inputs, time_major)
+    done = _steps(dones, time_major)
+    if boundary == "ends_at":
+        # C[t] = x[t] + (1-done[t-1])·C[t-1],  done[-1] = 0
+        keep = 1 - torch.cat([torch.zeros_like(done[:1]), done[:-1]])
+    else:
+        # C[t] = x[t] + (1-done[t])·C[t-1]
+        keep = 1 - done
+    return (_forward(x, keep, _per_env(seed_values, x.shape[1])),)
+
+
+_IMPLEMENTATIONS: dict[str, Callable[..., tuple[Tensor, ...]]] = {
+    "gae": _gae,
+    "vtrace": _vtrace,
+    "retrace": _retrace,
+    "lambda_returns": _lambda_returns,
+    "discounted_returns": _discounted_returns,
+    "eligibility_traces": _eligibility_traces,
+    "episodic_prefix_sum": _episodic_prefix_sum,
+}
+
+
+def reference(algorithm: str, **kwargs: Any) -> Tensor | tuple[Tensor, Tensor]:
+    """Outputs of ``algorithm`` for the public function's keyword arguments.
+
+    Returns float64 CPU tensors in the caller's layout: one tensor, or a pair for
+    ``vtrace`` and ``retrace``, exactly like the public functions.
+    """
+    time_major = bool(kwargs.get("time_major", False))
+    outputs = _IMPLEMENTATIONS[algorithm](**kwargs)
+    if not time_major:
+        outputs = tuple(y.transpose(0, 1).contiguous() for y in outputs)
+    return outputs[0] if len(outputs) == 1 else outputs
