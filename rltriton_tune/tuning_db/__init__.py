@@ -1,0 +1,52 @@
+"""Tuning database: one versioned JSON profile per device fingerprint.
+
+A profile maps problem keys to the tuned strategy and parameters, with the
+evidence (device time, runner-up, baselines, trials, date). Shipped profiles
+live in ``profiles/`` inside this package; the user's in ``user_dir()``; user
+entries override shipped ones, and a profile for another fingerprint is never
+used. Writes are locked, merged and atomic; bad files are reported and skipped.
+The file format is documented in ``SCHEMA.md`` next to this module.
+"""
+
+from rltriton_tune.tuning_db.fingerprint import device_fingerprint, fingerprint_id
+from rltriton_tune.tuning_db.loading import FileReport, ProfileSet, load_profiles, loaded_once
+from rltriton_tune.tuning_db.locations import DB_ENV, profile_path, shipped_dir, user_dir
+from rltriton_tune.tuning_db.schema import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    Entry,
+    Profile,
+    ProfileError,
+    UnsupportedVersion,
+)
+from rltriton_tune.tuning_db.state import invalidate_cache
+from rltriton_tune.tuning_db.store import clear, merge_entries, read_profile, read_profiles, record
+from rltriton_tune.tuning_db.transfer import export_profiles, import_profiles, known_fingerprints
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "DB_ENV",
+    "Entry",
+    "Profile",
+    "ProfileError",
+    "UnsupportedVersion",
+    "FileReport",
+    "ProfileSet",
+    "fingerprint_id",
+    "device_fingerprint",
+    "user_dir",
+    "shipped_dir",
+    "profile_path",
+    "read_profile",
+    "read_profiles",
+    "load_profiles",
+    "loaded_once",
+    "invalidate_cache",
+    "record",
+    "merge_entries",
+    "clear",
+    "export_profiles",
+    "import_profiles",
+    "known_fingerprints",
+]

@@ -1,0 +1,130 @@
+"""Loading the entries that apply to one device: shipped, then user, then in-memory.
+
+Dispatch calls :func:`load_profiles` lazily, once per process and fingerprint;
+the result is cached until something is recorded, imported or cleared. A bad
+file never raises here: it is reported (for ``doctor``), warned about once per
+process, and skipped, so a training run keeps going.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rltriton_tune.tuning_db import state
+from rltriton_tune.tuning_db.fingerprint import describe_mismatch
+from rltriton_tune.tuning_db.locations import shipped_dir, user_dir
+from rltriton_tune.tuning_db.schema import (
+    Entry,
+    ProfileError,
+    canonical_fingerprint,
+    newer_or_same,
+)
+from rltriton_tune.tuning_db.store import read_profiles
+
+
+@dataclass
+class FileReport:
+    """One profile file seen while loading, and whether (and why not) it was used."""
+
+    path: Path
+    used: bool
+    reason: str
+
+
+@dataclass
+class ProfileSet:
+    """The merged entries for one fingerprint, where each came from, and what was seen.
+
+    ``in_memory`` names the keys that exist only in this process (their folder
+    could not be written); their ``sources`` path is the file they were meant for.
+    Shared through the cache: treat it as read-only.
+    """
+
+    entries: dict[str, Entry]
+    sources: dict[str, Path]
+    reports: list[FileReport]
+    in_memory: set[str] = field(default_factory=set)
+
+
+def load_profiles(fp: dict[str, Any]) -> ProfileSet:
+    """Entries for fingerprint ``fp`` from every ``*.json`` in :func:`shipped_dir` and
+    then :func:`user_dir` (user entries override shipped ones), then the entries
+    this process could not write. Files for other fingerprints are reported, not
+    used. Cached per (fingerprint, folders) until :func:`invalidate_cache`."""
+    canonical = canonical_fingerprint(fp)
+    ship, user = shipped_dir(), user_dir()
+    cache_key = (canonical, str(ship), str(user))
+    with state.LOCK:
+        cached = state.CACHE.get(cache_key)
+    if cached is not None:
+        return cached
+    loaded = _load(fp, canonical, [ship] if _same_dir(ship, user) else [ship, user])
+    with state.LOCK:
+        state.CACHE[cache_key] = loaded
+    return loaded
+
+
+#: The name the design uses for the once-per-process load; the same cached call.
+loaded_once = load_profiles
+
+
+def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet:
+    entries: dict[str, Entry] = {}
+    sources: dict[str, Path] = {}
+    reports: list[FileReport] = []
+    for folder in folders:
+        tier: dict[str, Entry] = {}  # within one folder the newer date wins
+        tier_sources: dict[str, Path] = {}
+        for path in _profile_files(folder, reports):
+            for profile in _usable_profiles(path, fp, canonical, reports):
+                for text, entry in profile.entries.items():
+                    if text not in tier or newer_or_same(entry, tier[text]):
+                        tier[text] = entry
+                        tier_sources[text] = path
+        entries.update(tier)  # a later folder (the user's) overrides an earlier one
+        sources.update(tier_sources)
+    in_memory = set()
+    for text, (entry, path) in state.overlay_entries(canonical).items():
+        entries[text] = entry
+        sources[text] = path
+        in_memory.add(text)
+    for path in sorted({sources[t] for t in in_memory}):
+        count = sum(1 for t in in_memory if sources[t] == path)
+        reports.append(FileReport(path, True, f"{count} entries kept in memory only "
+                                  "(the file could not be written)"))
+    return ProfileSet(entries=entries, sources=sources, reports=reports, in_memory=in_memory)
+
+
+def _profile_files(folder: Path, reports: list[FileReport]) -> list[Path]:
+    try:
+        return sorted(p for p in folder.glob("*.json") if p.is_file()) if folder.is_dir() else []
+    except OSError as err:
+        reports.append(FileReport(folder, False, f"folder unreadable: {err.strerror or err}"))
+        return []
+
+
+def _usable_profiles(path: Path, fp: dict[str, Any], canonical: str,
+                     reports: list[FileReport]) -> list[Any]:
+    try:
+        profiles = read_profiles(path)
+    except ProfileError as err:
+        reports.append(FileReport(path, False, err.reason))
+        state.warn_once("bad-file", str(path),
+                        f"rltriton-tune: ignoring tuning profile {path}: {err.reason}")
+        return []
+    usable = [p for p in profiles if canonical_fingerprint(p.fingerprint) == canonical]
+    if usable:
+        reports.append(FileReport(path, True, "matches this device"))
+    else:
+        reports.append(FileReport(path, False, describe_mismatch(profiles[0].fingerprint, fp)
+                                  if profiles else "holds no profile"))
+    return usable
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False

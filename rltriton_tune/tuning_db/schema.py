@@ -1,0 +1,312 @@
+"""Profile data model and its JSON form (documented in ``SCHEMA.md``).
+
+Parsing is strict about what this version needs (types, ranges, the schema name
+and major version) and lenient about what it does not know (extra fields are
+kept in ``Entry.extra`` / ignored at the top level), so an older package can
+read, merge and rewrite a profile written by a newer one of the same version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES, STARTS_AT
+from rltriton_tune.call import DTYPES_BY_NAME, LAYOUTS, ProblemKey, flags_string, parse_flags
+
+SCHEMA = "rltriton-tune-profile"
+SCHEMA_VERSION = 1
+
+_KNOWN_FLAGS = frozenset(FLAG_NAMES.values()) | {STARTS_AT}
+_KEY_FIELDS = ("algorithm", "N", "T", "A", "dtype", "layout", "flags")
+_ENTRY_FIELDS = _KEY_FIELDS + (
+    "strategy", "params", "device_time_us", "runner_up", "baselines", "trials", "date",
+)
+
+
+class ProfileError(ValueError):
+    """A profile file or entry that cannot be used; ``reason`` says why, without the path."""
+
+    def __init__(self, reason: str, path: Path | str | None = None) -> None:
+        self.reason = reason
+        self.path = Path(path) if path is not None else None
+        super().__init__(f"{path}: {reason}" if path is not None else reason)
+
+
+class UnsupportedVersion(ProfileError):
+    """A profile written for a newer schema major version: readable by a newer package only."""
+
+
+def utc_now() -> str:
+    """The current time as ISO-8601 UTC with second resolution, e.g. ``2026-11-30T01:02:03Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_date(text: str) -> datetime | None:
+    """Parse an ISO-8601 date (naive means UTC); ``None`` for an empty string."""
+    if not text:
+        return None
+    stamp = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+
+
+def newer_or_same(candidate: Entry, current: Entry) -> bool:
+    """Merge rule: ``candidate`` replaces ``current`` unless ``current`` is strictly newer.
+
+    An entry without a date counts as oldest; on a tie the candidate (the later
+    write) wins.
+    """
+    old = datetime.min.replace(tzinfo=timezone.utc)
+    return (parse_date(candidate.date) or old) >= (parse_date(current.date) or old)
+
+
+@dataclass
+class Entry:
+    """The tuned choice for one problem key, with the evidence that chose it."""
+
+    key: ProblemKey
+    strategy: str
+    params: dict[str, Any]
+    device_time_us: float
+    runner_up: dict[str, Any] | None = None
+    baselines: dict[str, float] = field(default_factory=dict)
+    trials: int = 0
+    date: str = ""
+    #: Fields this version does not know, kept so a rewrite does not drop them.
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as a JSON object (field order as documented in SCHEMA.md)."""
+        k = self.key
+        out: dict[str, Any] = {
+            "algorithm": k.algorithm, "N": k.n, "T": k.t, "A": k.a,
+            "dtype": k.dtype, "layout": k.layout, "flags": k.flags,
+            "strategy": self.strategy, "params": dict(self.params),
+            "device_time_us": self.device_time_us, "runner_up": self.runner_up,
+            "baselines": dict(self.baselines), "trials": self.trials, "date": self.date,
+        }
+        out.update({name: value for name, value in self.extra.items() if name not in out})
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any) -> Entry:
+        """Build an entry from its JSON object; raise :class:`ProfileError` on bad data."""
+        if not isinstance(d, dict):
+            raise ProfileError(f"entry must be a JSON object, got {type(d).__name__}")
+        for name in ("algorithm", "N", "T", "dtype", "layout", "flags",
+                     "strategy", "params", "device_time_us"):
+            if name not in d:
+                raise ProfileError(f"entry is missing field {name!r}")
+        algorithm = _text(d, "algorithm")
+        if algorithm not in ALGORITHMS:
+            raise ProfileError(f"entry field 'algorithm': unknown algorithm {algorithm!r}")
+        dtype = _text(d, "dtype")
+        if dtype not in DTYPES_BY_NAME:
+            raise ProfileError(f"entry field 'dtype': unknown dtype {dtype!r}")
+        layout = _text(d, "layout")
+        if layout not in LAYOUTS:
+            raise ProfileError(f"entry field 'layout': must be one of {LAYOUTS}, got {layout!r}")
+        flags = _text(d, "flags")
+        unknown = parse_flags(flags) - _KNOWN_FLAGS
+        if unknown or flags == "":
+            raise ProfileError(f"entry field 'flags': unknown flag(s) in {flags!r}")
+        flags = flags_string(parse_flags(flags))  # canonical order, as dispatch spells it
+        key = ProblemKey(algorithm=algorithm, n=_int(d, "N", 1), t=_int(d, "T", 1),
+                         dtype=dtype, layout=layout, flags=flags, a=_int(d, "A", 0, default=0))
+        strategy = _text(d, "strategy")
+        if not strategy:
+            raise ProfileError("entry field 'strategy' must not be empty")
+        date = d.get("date", "")
+        if not isinstance(date, str):
+            raise ProfileError(f"entry field 'date' must be a string, got {date!r}")
+        try:
+            parse_date(date)
+        except ValueError:
+            raise ProfileError(f"entry field 'date' is not ISO-8601: {date!r}") from None
+        baselines = d.get("baselines") or {}
+        if not isinstance(baselines, dict):
+            raise ProfileError("entry field 'baselines' must be an object")
+        return cls(
+            key=key,
+            strategy=strategy,
+            params=_params(d["params"], "params"),
+            device_time_us=_time(d["device_time_us"], "device_time_us"),
+            runner_up=_runner_up(d.get("runner_up")),
+            baselines={str(n): _time(v, f"baselines.{n}") for n, v in baselines.items()},
+            trials=_int(d, "trials", 0, default=0),
+            date=date,
+            extra={n: v for n, v in d.items() if n not in _ENTRY_FIELDS},
+        )
+
+
+def sort_key(entry: Entry) -> tuple[Any, ...]:
+    """File order: grouped by family, then by N and T numerically (stable diffs)."""
+    k = entry.key
+    return (k.algorithm, k.flags, k.dtype, k.layout, k.a, k.n, k.t)
+
+
+@dataclass
+class Profile:
+    """The entries measured on one device fingerprint, and the file they came from."""
+
+    fingerprint: dict[str, Any]
+    entries: dict[str, Entry] = field(default_factory=dict)
+    path: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "fingerprint": dict(self.fingerprint),
+            "entries": [e.to_json() for e in sorted(self.entries.values(), key=sort_key)],
+        }
+
+
+def dumps(document: dict[str, Any]) -> str:
+    """Human-readable, diffable JSON text (rejects NaN/infinity, which JSON lacks)."""
+    return json.dumps(document, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def profiles_from_text(text: str | bytes, path: Path | str | None = None) -> list[Profile]:
+    """Parse a profile file or an export bundle into profiles; raise :class:`ProfileError`."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ProfileError(f"corrupt: not UTF-8 text ({err.reason} at byte {err.start})",
+                               path) from None
+    if not text.strip():
+        raise ProfileError("empty file (truncated?)", path)
+    try:
+        document = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        if err.pos >= len(text.rstrip()):
+            raise ProfileError(f"truncated: JSON ends early at line {err.lineno}", path) from None
+        raise ProfileError(f"corrupt: invalid JSON at line {err.lineno} column {err.colno}: "
+                           f"{err.msg}", path) from None
+    except ValueError as err:
+        raise ProfileError(f"corrupt: {err}", path) from None
+    if not isinstance(document, dict):
+        raise ProfileError(f"foreign file: top level is a JSON {type(document).__name__}, "
+                           "not an object", path)
+    _check_header(document, path)
+    if "profiles" in document and "fingerprint" not in document:
+        bodies = document["profiles"]
+        if not isinstance(bodies, list):
+            raise ProfileError("field 'profiles' must be a list", path)
+    else:
+        bodies = [document]
+    return [_profile_body(body, i, path, len(bodies) > 1) for i, body in enumerate(bodies)]
+
+
+def bundle_to_json(profiles: list[Profile]) -> dict[str, Any]:
+    """Several profiles in one export file (see SCHEMA.md, "Export bundles")."""
+    return {
+        "schema": SCHEMA,
+        "version": SCHEMA_VERSION,
+        "profiles": [{k: v for k, v in p.to_json().items() if k not in ("schema", "version")}
+                     for p in profiles],
+    }
+
+
+def canonical_fingerprint(fp: Any, argument: str = "fp") -> str:
+    """Canonical JSON text of a fingerprint (the equality used everywhere); validates it."""
+    if not isinstance(fp, dict) or not fp:
+        raise ProfileError(f"{argument} must be a non-empty dict, got {fp!r}")
+    for name, value in fp.items():
+        if not isinstance(name, str):
+            raise ProfileError(f"{argument} keys must be strings, got {name!r}")
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise ProfileError(f"{argument}[{name!r}] must be a JSON scalar, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ProfileError(f"{argument}[{name!r}] must be finite, got {value!r}")
+    return json.dumps(fp, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _check_header(document: dict[str, Any], path: Path | str | None) -> None:
+    schema = document.get("schema")
+    if schema != SCHEMA:
+        raise ProfileError(f"foreign schema {schema!r} (expected {SCHEMA!r})", path)
+    version = document.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ProfileError(f"field 'version' must be a positive integer, got {version!r}", path)
+    if version > SCHEMA_VERSION:
+        raise UnsupportedVersion(f"schema version {version} unsupported (this rltriton-tune "
+                                 f"reads version {SCHEMA_VERSION}; upgrade it)", path)
+
+
+def _profile_body(body: Any, index: int, path: Path | str | None, many: bool) -> Profile:
+    where = f"profile {index}: " if many else ""
+    if not isinstance(body, dict):
+        raise ProfileError(f"{where}must be a JSON object", path)
+    if "fingerprint" not in body:
+        raise ProfileError(f"{where}missing field 'fingerprint'", path)
+    try:
+        canonical_fingerprint(body["fingerprint"], "fingerprint")
+    except ProfileError as err:
+        raise ProfileError(where + err.reason, path) from None
+    raw = body.get("entries")
+    if not isinstance(raw, list):
+        raise ProfileError(f"{where}field 'entries' must be a list", path)
+    entries: dict[str, Entry] = {}
+    for i, item in enumerate(raw):
+        try:
+            entry = Entry.from_json(item)
+        except ProfileError as err:
+            raise ProfileError(f"{where}entry {i}: {err.reason}", path) from None
+        text = entry.key.as_text()
+        if text in entries:
+            raise ProfileError(f"{where}entry {i}: duplicate key {text}", path)
+        entries[text] = entry
+    return Profile(fingerprint=dict(body["fingerprint"]), entries=entries,
+                   path=Path(path) if path is not None else None)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _text(d: dict[str, Any], name: str) -> str:
+    value = d[name]
+    if not isinstance(value, str):
+        raise ProfileError(f"entry field {name!r} must be a string, got {value!r}")
+    return value
+
+
+def _int(d: dict[str, Any], name: str, minimum: int, default: int | None = None) -> int:
+    value = d.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ProfileError(f"entry field {name!r} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _time(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0:
+        raise ProfileError(f"entry field {name!r} must be a finite time >= 0, got {value!r}")
+    return float(value)
+
+
+def _params(value: Any, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ProfileError(f"entry field {name!r} must be an object, got {value!r}")
+    return dict(value)
+
+
+def _runner_up(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ProfileError(f"entry field 'runner_up' must be an object or null, got {value!r}")
+    strategy = value.get("strategy")
+    if not isinstance(strategy, str) or not strategy:
+        raise ProfileError("entry field 'runner_up.strategy' must be a non-empty string")
+    out = dict(value)
+    out["params"] = _params(value.get("params", {}), "runner_up.params")
+    if "device_time_us" in value:
+        out["device_time_us"] = _time(value["device_time_us"], "runner_up.device_time_us")
+    return out

@@ -1,0 +1,210 @@
+"""Reading and writing profile files: locked, merged with what is on disk, atomic.
+
+A write takes ``<profile>.json.lock`` (an OS file lock, released if the holder
+dies), re-reads the file, merges (the newer ``date`` wins per key), writes a temp
+file, fsyncs it and renames it over the profile. Readers never take the lock:
+a rename is atomic, so they see the old file or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from contextlib import suppress
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from rltriton_tune.tuning_db import state
+from rltriton_tune.tuning_db.fingerprint import ID_PATTERN, same_fingerprint
+from rltriton_tune.tuning_db.locations import profile_path, user_dir
+from rltriton_tune.tuning_db.schema import (
+    Entry,
+    Profile,
+    ProfileError,
+    UnsupportedVersion,
+    canonical_fingerprint,
+    dumps,
+    newer_or_same,
+    profiles_from_text,
+    utc_now,
+)
+
+#: How long a writer waits for another process's lock before keeping entries in memory.
+LOCK_TIMEOUT_S = 60.0
+
+
+def read_profiles(path: Path) -> list[Profile]:
+    """Every profile in a file (a profile file holds one; an export bundle may hold several)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ProfileError("file not found", path) from None
+    except OSError as err:
+        raise ProfileError(f"unreadable: {err.strerror or err}", path) from None
+    return profiles_from_text(data, path)
+
+
+def read_profile(path: Path) -> Profile:
+    """Read and validate one profile file; raise :class:`ProfileError` if it is truncated,
+    corrupt, of a foreign schema or of an unsupported version."""
+    profiles = read_profiles(path)
+    if len(profiles) != 1:
+        raise ProfileError(f"an export bundle of {len(profiles)} profiles, not one profile", path)
+    return profiles[0]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so that a crash at any moment leaves the old or the
+    new content: temp file in the same folder, fsync, rename, fsync of the folder."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def merge_entries(base: dict[str, Entry], incoming: Iterable[Entry]) -> dict[str, Entry]:
+    """``base`` updated with ``incoming``; for the same key the newer ``date`` wins
+    (a tie goes to ``incoming``)."""
+    merged = dict(base)
+    for entry in incoming:
+        text = entry.key.as_text()
+        if text not in merged or newer_or_same(entry, merged[text]):
+            merged[text] = entry
+    return merged
+
+
+def record(fp: dict[str, Any], entries: Iterable[Entry],
+           directory: Path | None = None) -> Path | None:
+    """Merge ``entries`` into the profile for ``fp`` in ``directory`` (default: the
+    user's folder) and return its path.
+
+    Entries without a date get the current time. If the folder cannot be written
+    (read-only, uncreatable, lock timeout, or a profile of a newer schema is in
+    the way), the entries are kept in this process's memory, where
+    ``load_profiles`` still finds them, one warning is issued per folder, and
+    ``None`` is returned. Bad entries raise :class:`ProfileError` before any I/O.
+    """
+    canonical = canonical_fingerprint(fp)
+    fresh = _prepare(entries)
+    if not fresh:
+        return None
+    base = Path(directory) if directory is not None else user_dir()
+    path = profile_path(fp, base)
+    pending = state.overlay_take(canonical, path)  # earlier unwritten entries: retry them
+    try:
+        _merge_into(path, fp, pending + fresh)
+    except (OSError, filelock.Timeout, UnsupportedVersion) as err:
+        state.overlay_add(canonical, pending + fresh, path)
+        reason = err.reason if isinstance(err, ProfileError) else f"{type(err).__name__}: {err}"
+        state.warn_once("unwritable", str(base),
+                        f"rltriton-tune: cannot write tuning profile {path} ({reason}); "
+                        "keeping new entries in memory for this process only")
+        return None
+    finally:
+        state.invalidate_cache()
+    return path
+
+
+def clear(fp: dict[str, Any] | None = None, directory: Path | None = None) -> list[Path]:
+    """Delete the user's profile(s) in ``directory`` (default: the user's folder): those
+    for ``fp``, or every profile file when ``fp`` is None. Unrelated JSON files (not
+    named like a profile and not parseable as one) are left alone. Returns the paths
+    removed; in-memory entries for the same folder are forgotten too."""
+    canonical = canonical_fingerprint(fp) if fp is not None else None
+    base = Path(directory) if directory is not None else user_dir()
+    removed: list[Path] = []
+    candidates = sorted(base.glob("*.json")) if base.is_dir() else []
+    for path in candidates:
+        if not path.is_file() or not _clearable(path, fp):
+            continue
+        with filelock.FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    state.overlay_drop(canonical, base)
+    state.invalidate_cache()
+    return removed
+
+
+def _clearable(path: Path, fp: dict[str, Any] | None) -> bool:
+    if fp is not None and path.name == profile_path(fp, path.parent).name:
+        return True
+    try:
+        profiles = read_profiles(path)
+    except ProfileError:
+        return fp is None and ID_PATTERN.match(path.name) is not None
+    if fp is None:
+        return True
+    return any(same_fingerprint(p.fingerprint, fp) for p in profiles)
+
+
+def _prepare(entries: Iterable[Entry]) -> list[Entry]:
+    """Stamp missing dates and check each entry survives the JSON round trip."""
+    prepared = []
+    for entry in entries:
+        if not isinstance(entry, Entry):
+            raise TypeError(f"entries must hold Entry objects, got {type(entry).__name__}")
+        if not entry.date:
+            entry = replace(entry, date=utc_now())
+        try:
+            prepared.append(Entry.from_json(json.loads(dumps(entry.to_json()))))
+        except (TypeError, ValueError) as err:
+            raise ProfileError(f"entries: cannot store {entry.key.as_text()}: {err}") from None
+    return prepared
+
+
+def _merge_into(path: Path, fp: dict[str, Any], incoming: list[Entry]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):
+            with suppress(OSError):  # left by a writer that died: only writers make these
+                stale.unlink()
+        current = _entries_on_disk(path, fp)
+        write_atomic(path, dumps(Profile(fp, merge_entries(current, incoming)).to_json()))
+
+
+def _entries_on_disk(path: Path, fp: dict[str, Any]) -> dict[str, Entry]:
+    """What the profile holds now; a corrupt or foreign file is moved aside, not lost."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    try:
+        profiles = profiles_from_text(data, path)
+        if len(profiles) == 1 and same_fingerprint(profiles[0].fingerprint, fp):
+            return profiles[0].entries
+        problem = "holds another fingerprint"
+    except UnsupportedVersion:
+        raise
+    except ProfileError as err:
+        problem = err.reason
+    aside = path.with_name(f"{path.name}.bad-{utc_now().replace(':', '')}")
+    os.replace(path, aside)
+    state.warn_once("moved", str(path),
+                    f"rltriton-tune: profile {path} is unusable ({problem}); "
+                    f"moved it to {aside.name} and started a new one")
+    return {}
+
+
+def _fsync_dir(directory: Path) -> None:
+    with suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
