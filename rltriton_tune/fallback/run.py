@@ -1,0 +1,66 @@
+"""Compute a call's outputs with one torch scan mode: build α/β, scan, finish, lay out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from rltriton_tune.call import Call
+from rltriton_tune.fallback import scans
+from rltriton_tune.fallback.coefficients import build
+
+#: A generic scan: (α, β, reverse) -> y, owning α and β.
+Scan = Callable[[Tensor, Tensor, bool], Tensor]
+
+
+def _time_contiguous(x: Tensor) -> Tensor:
+    """The same logical ``[N, T]`` tensor stored time-major (``[T, N]`` contiguous)."""
+    return x.t().contiguous().t()
+
+
+def _to_caller(y: Tensor, call: Call) -> Tensor:
+    """Logical ``[N, T]`` compute-dtype result -> caller's layout and ``out_dtype``."""
+    if call.time_major:
+        y = y.t()
+    return y.to(call.out_dtype).contiguous()
+
+
+def empty_outputs(call: Call) -> tuple[Tensor, ...]:
+    shape = (call.t, call.n) if call.time_major else (call.n, call.t)
+    return tuple(torch.empty(shape, dtype=call.out_dtype, device=call.device)
+                 for _ in call.spec.outputs)
+
+
+def compute(call: Call, scan: Scan, time_contiguous: bool = False) -> tuple[Tensor, ...]:
+    """Outputs of ``call`` in its layout and ``out_dtype`` using ``scan``.
+
+    ``time_contiguous`` stores α, β time-major before scanning, so that each
+    step of a loop over time reads contiguous memory (worth it for env-major
+    inputs with many rows).
+    """
+    if call.n == 0 or call.t == 0:
+        return empty_outputs(call)
+    coeffs = build(call)
+    alpha, beta = coeffs.alpha, coeffs.beta
+    if time_contiguous and alpha.stride(0) != 1:
+        alpha, beta = _time_contiguous(alpha), _time_contiguous(beta)
+    y = scan(alpha, beta, coeffs.reverse)
+    return tuple(_to_caller(out, call) for out in coeffs.finish(y))
+
+
+def loop(call: Call) -> tuple[Tensor, ...]:
+    return compute(call, scans.scan_loop, time_contiguous=call.n >= LOOP_TRANSPOSE_MIN_N)
+
+
+def chunked(call: Call, chunk: int | None = None) -> tuple[Tensor, ...]:
+    return compute(call, lambda a, b, rev: scans.scan_chunked(a, b, rev, chunk))
+
+
+def doubling(call: Call) -> tuple[Tensor, ...]:
+    return compute(call, scans.scan_doubling)
+
+
+#: Rows from which the loop scan first stores α, β time-major (measured, see strategy).
+LOOP_TRANSPOSE_MIN_N = 1024
