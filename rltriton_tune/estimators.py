@@ -191,8 +191,8 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     t = shape[0] if time_major else shape[1]
     if per_action_name:
         if a == 0 and n and t:
-            raise ValueError(f"{function}: {per_action_name} has no actions (shape "
-                             f"{_shape(tensors[per_action_name])})")
+            raise ValueError(f"{function}: {' and '.join(plan.spec.per_action)} have no "
+                             f"actions (A = 0, shape {_shape(tensors[per_action_name])})")
         if device.type == "cpu" and n and t:
             actions = tensors["actions"]
             low, high = int(actions.min()), int(actions.max())
