@@ -1,0 +1,124 @@
+"""Run candidates: prepare (compile), correctness gate, then timing.
+
+Preparing and gating run on a thread pool so Triton compiles several upcoming
+configs at once on the CPU cores; timing then runs one candidate at a time, with
+nothing else on the device. Every failure (invalid config, compile error, wrong
+result, timeout, exception) becomes an :class:`Outcome` with a reason, never an
+exception.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.strategy import Strategy
+from rltriton_tune.tune.gate import Gate
+from rltriton_tune.tune.measure import Bench, Timing
+from rltriton_tune.tune.space import Candidate
+
+#: Seconds a candidate may spend compiling and passing the gate.
+DEFAULT_COMPILE_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one candidate: a timing, or the reason it failed."""
+
+    candidate: Candidate
+    timing: Timing | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.timing is not None
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming the exception and where it came from."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}{where}"[:500]
+
+
+class Evaluator:
+    """Evaluates candidates of one key on one device, in this process."""
+
+    def __init__(self, key: ProblemKey, device: torch.device, strategies: dict[str, Strategy],
+                 *, seed: int = 0, workers: int | None = None,
+                 compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
+                 time_budget_s: float | None = None) -> None:
+        self.key = key
+        self.device = torch.device(device)
+        self.strategies = strategies
+        self.seed = seed
+        self.compile_timeout_s = compile_timeout_s
+        cuda = self.device.type == "cuda"
+        self.time_budget_s = time_budget_s if time_budget_s is not None else (0.1 if cuda else 0.03)
+        self.workers = workers or (min(8, os.cpu_count() or 1) if cuda else 1)
+        self._pool: cf.ThreadPoolExecutor | None = None
+        self._bench: Bench | None = None
+        self.gate = Gate(key, self.device)
+
+    @property
+    def bench(self) -> Bench:
+        if self._bench is None:
+            self._bench = Bench(self.key, self.device, self.seed)
+        return self._bench
+
+    def _prepare_and_check(self, cand: Candidate) -> None:
+        strategy = self.strategies[cand.strategy]
+        if self.device.type == "cuda":
+            with torch.cuda.device(self.device):
+                self.gate.check(strategy, cand.params)
+                torch.cuda.synchronize(self.device)
+        else:
+            self.gate.check(strategy, cand.params)
+
+    def _time(self, cand: Candidate, budget_s: float) -> Outcome:
+        try:
+            launcher = self.strategies[cand.strategy].prepare(self.key, cand.params)
+            timing = self.bench.time(launcher, budget_s)
+        except Exception as exc:  # noqa: BLE001 - a failing candidate is a failed trial
+            return Outcome(cand, error=f"timing failed: {describe(exc)}")
+        if not timing.device_us > 0:
+            return Outcome(cand, error=f"timing failed: non-positive time {timing.device_us}")
+        return Outcome(cand, timing=timing)
+
+    def evaluate(self, candidates: Sequence[Candidate], budget_s: float | None = None,
+                 gate: bool = True) -> list[Outcome]:
+        """Gate every candidate (in parallel), then time those that passed, in order."""
+        budget = self.time_budget_s if budget_s is None else budget_s
+        errors: dict[int, str] = {}
+        if gate:
+            if self.workers > 1 and len(candidates) > 1:
+                if self._pool is None:
+                    self._pool = cf.ThreadPoolExecutor(self.workers, "rltriton-tune-compile")
+                futures = [self._pool.submit(self._prepare_and_check, c) for c in candidates]
+                for i, fut in enumerate(futures):
+                    try:
+                        fut.result(timeout=self.compile_timeout_s)
+                    except cf.TimeoutError:
+                        errors[i] = f"timeout: compile/check exceeded {self.compile_timeout_s:g} s"
+                    except Exception as exc:  # noqa: BLE001
+                        errors[i] = describe(exc)
+            else:
+                for i, cand in enumerate(candidates):
+                    try:
+                        self._prepare_and_check(cand)
+                    except Exception as exc:  # noqa: BLE001
+                        errors[i] = describe(exc)
+        return [Outcome(c, error=errors[i]) if i in errors else self._time(c, budget)
+                for i, c in enumerate(candidates)]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None

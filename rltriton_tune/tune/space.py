@@ -1,0 +1,169 @@
+"""The tuner's define-by-run search space: a strategy, then that strategy's parameters.
+
+The strategy is an Optuna categorical over the strategies that can run on the
+device (the Triton scan cores on CUDA, the torch CPU modes on CPU); each
+strategy's parameters are suggested only when that strategy is chosen, named
+``"<strategy>.<param>"`` so conditional parameters never collide. Invalid
+combinations are rejected by the strategy's own ``validate`` before anything
+compiles.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.strategy import InvalidConfig, Params, Strategy
+
+#: torch modes never searched on CPU: compiling costs seconds per shape and
+#: is the CUDA baseline, not a CPU strategy.
+CPU_EXCLUDED_MODES = ("compile",)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration to try: a strategy name and its validated parameters."""
+
+    strategy: str
+    params: Params
+
+    def label(self) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return f"{self.strategy}({inner})"
+
+
+def search_strategies(device: torch.device) -> dict[str, Strategy]:
+    """The strategies the tuner chooses among on ``device``."""
+    from rltriton_tune.dispatch.registry import torch_strategies, triton_strategies
+
+    if device.type == "cuda":
+        found = {n: s for n, s in triton_strategies().items() if s.available(device)}
+        if found:
+            return found
+    return {n: s for n, s in torch_strategies().items() if s.available(device)}
+
+
+class SearchSpace:
+    """The search space of one problem key on one device."""
+
+    def __init__(self, key: ProblemKey, device: torch.device,
+                 strategies: dict[str, Strategy] | None = None) -> None:
+        self.key = key
+        self.device = torch.device(device)
+        self.strategies = dict(strategies) if strategies is not None else search_strategies(
+            self.device)
+        if not self.strategies:
+            raise RuntimeError(f"no strategy can run on device {self.device}")
+        self._spaces: dict[str, dict[str, list[Any]]] = {}
+        for name, strategy in self.strategies.items():
+            space = {p: list(c) for p, c in strategy.space(key).items()}
+            if self.device.type != "cuda" and "mode" in space:
+                space["mode"] = [m for m in space["mode"] if m not in CPU_EXCLUDED_MODES]
+            self._spaces[name] = {p: c for p, c in space.items() if c}
+
+    def names(self) -> list[str]:
+        return sorted(self.strategies)
+
+    def params_of(self, strategy: str) -> dict[str, list[Any]]:
+        """The candidate values of each parameter of ``strategy`` for this key."""
+        return self._spaces[strategy]
+
+    def suggest(self, trial: optuna.trial.BaseTrial) -> Candidate:
+        """Suggest a candidate; raise :class:`InvalidConfig` if the strategy rejects it."""
+        name = trial.suggest_categorical("strategy", self.names())
+        raw = {p: trial.suggest_categorical(f"{name}.{p}", choices)
+               for p, choices in self._spaces[name].items()}
+        return self.validate(name, raw)
+
+    def validate(self, strategy: str, params: Params) -> Candidate:
+        """Normalise ``params`` through the strategy (raises :class:`InvalidConfig`)."""
+        if strategy not in self.strategies:
+            raise InvalidConfig(f"strategy {strategy!r} is not searched on {self.device}")
+        return Candidate(strategy, dict(self.strategies[strategy].validate(self.key, params)))
+
+    def trial_params(self, candidate: Candidate) -> dict[str, Any]:
+        """Optuna parameter dict that makes ``suggest`` return ``candidate`` (for enqueueing)."""
+        space = self._spaces[candidate.strategy]
+        out: dict[str, Any] = {"strategy": candidate.strategy}
+        for p, choices in space.items():
+            if p in candidate.params and candidate.params[p] in choices:
+                out[f"{candidate.strategy}.{p}"] = candidate.params[p]
+        return out
+
+    def size(self) -> int:
+        """Number of raw points in the space (before validation)."""
+        total = 0
+        for space in self._spaces.values():
+            count = 1
+            for choices in space.values():
+                count *= len(choices)
+            total += count
+        return total
+
+    def enumerate(self) -> list[Candidate]:
+        """Every valid candidate, deduplicated (for exhaustive sweeps)."""
+        import itertools
+
+        seen: set[str] = set()
+        found: list[Candidate] = []
+        for name in self.names():
+            space = self._spaces[name]
+            params = list(space)
+            for combo in itertools.product(*(space[p] for p in params)):
+                try:
+                    cand = self.validate(name, dict(zip(params, combo, strict=False)))
+                except InvalidConfig:
+                    continue
+                if cand.label() not in seen:
+                    seen.add(cand.label())
+                    found.append(cand)
+        return found
+
+    def starting_points(self, heuristic: Candidate | None, extra: int = 3,
+                        seed: int = 0) -> list[Candidate]:
+        """Configs to enqueue first: the heuristic's choice, each strategy's default,
+        and ``extra`` random valid configs (seeded), deduplicated."""
+        points: list[Candidate] = []
+        if heuristic is not None and heuristic.strategy in self.strategies:
+            try:
+                points.append(self.validate(heuristic.strategy, heuristic.params))
+            except InvalidConfig:
+                pass
+        for name in self.names():
+            try:
+                points.append(self.validate(name, self.strategies[name].default_params(self.key)))
+            except InvalidConfig:
+                continue
+        rng = random.Random(seed)
+        for _ in range(extra * 10):
+            if len(points) >= len(self.names()) + extra + 1:
+                break
+            name = rng.choice(self.names())
+            raw = {p: rng.choice(c) for p, c in self._spaces[name].items()}
+            try:
+                points.append(self.validate(name, raw))
+            except InvalidConfig:
+                continue
+        unique: dict[str, Candidate] = {}
+        for point in points:
+            unique.setdefault(point.label(), point)
+        return list(unique.values())
+
+
+def heuristic_choice(key: ProblemKey, device: torch.device) -> Candidate | None:
+    """What dispatch would choose for ``key`` without a tuned entry (None if unknown)."""
+    try:
+        from rltriton_tune.dispatch import explain
+    except ImportError:
+        return None
+    try:
+        decision = explain(key.algorithm, key.n, key.t, dtype=key.dtype, layout=key.layout,
+                           flags=key.flags, A=key.a, device=device)
+    except Exception:  # noqa: BLE001 - a seed is optional; never stop a study for it
+        return None
+    return Candidate(decision.strategy, dict(decision.params))

@@ -1,0 +1,289 @@
+"""One Optuna study per (problem key, device fingerprint): run trials, then choose.
+
+:func:`run_trials` asks Optuna for candidates (TPE, seeded; the heuristic's
+choice and a few diverse configs enqueued first), evaluates them and tells the
+results; the study's finished trials count toward the budget, so an interrupted
+run resumes and several workers share one budget. :func:`finalize` re-measures
+the best few distinct configs, measures the baselines and records the entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+import torch
+from optuna.trial import TrialState
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.strategy import InvalidConfig, Strategy
+from rltriton_tune.tune.baselines import baseline_candidates
+from rltriton_tune.tune.evaluate import Evaluator, Outcome
+from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice
+from rltriton_tune.tune.storage import open_storage
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+#: Distinct best configs re-measured before choosing.
+TOP_K = 3
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+_log = logging.getLogger("rltriton_tune.tune")
+
+
+def fingerprint_of(device: torch.device) -> dict[str, Any]:
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+
+    return device_fingerprint(device)
+
+
+def study_name(key: ProblemKey, device: torch.device) -> str:
+    """``<key text>@<fingerprint id>``: one study per key and device kind."""
+    from rltriton_tune.tuning_db.fingerprint import fingerprint_id
+
+    return f"{key.as_text()}@{fingerprint_id(fingerprint_of(device))}"
+
+
+def all_strategies_for(device: torch.device, space: SearchSpace) -> dict[str, Strategy]:
+    """Searched strategies plus any others (for baselines)."""
+    from rltriton_tune.dispatch.registry import all_strategies
+
+    return {**all_strategies(), **space.strategies}
+
+
+def make_sampler(trials: int, seed: int) -> optuna.samplers.BaseSampler:
+    """Seeded TPE with a short random start (the enqueued configs count toward it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed,
+                                          n_startup_trials=max(2, min(10, trials // 5)),
+                                          multivariate=True, group=True, constant_liar=True)
+
+
+def open_study(key: ProblemKey, device: torch.device, storage: str | None = None,
+               *, trials: int = 50, seed: int = 0,
+               space: SearchSpace | None = None) -> optuna.Study:
+    """Create or load the study of ``key`` on ``device``; a new study gets its seed configs."""
+    study = optuna.create_study(study_name=study_name(key, device), storage=open_storage(storage),
+                                sampler=make_sampler(trials, seed), direction="minimize",
+                                load_if_exists=True)
+    if not study.get_trials(deepcopy=False) and not study.user_attrs.get("seeded"):
+        study.set_user_attr("seeded", True)
+        space = space or SearchSpace(key, device)
+        for point in space.starting_points(heuristic_choice(key, device), seed=seed):
+            study.enqueue_trial(space.trial_params(point), skip_if_exists=True)
+    return study
+
+
+def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=FINISHED)
+
+
+def _known(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
+    """Finished trials by candidate label (first occurrence)."""
+    found: dict[str, optuna.trial.FrozenTrial] = {}
+    for t in finished_trials(study):
+        label = t.user_attrs.get("candidate")
+        if label and label not in found and t.state != TrialState.PRUNED:
+            found[label] = t
+    return found
+
+
+def run_trials(key: ProblemKey, device: torch.device | str, *, trials: int,
+               timeout_s: float | None = None, storage: str | None = None,
+               study: optuna.Study | None = None, isolate: bool = False, seed: int = 0,
+               batch: int | None = None, evaluator: Any = None,
+               space: SearchSpace | None = None,
+               on_trial: Callable[[optuna.trial.FrozenTrial | None], None] | None = None) -> int:
+    """Run trials until the study holds ``trials`` finished ones (or ``timeout_s`` passes).
+
+    Returns how many trials this call finished. Failures are recorded as failed
+    trials with a ``failure`` user attribute; invalid configs as pruned ones.
+    """
+    device = torch.device(device)
+    if trials < 1:
+        raise ValueError(f"trials must be >= 1, got {trials}")
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    space = space or SearchSpace(key, device)
+    study = study or open_study(key, device, storage, trials=trials, seed=seed, space=space)
+    own = evaluator is None
+    if evaluator is None:
+        evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed)
+    per_batch = batch or min(4, getattr(evaluator, "workers", 1))
+    done = 0
+    try:
+        while True:
+            remaining = trials - len(finished_trials(study))
+            if remaining <= 0 or (deadline is not None and time.monotonic() >= deadline):
+                break
+            done += _one_batch(study, space, evaluator, min(per_batch, remaining), on_trial)
+    finally:
+        if own:
+            evaluator.close()
+    return done
+
+
+def make_evaluator(key: ProblemKey, device: torch.device, space: SearchSpace, *,
+                   isolate: bool = False, seed: int = 0) -> Any:
+    if isolate:
+        from rltriton_tune.tune.isolated import IsolatedEvaluator
+
+        return IsolatedEvaluator(key, device, seed=seed)
+    return Evaluator(key, device, all_strategies_for(device, space), seed=seed)
+
+
+def _one_batch(study: optuna.Study, space: SearchSpace, evaluator: Any, size: int,
+               on_trial: Callable[[optuna.trial.FrozenTrial | None], None] | None) -> int:
+    known = _known(study)
+    asked: list[tuple[optuna.Trial, Candidate]] = []
+    finished = 0
+
+    def tell(trial: optuna.Trial, **kw: Any) -> None:
+        nonlocal finished
+        frozen = study.tell(trial, **kw)
+        finished += 1
+        if on_trial is not None:
+            on_trial(frozen)
+
+    for _ in range(size):
+        trial = study.ask()
+        try:
+            cand = space.suggest(trial)
+        except InvalidConfig as exc:
+            trial.set_user_attr("failure", f"invalid config: {exc}")
+            tell(trial, state=TrialState.PRUNED)
+            continue
+        trial.set_user_attr("candidate", cand.label())
+        trial.set_user_attr("strategy", cand.strategy)
+        trial.set_user_attr("params", cand.params)
+        previous = known.get(cand.label())
+        if previous is not None:  # same config again: reuse its result, do not re-run
+            trial.set_user_attr("repeat_of", previous.number)
+            for attr in ("host_us", "failure"):
+                if attr in previous.user_attrs:
+                    trial.set_user_attr(attr, previous.user_attrs[attr])
+            if previous.state == TrialState.COMPLETE:
+                tell(trial, values=previous.values)
+            else:
+                tell(trial, state=TrialState.FAIL)
+            continue
+        asked.append((trial, cand))
+    outcomes = evaluator.evaluate([c for _, c in asked]) if asked else []
+    for (trial, _), outcome in zip(asked, outcomes, strict=False):
+        if outcome.ok:
+            trial.set_user_attr("host_us", outcome.timing.host_us)
+            tell(trial, values=[outcome.timing.device_us])
+        else:
+            trial.set_user_attr("failure", outcome.error or "unknown failure")
+            tell(trial, state=TrialState.FAIL)
+    return finished
+
+
+@dataclass
+class StudyResult:
+    """The outcome of tuning one key."""
+
+    key: ProblemKey
+    study_name: str
+    best: Outcome | None
+    runner_up: Outcome | None
+    baselines: dict[str, float] = field(default_factory=dict)
+    trials: int = 0
+    failed: int = 0
+    entry: Any = None
+
+
+def best_candidates(study: optuna.Study, k: int = TOP_K) -> list[Candidate]:
+    """The ``k`` fastest distinct candidates among the completed trials."""
+    best: dict[str, tuple[float, Candidate]] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        label = t.user_attrs.get("candidate")
+        if not label or t.value is None:
+            continue
+        cand = Candidate(t.user_attrs["strategy"], dict(t.user_attrs["params"]))
+        if label not in best or t.value < best[label][0]:
+            best[label] = (t.value, cand)
+    return [c for _, c in sorted(best.values(), key=lambda vc: vc[0])[:k]]
+
+
+def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *,
+             evaluator: Any = None, space: SearchSpace | None = None, record: bool = True,
+             isolate: bool = False, seed: int = 0, remeasure_s: float | None = None,
+             measure_baselines: bool = True) -> StudyResult:
+    """Re-measure the top candidates, measure baselines, and record the winner."""
+    device = torch.device(device)
+    space = space or SearchSpace(key, device)
+    own = evaluator is None
+    if evaluator is None:
+        evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed)
+    trials = finished_trials(study)
+    result = StudyResult(key, study.study_name, None, None, trials=len(trials),
+                         failed=sum(t.state == TrialState.FAIL for t in trials))
+    try:
+        top = best_candidates(study)
+        budget = remeasure_s if remeasure_s is not None else 2 * getattr(
+            evaluator, "time_budget_s", 0.1) or None
+        measured = [o for o in evaluator.evaluate(top, budget_s=budget, gate=False) if o.ok]
+        measured.sort(key=lambda o: o.timing.device_us)
+        if measured:
+            result.best = measured[0]
+            result.runner_up = measured[1] if len(measured) > 1 else None
+        if measure_baselines and result.best is not None:
+            strategies = all_strategies_for(device, space)
+            bases = baseline_candidates(key, device, strategies)
+            names = list(bases)
+            outs = evaluator.evaluate([bases[n] for n in names], budget_s=budget, gate=False)
+            for name, out in zip(names, outs, strict=True):
+                if out.ok:
+                    result.baselines[name] = round(out.timing.device_us, 3)
+    finally:
+        if own:
+            evaluator.close()
+    if result.best is not None:
+        result.entry = make_entry(result)
+        if record:
+            from rltriton_tune.tuning_db import record as record_entries
+
+            record_entries(fingerprint_of(device), [result.entry])
+    return result
+
+
+def make_entry(result: StudyResult) -> Any:
+    """The tuning-database entry for a finished study."""
+    from rltriton_tune.tuning_db import Entry
+    from rltriton_tune.tuning_db.schema import utc_now
+
+    best = result.best
+    assert best is not None and best.timing is not None
+    runner = None
+    if result.runner_up is not None and result.runner_up.timing is not None:
+        runner = {"strategy": result.runner_up.candidate.strategy,
+                  "params": dict(result.runner_up.candidate.params),
+                  "device_time_us": round(result.runner_up.timing.device_us, 3)}
+    return Entry(key=result.key, strategy=best.candidate.strategy,
+                 params=dict(best.candidate.params),
+                 device_time_us=round(best.timing.device_us, 3), runner_up=runner,
+                 baselines=dict(result.baselines), trials=result.trials, date=utc_now(),
+                 extra={"host_us": round(best.timing.host_us, 3)})
+
+
+def tune(key: ProblemKey, device: torch.device | str, *, trials: int,
+         timeout_s: float | None = None, storage: str | None = None, isolate: bool = False,
+         seed: int = 0, record: bool = True,
+         on_trial: Callable[[optuna.trial.FrozenTrial | None], None] | None = None
+         ) -> StudyResult:
+    """Tune one key: run (or resume) its study, then choose and record."""
+    device = torch.device(device)
+    space = SearchSpace(key, device)
+    study = open_study(key, device, storage, trials=trials, seed=seed, space=space)
+    evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed)
+    try:
+        run_trials(key, device, trials=trials, timeout_s=timeout_s, study=study,
+                   evaluator=evaluator, space=space, on_trial=on_trial)
+        return finalize(study, key, device, evaluator=evaluator, space=space, record=record)
+    finally:
+        evaluator.close()
