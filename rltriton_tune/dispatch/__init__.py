@@ -1,7 +1,9 @@
 """Dispatch: choose and run an implementation for each call (the single seam).
 
 Every public estimator hands its validated :class:`~rltriton_tune.call.Call` to
-:func:`run`; nothing else launches work.
+:func:`run`; nothing else launches work. A memo hit costs one tuple, one dict
+lookup and the launcher call; decisions (profiles, heuristic, fallback, online
+tuning) happen once per shape in :mod:`rltriton_tune.dispatch.memo`.
 """
 
 from __future__ import annotations
@@ -9,11 +11,42 @@ from __future__ import annotations
 import torch
 
 from rltriton_tune.call import Call
+from rltriton_tune.dispatch import forcing, memo
+from rltriton_tune.dispatch.decide import Decision, FallbackWarning
+from rltriton_tune.dispatch.explain import explain, problem_key
+from rltriton_tune.dispatch.fingerprint import device_fingerprint
+from rltriton_tune.dispatch.forcing import force
+
+__all__ = ["run", "force", "explain", "Decision", "FallbackWarning",
+           "device_fingerprint", "problem_key", "reset"]
+
+_table_get = memo.table.get
+_current_forced = forcing.current
+_miss = memo.miss
 
 
 def run(call: Call) -> tuple[torch.Tensor, ...]:
     """Compute the outputs of ``call`` with the implementation chosen for its key."""
-    from rltriton_tune.fallback import STRATEGIES
+    tensors = call.tensors
+    # Same tuple as memo.memo_key, inlined: this is the per-call hot path.
+    mk = (call.algorithm, call.n, call.t, call.out_dtype, call.time_major, call.a,
+          call.starts_at, *tensors, next(iter(tensors.values())).device, _current_forced())
+    launcher = _table_get(mk)
+    if launcher is None:
+        return _miss(call, mk, mk[-1])
+    return launcher(call)
 
-    strategy = STRATEGIES["torch"]
-    return strategy.prepare(call.key, strategy.default_params(call.key))(call)
+
+def reset() -> None:
+    """Forget memoised launchers, decisions, warnings and loaded profiles (tests, tools)."""
+    from rltriton_tune.dispatch import decide as decide_module
+    from rltriton_tune.dispatch import online
+
+    memo.clear()
+    decide_module.reset_state()
+    online.reset()
+    try:
+        from rltriton_tune.tuning_db import invalidate_cache
+    except ImportError:
+        return
+    invalidate_cache()

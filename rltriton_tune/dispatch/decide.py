@@ -1,0 +1,266 @@
+"""The decision for one (problem key, device): which strategy, which params, and why.
+
+Order (DESIGN.md, "A call, end to end"): forced > exact profile entry >
+(online tuning, when enabled) > nearest tuned entry of the same family >
+built-in heuristic (GPU only) > torch fallback. Runs only on memo misses and in
+``explain``, so clarity wins over speed here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.dispatch import heuristic, registry
+from rltriton_tune.dispatch.fingerprint import device_fingerprint, normalize_device
+from rltriton_tune.dispatch.forcing import Forced
+from rltriton_tune.strategy import InvalidConfig, Strategy
+
+#: Largest (log2 N, log2 T) Euclidean distance at which a tuned entry is reused:
+#: a factor 4 in one dimension (or ~2.8 in both). Further away the H200 table's
+#: best configs differ (4096x32 -> (4, 16, 4) but 4096x128 -> (4, 64, 1)), so the
+#: heuristic is the better guess.
+MAX_DISTANCE = 2.0
+
+FALLBACK = "torch"
+
+
+class FallbackWarning(RuntimeWarning):
+    """A GPU path was expected but the torch fallback runs instead."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What dispatch runs for ``key``: ``strategy`` with ``params``, and where that came from.
+
+    ``source`` is one of ``forced``, ``profile:<path>``, ``nearest:<key text>@<path>``,
+    ``online``, ``heuristic``, ``fallback:<reason>``; ``detail`` says more in words.
+    """
+
+    key: ProblemKey
+    strategy: str
+    params: dict[str, Any] = field(hash=False)
+    source: str
+    detail: str = ""
+
+
+_warn_lock = threading.Lock()
+_warned: set[str] = set()
+#: (key, device) pairs whose Triton launcher failed on first use in this process.
+_failed: dict[tuple[ProblemKey, torch.device], str] = {}
+
+
+def warn_once(topic: str, message: str) -> None:
+    """Issue ``message`` as a :class:`FallbackWarning` at most once per process per topic."""
+    with _warn_lock:
+        if topic in _warned:
+            return
+        _warned.add(topic)
+    warnings.warn(message, FallbackWarning, stacklevel=4)
+
+
+def mark_failed(key: ProblemKey, device: torch.device, reason: str) -> None:
+    """Remember that Triton failed for ``key`` on ``device`` (later decisions use torch)."""
+    _failed[(key, normalize_device(device))] = reason
+
+
+def reset_state() -> None:
+    """Forget warnings given and launch failures (tests, ``dispatch.reset``)."""
+    with _warn_lock:
+        _warned.clear()
+    _failed.clear()
+
+
+def _validated(impl: Strategy, key: ProblemKey, params: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        return dict(impl.validate(key, {**impl.default_params(key), **params}))
+    except InvalidConfig:
+        return None
+
+
+def _forced_decision(key: ProblemKey, device: torch.device, forced: Forced) -> Decision | None:
+    impl = registry.all_strategies().get(forced.strategy)
+    if impl is None or not impl.available(device):
+        message = f"forced strategy {forced.strategy!r} cannot run on device {device}"
+        if forced.origin == "force":
+            raise ValueError(message)
+        warn_once(f"env-force:{forced.strategy}:{device.type}", message + "; ignoring "
+                  "RLTRITON_TUNE_FORCE for such calls")
+        return None
+    params = forced.params_dict()
+    try:
+        params = dict(impl.validate(key, {**impl.default_params(key), **params}))
+    except InvalidConfig as exc:
+        raise ValueError(f"forced config {forced.strategy} {params} is invalid for "
+                         f"{key.as_text()}: {exc}") from None
+    return Decision(key, forced.strategy, params, "forced",
+                    "force()" if forced.origin == "force" else "RLTRITON_TUNE_FORCE")
+
+
+def _gpu_unavailable_reason(key: ProblemKey, device: torch.device) -> str | None:
+    """Why Triton cannot serve ``device`` (None when it can)."""
+    if device.type != "cuda":
+        return f"device type {device.type!r} is served by torch"
+    if not registry.triton_ok():
+        return "Triton is not installed"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) < registry.MIN_CAPABILITY:
+        return f"compute capability {major}.{minor} < 7.0 (unsupported by Triton)"
+    failed = _failed.get((key, device))
+    if failed is not None:
+        return f"Triton failed on first launch: {failed}"
+    return None
+
+
+def _candidates(key: ProblemKey, device: torch.device) -> tuple[dict[str, Strategy], str | None]:
+    """Strategies usable for ``key`` on ``device``, and the reason Triton is out (if it is)."""
+    torch_only = registry.torch_strategies()
+    if device.type == "cpu":
+        return torch_only, None
+    reason = _gpu_unavailable_reason(key, device)
+    if reason is not None:
+        return torch_only, reason
+    usable = {n: s for n, s in registry.triton_strategies().items() if s.available(device)}
+    return {**usable, **torch_only}, None
+
+
+def _load_profiles(fingerprint: dict[str, Any]) -> Any:
+    from rltriton_tune.tuning_db import load_profiles
+
+    try:
+        return load_profiles(fingerprint)
+    except Exception as exc:  # noqa: BLE001 - a bad profile must never stop a call
+        warn_once("profiles", f"rltriton-tune: could not load tuning profiles ({exc}); "
+                  "using heuristics")
+        return None
+
+
+def _family_index(profiles: Any) -> dict[tuple, list[tuple[ProblemKey, str]]]:
+    """Profile entries grouped by ``ProblemKey.family()`` (cached on the profile set)."""
+    index = getattr(profiles, "_rltriton_family_index", None)
+    if index is not None:
+        return index
+    index = {}
+    for text, entry in profiles.entries.items():
+        found = getattr(entry, "key", None)
+        if not isinstance(found, ProblemKey):
+            try:
+                found = ProblemKey.from_text(text)
+            except (ValueError, KeyError):
+                continue
+        index.setdefault(found.family(), []).append((found, text))
+    try:
+        object.__setattr__(profiles, "_rltriton_family_index", index)
+    except (AttributeError, TypeError):
+        pass
+    return index
+
+
+def _distance(a: ProblemKey, b: ProblemKey) -> float:
+    return math.hypot(math.log2(max(a.n, 1)) - math.log2(max(b.n, 1)),
+                      math.log2(max(a.t, 1)) - math.log2(max(b.t, 1)))
+
+
+def _from_entry(key: ProblemKey, entry: Any, usable: dict[str, Strategy]) -> dict[str, Any] | None:
+    impl = usable.get(entry.strategy)
+    return None if impl is None else _validated(impl, key, dict(entry.params))
+
+
+def _profile_decision(key: ProblemKey, profiles: Any,
+                      usable: dict[str, Strategy]) -> tuple[Decision | None, bool]:
+    """Exact entry, else nearest valid entry; also whether an exact entry existed."""
+    text = key.as_text()
+    entry = profiles.entries.get(text)
+    if entry is not None:
+        params = _from_entry(key, entry, usable)
+        if params is not None:
+            path = profiles.sources.get(text, "?")
+            return Decision(key, entry.strategy, params, f"profile:{path}",
+                            f"exact entry, {entry.device_time_us} us"), True
+    ranked = sorted(
+        ((_distance(key, other), other.as_text(), other_text)
+         for other, other_text in _family_index(profiles).get(key.family(), ())
+         if other_text != text),
+    )
+    for dist, _, other_text in ranked:
+        if dist > MAX_DISTANCE:
+            break
+        other_entry = profiles.entries[other_text]
+        params = _from_entry(key, other_entry, usable)
+        if params is not None:
+            path = profiles.sources.get(other_text, "?")
+            return Decision(key, other_entry.strategy, params, f"nearest:{other_text}@{path}",
+                            f"log2 distance {dist:.2f}, config re-validated"), entry is not None
+    return None, entry is not None
+
+
+def _heuristic_decision(key: ProblemKey, fingerprint: dict[str, Any],
+                        usable: dict[str, Strategy]) -> Decision | None:
+    for name, overrides, why in heuristic.candidates(key, int(fingerprint.get("sm_count", 1))):
+        impl = usable.get(name)
+        params = None if impl is None else _validated(impl, key, overrides)
+        if params is not None:
+            return Decision(key, name, params, "heuristic", why)
+    return None
+
+
+def _fallback(key: ProblemKey, reason: str, usable: dict[str, Strategy] | None = None) -> Decision:
+    impl = (usable or registry.torch_strategies())[FALLBACK]
+    return Decision(key, FALLBACK, dict(impl.default_params(key)), f"fallback:{reason}", reason)
+
+
+def online_enabled() -> bool:
+    return os.environ.get("RLTRITON_TUNE_ONLINE", "").strip() not in ("", "0", "false", "no")
+
+
+def decide(key: ProblemKey, device: torch.device | str, forced: Forced | None = None,
+           *, online: bool = False) -> Decision:
+    """Choose the implementation for ``key`` on ``device`` (see the module doc for the order).
+
+    ``online=True`` lets a key without an exact entry be tuned now (when
+    ``RLTRITON_TUNE_ONLINE`` is set); ``explain`` never tunes.
+    """
+    device = normalize_device(device)
+    if forced is not None:
+        decision = _forced_decision(key, device, forced)
+        if decision is not None:
+            return decision
+    usable, reason = _candidates(key, device)
+    if reason is not None:
+        warn_once("gpu-fallback", f"rltriton-tune: {reason}; using the torch fallback "
+                  "(same results, slower)")
+        return _fallback(key, reason, usable)
+    fingerprint = device_fingerprint(device)
+    profiles = _load_profiles(fingerprint)
+    found, had_exact = (None, False) if profiles is None else _profile_decision(key, profiles,
+                                                                                usable)
+    if found is not None and found.source.startswith("profile:"):
+        return found
+    if online and not had_exact and online_enabled():
+        from rltriton_tune.dispatch.online import tune_now
+
+        tuned = tune_now(key, device, fingerprint)
+        if tuned is not None:
+            impl = usable.get(tuned.strategy)
+            params = None if impl is None else _validated(impl, key, dict(tuned.params))
+            if params is not None:
+                return Decision(key, tuned.strategy, params, "online",
+                                f"tuned on first use, {tuned.device_time_us} us")
+    if found is not None:
+        return found
+    if device.type == "cpu":
+        return _fallback(key, "cpu", usable)
+    decision = _heuristic_decision(key, fingerprint, usable)
+    if decision is not None:
+        return decision
+    reason = "no Triton config valid for this key"
+    warn_once("gpu-fallback", f"rltriton-tune: {reason} ({key.as_text()}); using the torch "
+              "fallback")
+    return _fallback(key, reason, usable)

@@ -1,0 +1,74 @@
+"""Built-in choice for a GPU key that no profile covers.
+
+Every rule is read off DESIGN.md's "H200 reference points" table (GAE,
+float32, env-major, torch 2.11, Triton 3.6; raw numbers in
+``anchors/h200-2026-11-30.jsonl``). Only GAE was measured; the other
+estimators run the same scan cores with a few more loads per element, so the
+same shape rules are used for them. Each rule gives an ordered list of
+candidates; dispatch keeps the first that the strategy validates for the key
+(merged over the strategy's ``default_params``), so a rule never produces an
+invalid config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rltriton_tune.call import ProblemKey
+
+#: (strategy, parameter overrides, why) in order of preference.
+Candidate = tuple[str, dict[str, Any], str]
+
+#: Elements (N*T) from which a one-row tiled chunk loop beats the flat kernel:
+#: 4096x2048 (8M) tiled 41.0 vs flat 49.8 us; 32768x512 (16M) 64.7 vs 67.9 us;
+#: below it (4096x512, 32768x128) flat wins (8.0 vs 8.8, 21.7 vs 22.9 us).
+LARGE_ELEMENTS = 1 << 23
+
+#: Steps from which few-row problems need time parallelism: 16x32768 runs
+#: 95.8 us flat and 42.3 us tiled, but torch's parallel scan does 30.7 us.
+LONG_T = 8192
+
+#: Time-major rollouts up to this many steps use the sequential kernel:
+#: 32768x8 sequential 2.7 vs tiled 3.1 us, 32768x32 7.1 vs 7.5 us; from T=128 on
+#: sequential falls far behind (68.9 vs 22.9 us), so longer ones use the tiled core.
+SEQUENTIAL_MAX_T = 32
+
+
+def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
+    """Ordered candidates for ``key`` on a GPU with ``sm_count`` multiprocessors."""
+    n, t = key.n, key.t
+    ranked: list[Candidate] = []
+    if key.time_major:
+        if t <= SEQUENTIAL_MAX_T:
+            ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
+        ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1},
+                       "time-major, longer T: tiled chunk loop (sequential 3-4x slower at T>=128)"))
+        ranked.append(("sequential", {}, "time-major: sequential"))
+    elif n < sm_count and t >= LONG_T:
+        ranked.append(("split", {}, f"N<{sm_count} SMs, T>={LONG_T}: split time across programs "
+                                    "(16x32768: flat 95.8, tiled 42.3, torch scan 30.7 us)"))
+        ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},
+                       "few rows, long T: tiled (1, 1024, 8) (16x32768: 42.3 us)"))
+    elif t <= 16 and n >= 4096:
+        ranked.append(("tiled", {"BLOCK_N": 16, "BLOCK_T": 16, "num_warps": 1},
+                       "T<=16, N>=4096: tiled (16, 16, 1) (4096x8: 1.5 vs flat 3.5 us; "
+                       "32768x8: 3.1 vs 20.8 us)"))
+    elif t <= 32 and n >= 4096:
+        ranked.append(("tiled", {"BLOCK_N": 4, "BLOCK_T": 16, "num_warps": 4 if n <= 4096 else 1},
+                       "T<=32, N>=4096: tiled (4, 16, 4|1) (4096x32: 2.5 vs flat 3.5 us; "
+                       "32768x32: 7.5 vs 20.8 us)"))
+    elif n * t >= LARGE_ELEMENTS:
+        block_t, warps = (1024, 4) if n <= 4096 else (256, 1)
+        ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": block_t, "num_warps": warps},
+                       f"N*T>=2^23: tiled (1, {block_t}, {warps}) (4096x2048: 41.0 vs flat 49.8; "
+                       "32768x2048: 267.8 vs 373.7 us)"))
+    else:
+        ranked.append(("flat", {"BLOCK_N": 1},
+                       "mid sizes: flat, one row per program (256xT and 4096x128..512: "
+                       "flat 1.3-8.0 us, ahead of tiled)"))
+    # Generic tail: whatever the strategies call reasonable for this key.
+    ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4},
+                   "fallback rule: tiled (1, 1024, 4)"))
+    ranked.extend((name, {}, f"fallback rule: {name} defaults")
+                  for name in ("tiled", "flat", "split", "sequential"))
+    return ranked

@@ -1,0 +1,179 @@
+"""Decision order: exact profile entry > nearest tuned entry > heuristic > torch fallback."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.dispatch import FallbackWarning, explain
+from rltriton_tune.dispatch import decide as decide_module
+from rltriton_tune.dispatch.decide import decide
+from rltriton_tune.dispatch.fingerprint import device_fingerprint
+
+FAKE_GPU = torch.device("cuda", 0)
+FAKE_FP = {"kind": "cuda", "name": "Fake GPU", "capability": "9.0", "sm_count": 132,
+           "triton": "3.6", "abi": 1}
+
+
+def key(n, t, **kw):
+    return ProblemKey("gae", n, t, **kw)
+
+
+def test_exact_profile_entry_wins(profiles, fake_gpu):
+    path = profiles.write(FAKE_FP, [(key(4096, 32), "tiled", {"BLOCK_N": 8, "BLOCK_T": 16})])
+    d = decide(key(4096, 32), FAKE_GPU)
+    assert d.strategy == "tiled"
+    assert d.params == {"BLOCK_N": 8, "BLOCK_T": 16, "num_warps": 4}  # completed from defaults
+    assert d.source == f"profile:{path}"
+
+
+def test_profile_for_another_fingerprint_is_not_used(profiles, fake_gpu):
+    other = {**FAKE_FP, "name": "Other GPU"}
+    profiles.write(other, [(key(4096, 32), "flat", {"BLOCK_N": 2})])
+    assert decide(key(4096, 32), FAKE_GPU).source == "heuristic"
+
+
+def test_nearest_entry_is_revalidated_for_the_new_shape(profiles, fake_gpu):
+    # Nearest (distance 1) has BLOCK_N=64 > N=32: invalid, skipped; next one is used.
+    near = (key(64, 128), "tiled", {"BLOCK_N": 64, "BLOCK_T": 64})
+    farther = (key(16, 256), "flat", {"BLOCK_N": 16, "num_warps": 1})
+    path = profiles.write(FAKE_FP, [near, farther])
+    d = decide(key(32, 128), FAKE_GPU)
+    assert d.strategy == "flat"
+    assert d.params == {"BLOCK_N": 16, "num_warps": 1}
+    assert d.source == f"nearest:{key(16, 256).as_text()}@{path}"
+
+
+def test_nearest_prefers_the_closest_valid_entry(profiles, fake_gpu):
+    profiles.write(FAKE_FP, [(key(64, 64), "flat", {"BLOCK_N": 1}),
+                            (key(128, 128), "tiled", {"BLOCK_N": 2})])
+    d = decide(key(128, 64), FAKE_GPU)  # distance 1 to both; tie broken by key text
+    assert d.source.startswith("nearest:")
+    d = decide(key(128, 100), FAKE_GPU)  # closer to T=128
+    assert d.strategy == "tiled" and key(128, 128).as_text() in d.source
+
+
+def test_nearest_ignores_far_entries_and_other_families(profiles, fake_gpu):
+    profiles.write(FAKE_FP, [
+        (key(4096, 2048), "flat", {"BLOCK_N": 1}),               # 16x away in T
+        (key(4096, 32, dtype="float16"), "flat", {"BLOCK_N": 1}),  # other dtype
+        (key(4096, 32, flags="trunc"), "flat", {"BLOCK_N": 1}),    # other flags
+        (ProblemKey("vtrace", 4096, 32), "flat", {"BLOCK_N": 1}),  # other algorithm
+    ])
+    d = decide(key(4096, 128), FAKE_GPU)
+    assert d.source == "heuristic"
+
+
+def test_exact_entry_with_invalid_params_falls_through(profiles, fake_gpu):
+    profiles.write(FAKE_FP, [(key(8, 64), "tiled", {"BLOCK_N": 64})])  # invalid: 64 > 8
+    assert decide(key(8, 64), FAKE_GPU).source == "heuristic"
+
+
+def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
+    profiles.write(FAKE_FP, [(key(256, 64), "no_such_strategy", {"x": 1})])
+    assert decide(key(256, 64), FAKE_GPU).source == "heuristic"
+
+
+@pytest.mark.parametrize(("n", "t", "layout", "strategy", "params"), [
+    (4096, 8, "env", "tiled", {"BLOCK_N": 16, "BLOCK_T": 16, "num_warps": 1}),
+    (4096, 32, "env", "tiled", {"BLOCK_N": 4, "BLOCK_T": 16, "num_warps": 4}),
+    (256, 128, "env", "flat", {"BLOCK_N": 1}),
+    (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
+    (16, 32768, "env", "split", {}),
+    (32768, 8, "time", "sequential", {}),
+])
+def test_heuristic_follows_the_h200_table(profiles, fake_gpu, n, t, layout, strategy, params):
+    d = decide(key(n, t, layout=layout), FAKE_GPU)
+    assert d.source == "heuristic"
+    assert d.strategy == strategy
+    assert params.items() <= d.params.items()
+
+
+def test_heuristic_skips_candidates_the_strategy_rejects(profiles, fake_gpu):
+    # N=8 < BLOCK_N=16 of the T<=16 rule does not apply (N<4096) -> flat BLOCK_N=1 is valid.
+    d = decide(key(8, 8), FAKE_GPU)
+    assert d.strategy == "flat" and d.params["BLOCK_N"] == 1
+
+
+def test_cpu_without_profile_uses_fallback_defaults():
+    d = decide(key(64, 32), "cpu")
+    assert d.strategy == "torch"
+    assert d.source == "fallback:cpu"
+
+
+def test_cpu_profile_chooses_among_cpu_strategies(profiles):
+    from rltriton_tune.dispatch import registry
+
+    impl = registry.torch_strategies()["torch"]
+    k = key(64, 32)
+    params = impl.validate(k, {**impl.default_params(k), "mode": "chunked"})
+    path = profiles.write(device_fingerprint("cpu"), [(k, "torch", params),
+                                                     (key(64, 20), "tiled", {"BLOCK_N": 1})])
+    d = decide(k, "cpu")
+    assert (d.strategy, d.params, d.source) == ("torch", params, f"profile:{path}")
+    # A Triton entry in a CPU profile is never chosen for CPU tensors.
+    assert decide(key(64, 20), "cpu").source.startswith("nearest:")
+
+
+def test_gpu_without_triton_falls_back_with_one_warning(profiles, fake_gpu, monkeypatch):
+    monkeypatch.setattr(decide_module, "_gpu_unavailable_reason",
+                        lambda k, d: "Triton is not installed")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = decide(key(64, 32), FAKE_GPU)
+        second = decide(key(128, 32), FAKE_GPU)
+    assert first.source == second.source == "fallback:Triton is not installed"
+    assert first.strategy == "torch"
+    assert sum(issubclass(w.category, FallbackWarning) for w in caught) == 1
+
+
+def test_other_device_types_fall_back_to_torch():
+    with pytest.warns(FallbackWarning, match="served by torch"):
+        d = decide(key(64, 32), torch.device("mps"))
+    assert (d.strategy, d.source) == ("torch", "fallback:device type 'mps' is served by torch")
+
+
+def test_capability_below_7_is_refused(monkeypatch):
+    from rltriton_tune.dispatch import registry
+
+    monkeypatch.setattr(registry, "triton_ok", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (6, 1))
+    reason = decide_module._gpu_unavailable_reason(key(64, 32), FAKE_GPU)
+    assert reason == "compute capability 6.1 < 7.0 (unsupported by Triton)"
+
+
+def test_explain_reports_sources(profiles, fake_gpu):
+    path = profiles.write(FAKE_FP, [(key(4096, 32), "flat", {"BLOCK_N": 2})])
+    assert explain("gae", 4096, 32, device=FAKE_GPU).source == f"profile:{path}"
+    assert explain("gae", 4096, 40, device=FAKE_GPU).source.startswith("nearest:")
+    assert explain("gae", 256, 8, device=FAKE_GPU).source == "heuristic"
+    assert explain("gae", 64, 32, device="cpu").source == "fallback:cpu"
+
+
+def test_explain_builds_the_same_key_as_a_call():
+    d = explain("retrace", 8, 16, A=4, device="cpu")
+    assert d.key == ProblemKey("retrace", 8, 16, flags="trunc", a=4)
+    d = explain("gae", 8, 16, flags="bootstrap+trunc", layout="time", dtype="bfloat16",
+                device="cpu")
+    assert d.key == ProblemKey("gae", 8, 16, "bfloat16", "time", "bootstrap+trunc")
+    assert explain("episodic_prefix_sum", 8, 16, flags=["starts_at", "seed"],
+                   device="cpu").key.flags == "seed+starts_at"
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"algorithm": "gea"}, ValueError, "unknown algorithm 'gea'"),
+    ({"N": 0}, ValueError, "N must be >= 1"),
+    ({"T": 2.5}, TypeError, "T must be an int"),
+    ({"dtype": "int32"}, ValueError, "unknown dtype 'int32'"),
+    ({"layout": "row"}, ValueError, "unknown layout 'row'"),
+    ({"flags": "seed"}, ValueError, r"flags \['seed'\] are not valid for 'gae'"),
+    ({"A": 3}, ValueError, "A .action count. applies only to 'retrace'"),
+    ({"algorithm": "retrace", "A": 0}, ValueError, "A must be >= 1"),
+])
+def test_explain_rejects_bad_arguments(kwargs, error, match):
+    args = {"algorithm": "gae", "N": 8, "T": 8, **kwargs}
+    with pytest.raises(error, match=match):
+        explain(args.pop("algorithm"), args.pop("N"), args.pop("T"), device="cpu", **args)
