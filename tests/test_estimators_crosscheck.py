@@ -117,3 +117,32 @@ def test_mixed_floating_dtypes_output_follows_first_float():
     got = ESTIMATORS["gae"](**kwargs)
     assert got.dtype == torch.bfloat16
     assert relative_error(got, reference("gae", **kwargs)) <= TOLERANCE["bfloat16"]
+
+
+#: Distinct, non-default values so a swapped or dropped scalar shows.
+ODD_SCALARS = {"gamma": 0.8, "lambda_": 0.6, "rho_bar": 1.7, "c_bar": 0.6}
+
+
+@pytest.mark.parametrize("layout", ["env", "time"])
+@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+def test_non_default_scalars(algorithm, layout):
+    a = 3 if algorithm == "retrace" else 0
+    key = ProblemKey(algorithm, 9, 27, "float32", layout, all_flags(algorithm), a)
+    kwargs = random_inputs(key, seed=13)
+    kwargs.update({name: ODD_SCALARS[name] for name in key.spec.scalars})
+    for got, want in zip(as_tuple(ESTIMATORS[algorithm](**kwargs)),
+                         as_tuple(reference(algorithm, **kwargs)), strict=True):
+        assert relative_error(got, want) <= TOLERANCE["float32"]
+
+
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace"])
+def test_last_value_matches_equivalent_bootstrap_values(algorithm):
+    key = ProblemKey(algorithm, 6, 15, "float32", "env", "last_value")
+    kwargs = random_inputs(key, seed=17)
+    last = kwargs.pop("last_value")
+    bootstrap = torch.zeros(6, 15)
+    bootstrap[:, -1] = last
+    with_last = as_tuple(ESTIMATORS[algorithm](**kwargs, last_value=last))
+    with_bootstrap = as_tuple(ESTIMATORS[algorithm](**kwargs, bootstrap_values=bootstrap))
+    for x, y in zip(with_last, with_bootstrap, strict=True):
+        torch.testing.assert_close(x, y)
