@@ -1,0 +1,55 @@
+"""Triton kernels: one scan core per strategy, one fused coefficient builder per estimator.
+
+Importing this package never needs Triton; :func:`strategies` imports the
+Triton modules lazily and returns ``{}`` when Triton is missing.
+
+* ``builders``: per-estimator ``coeffs``/``finish`` jit functions (alpha, beta,
+  boundary carry, second output), shared by every core.
+* ``scan``: the combine operator and carry helpers.
+* ``flat``, ``tiled``, ``split``, ``sequential``: one core + its Strategy each.
+* ``launch``: host-side argument packing and the strategy base class.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+
+from rltriton_tune.kernels.abi import KERNEL_ABI
+from rltriton_tune.strategy import Strategy
+
+__all__ = ["KERNEL_ABI", "STRATEGY_NAMES", "strategies", "triton_available"]
+
+#: Names of the Triton strategies, in the order they are listed everywhere.
+STRATEGY_NAMES = ("flat", "tiled", "split", "sequential")
+
+
+@lru_cache(maxsize=1)
+def triton_available() -> bool:
+    """Whether Triton can be imported in this process."""
+    if importlib.util.find_spec("triton") is None:
+        return False
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception:  # a broken install counts as missing
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _load() -> dict[str, Strategy]:
+    from rltriton_tune.kernels.flat import FlatStrategy
+    from rltriton_tune.kernels.sequential import SequentialStrategy
+    from rltriton_tune.kernels.split import SplitStrategy
+    from rltriton_tune.kernels.tiled import TiledStrategy
+
+    found = [FlatStrategy(), TiledStrategy(), SplitStrategy(), SequentialStrategy()]
+    return {s.name: s for s in found}
+
+
+def strategies() -> dict[str, Strategy]:
+    """The Triton strategies by name (``{}`` when Triton is not installed)."""
+    if not triton_available():
+        return {}
+    return dict(_load())

@@ -1,0 +1,364 @@
+"""Fused coefficient builders: one per estimator, shared by every scan core.
+
+Each builder is a pair of ``@triton.jit`` functions with one uniform signature,
+passed to the scan cores as constexpr arguments:
+
+* ``coeffs(...) -> (alpha, beta)`` for a tile of ``rows`` x ``ts`` indices
+  (broadcastable int tensors, ``[BLOCK_N, 1]`` and ``[1, BLOCK_T]``), in float32,
+  with every boundary value (bootstrap, ``last_value``, seed) folded into
+  ``alpha`` so that a scan starting from a zero carry is exact. Positions outside
+  ``[0, N) x [0, T)`` give ``alpha = beta = 0``.
+* ``finish(..., y)`` stores the output(s) of the tile from the scan value ``y``.
+
+The cores compute ``y[t] = alpha[t] + beta[t] * y[t+1]`` (backward) or
+``y[t] = alpha[t] + beta[t] * y[t-1]`` (forward). V-trace and Retrace need
+``D[t+1]`` for their second output, so their ``coeffs`` give the SHIFTED
+recurrence ``E[t] = D[t+1]`` (their own coefficients at ``t + 1``) and ``finish``
+forms ``D[t] = delta[t] + beta[t] * E[t]`` pointwise.
+
+Pointer slots ``P0..P7`` hold the algorithm's tensors in the order of
+``ALGORITHMS[name].tensors`` (a dummy pointer where an optional one is absent);
+``S0..S3`` its scalars in ``spec.scalars`` order. ``[N, T]`` inputs share the
+strides ``(sn, st)``, ``[N]`` inputs use ``se``, ``[N, T, A]`` inputs use
+``(san, sat, saa)``, outputs ``(osn, ost)``. Flags: ``F_TRUNC`` (truncateds
+given), ``F_BOOT`` (bootstrap_values given), ``F_ENV`` (last_value or
+seed_values given), ``F_STARTS`` (prefix sum with boundary="starts_at").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import triton
+import triton.language as tl
+
+# --------------------------------------------------------------------------- helpers
+
+
+@triton.jit
+def _valid(rows, ts, N, T):
+    return (rows < N) & (ts >= 0) & (ts < T)
+
+
+@triton.jit
+def _ld(ptr, rows, ts, sn, st, mask):
+    """Load an ``[N, T]`` input at (rows, ts) upcast to float32 (0 where masked)."""
+    return tl.load(ptr + rows * sn + ts * st, mask=mask, other=0).to(tl.float32)
+
+
+@triton.jit
+def _ld_env(ptr, rows, se, mask):
+    """Load a per-env ``[N]`` input (broadcast over time) as float32."""
+    return tl.load(ptr + rows * se, mask=mask, other=0).to(tl.float32)
+
+
+@triton.jit
+def _clip(x, hi):
+    """min(x, hi) that propagates NaN like torch.clamp(max=)."""
+    return tl.where(x > hi, hi, x)
+
+
+@triton.jit
+def _store(ptr, rows, ts, osn, ost, value, mask):
+    tl.store(ptr + rows * osn + ts * ost, value.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, term, m,
+                        F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
+    """(trunc, b, done, cut) at ts: cut marks t == T-1 or trunc[t] (nv = b there)."""
+    if F_TRUNC:
+        trunc = _ld(P_TRUNC, rows, ts, sn, st, m)
+    else:
+        trunc = tl.zeros_like(term)
+    if F_BOOT:
+        b = _ld(P_BOOT, rows, ts, sn, st, m)
+    elif F_ENV:
+        b = tl.where(ts == T - 1, _ld_env(P_LAST, rows, se, m), 0.0)
+    else:
+        b = tl.zeros_like(term)
+    done = tl.maximum(term, trunc)
+    cut = (ts == T - 1) | (trunc != 0)
+    return trunc, b, done, cut
+
+
+# The finish of every single-output estimator: store the scan value.
+
+
+@triton.jit
+def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se,
+               san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+               F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+               BLOCK_A: tl.constexpr):
+    _store(O0, rows, ts, osn, ost, y, _valid(rows, ts, N, T))
+
+
+# --------------------------------------------------------------------------- GAE
+# slots: rewards, values, terminateds, truncateds, bootstrap_values, last_value
+# scalars: gamma, lambda_
+
+
+@triton.jit
+def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
+               S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+               F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
+    r = _ld(P0, rows, ts, sn, st, m)
+    v = _ld(P1, rows, ts, sn, st, m)
+    v_next = _ld(P1, rows, ts + 1, sn, st, m & (ts + 1 < T))
+    term = _ld(P2, rows, ts, sn, st, m)
+    trunc, b, done, cut = _bootstrap_and_done(P3, P4, P5, rows, ts, N, T, sn, st, se, term, m,
+                                              F_TRUNC, F_BOOT, F_ENV)
+    nv = tl.where(cut, b, v_next)
+    alpha = r + S0 * (1.0 - term) * nv - v
+    beta = S0 * S1 * (1.0 - done)
+    return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
+
+
+# --------------------------------------------------------------------------- V-trace
+# slots: log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds,
+#        bootstrap_values, last_value
+# scalars: gamma, rho_bar, c_bar
+
+
+@triton.jit
+def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
+                  F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
+    m = _valid(rows, ts, N, T)
+    ratio = tl.exp(_ld(P0, rows, ts, sn, st, m) - _ld(P1, rows, ts, sn, st, m))
+    rho = _clip(ratio, S1)
+    c = _clip(ratio, S2)
+    v = _ld(P2, rows, ts, sn, st, m)
+    v_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
+    r = _ld(P3, rows, ts, sn, st, m)
+    term = _ld(P4, rows, ts, sn, st, m)
+    trunc, b, done, cut = _bootstrap_and_done(P5, P6, P7, rows, ts, N, T, sn, st, se, term, m,
+                                              F_TRUNC, F_BOOT, F_ENV)
+    delta = rho * (r + S0 * (1.0 - term) * tl.where(cut, b, v_next) - v)
+    beta = S0 * c * (1.0 - done)
+    delta = tl.where(m, delta, 0.0)
+    beta = tl.where(m, beta, 0.0)
+    return delta, beta, rho, r, v, v_next, term, b, cut, m
+
+
+@triton.jit
+def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
+                  S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                  F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    # Shifted recurrence: E[t] = D[t+1] has V-trace's coefficients at t + 1.
+    delta, beta, _, _, _, _, _, _, _, _ = _vtrace_parts(
+        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts + 1, N, T, sn, st, se, S0, S1, S2,
+        F_TRUNC, F_BOOT, F_ENV)
+    return delta, beta
+
+
+@triton.jit
+def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se,
+                  san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                  F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                  BLOCK_A: tl.constexpr):
+    delta, beta, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
+        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
+        F_TRUNC, F_BOOT, F_ENV)
+    vs = v + delta + beta * y                      # y = D[t+1]
+    nvs = tl.where(cut, b, v_next + y)             # vs[t+1] = values[t+1] + D[t+1]
+    adv = rho * (r + S0 * (1.0 - term) * nvs - v)
+    _store(O0, rows, ts, osn, ost, vs, m)
+    _store(O1, rows, ts, osn, ost, adv, m)
+
+
+# --------------------------------------------------------------------------- Retrace
+# slots: action_probs_target, action_probs_behavior, q_values, next_q_values_all,
+#        actions, rewards, terminateds, truncateds
+# scalars: gamma, lambda_, c_bar, rho_bar
+
+
+@triton.jit
+def _retrace_ratio(P0, P1, P4, rows, ts, N, T, A, sn, st, san, sat, saa):
+    """pi_a / mu at ts (NaN for an action outside [0, A); never an out-of-bounds read)."""
+    m = _valid(rows, ts, N, T)
+    act = tl.load(P4 + rows * sn + ts * st, mask=m, other=0).to(tl.int64)
+    inside = (act >= 0) & (act < A)
+    pi_a = tl.load(P0 + rows * san + ts * sat + act * saa, mask=m & inside, other=0)
+    pi_a = tl.where(inside, pi_a.to(tl.float32), float("nan"))
+    mu = tl.load(P1 + rows * sn + ts * st, mask=m, other=1).to(tl.float32)
+    return pi_a / mu, m
+
+
+@triton.jit
+def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, san, sat, saa,
+                   S0, S1, S2, S3, F_TRUNC: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
+    # EQ[t] = sum_a pi[t, a] * next_q[t, a], over A in chunks of BLOCK_A.
+    base = (rows * san + ts * sat)[:, :, None]
+    m3 = m[:, :, None]
+    eq = tl.zeros(base.shape, tl.float32)
+    for a0 in range(0, A, BLOCK_A):
+        ai = (a0 + tl.arange(0, BLOCK_A))[None, None, :]
+        ma = m3 & (ai < A)
+        off = base + ai * saa
+        pi = tl.load(P0 + off, mask=ma, other=0).to(tl.float32)
+        nq = tl.load(P3 + off, mask=ma, other=0).to(tl.float32)
+        eq += pi * nq
+    eq = tl.sum(eq, axis=2)
+    q = _ld(P2, rows, ts, sn, st, m)
+    r = _ld(P5, rows, ts, sn, st, m)
+    term = _ld(P6, rows, ts, sn, st, m)
+    if F_TRUNC:
+        done = tl.maximum(term, _ld(P7, rows, ts, sn, st, m))
+    else:
+        done = term
+    ratio_next, m_next = _retrace_ratio(P0, P1, P4, rows, ts + 1, N, T, A, sn, st, san, sat, saa)
+    c_next = tl.where(m_next, S1 * _clip(ratio_next, S2), 0.0)     # c[T] = 0
+    delta = tl.where(m, r + S0 * (1.0 - term) * eq - q, 0.0)
+    beta = tl.where(m, S0 * c_next * (1.0 - done), 0.0)
+    return delta, beta, q, r, term, m
+
+
+@triton.jit
+def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                   saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    # Shifted recurrence: E[t] = D[t+1] has Retrace's coefficients at t + 1.
+    delta, beta, _, _, _, _ = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts + 1, N, T,
+                                             A, sn, st, san, sat, saa, S0, S1, S2, S3,
+                                             F_TRUNC, BLOCK_A)
+    return delta, beta
+
+
+@triton.jit
+def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se,
+                   san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                   BLOCK_A: tl.constexpr):
+    delta, beta, q, r, term, m = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T,
+                                                A, sn, st, san, sat, saa, S0, S1, S2, S3,
+                                                F_TRUNC, BLOCK_A)
+    ratio, _ = _retrace_ratio(P0, P1, P4, rows, ts, N, T, A, sn, st, san, sat, saa)
+    q_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
+    q_ret = q + delta + beta * y                   # y = D[t+1]
+    adv = _clip(ratio, S3) * (r + S0 * (1.0 - term) * (q_next + y) - q)
+    _store(O0, rows, ts, osn, ost, q_ret, m)
+    _store(O1, rows, ts, osn, ost, adv, m)
+
+
+# --------------------------------------------------------------------------- lambda-returns
+# slots: rewards, next_values, terminateds, truncateds, bootstrap_values
+# scalars: gamma, lambda_
+
+
+@triton.jit
+def _returns_boundary(P_TRUNC, P_BOOT, rows, ts, N, T, sn, st, term, m,
+                      F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr):
+    """(trunc, b, done, b at T-1 on the last step) for the two returns estimators."""
+    if F_TRUNC:
+        trunc = _ld(P_TRUNC, rows, ts, sn, st, m)
+    else:
+        trunc = tl.zeros_like(term)
+    if F_BOOT:
+        b = _ld(P_BOOT, rows, ts, sn, st, m)
+    else:
+        b = tl.zeros_like(term)
+    return trunc, b, tl.maximum(term, trunc)
+
+
+@triton.jit
+def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san,
+                          sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                          F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                          BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
+    r = _ld(P0, rows, ts, sn, st, m)
+    nv = _ld(P1, rows, ts, sn, st, m)
+    term = _ld(P2, rows, ts, sn, st, m)
+    trunc, b, done = _returns_boundary(P3, P4, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
+    alpha = r + S0 * (1.0 - done) * (1.0 - S1) * nv + S0 * trunc * b
+    beta = S0 * S1 * (1.0 - done)
+    last = ts == T - 1                              # G[T] = b[T-1], folded into alpha
+    alpha = tl.where(last, alpha + beta * b, alpha)
+    beta = tl.where(last, 0.0, beta)
+    return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
+
+
+# --------------------------------------------------------------------------- discounted returns
+# slots: rewards, terminateds, truncateds, bootstrap_values
+# scalars: gamma
+
+
+@triton.jit
+def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+                              san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                              F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
+    r = _ld(P0, rows, ts, sn, st, m)
+    term = _ld(P1, rows, ts, sn, st, m)
+    trunc, b, done = _returns_boundary(P2, P3, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
+    alpha = r + S0 * trunc * b
+    beta = S0 * (1.0 - done)
+    last = ts == T - 1                              # G[T] = b[T-1], folded into alpha
+    alpha = tl.where(last, alpha + beta * b, alpha)
+    beta = tl.where(last, 0.0, beta)
+    return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
+
+
+# --------------------------------------------------------------------------- forward scans
+# eligibility traces slots: gradients, dones, seed_values; scalars: gamma, lambda_
+# episodic prefix sum slots: inputs, dones, seed_values; no scalars
+
+
+@triton.jit
+def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.constexpr,
+                    F_STARTS: tl.constexpr):
+    """alpha = x[t], beta = decay*(1 - done[t-1]) (done[t] for starts_at); seed folded at t=0."""
+    m = _valid(rows, ts, N, T)
+    x = _ld(P0, rows, ts, sn, st, m)
+    if F_STARTS:
+        done = _ld(P1, rows, ts, sn, st, m)
+    else:
+        done = _ld(P1, rows, ts - 1, sn, st, m & (ts >= 1))     # done[-1] = 0
+    beta = decay * (1.0 - done)
+    if F_ENV:
+        first = ts == 0
+        x = tl.where(first, x + beta * _ld_env(P2, rows, se, m), x)
+        beta = tl.where(first, 0.0, beta)
+    return tl.where(m, x, 0.0), tl.where(m, beta, 0.0)
+
+
+@triton.jit
+def eligibility_traces_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+                              san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                              F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, S0 * S1, F_ENV, False)
+
+
+@triton.jit
+def episodic_prefix_sum_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, 1.0, F_ENV, F_STARTS)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Builder:
+    """The jit functions a scan core calls for one estimator, and its scan direction."""
+
+    coeffs: object
+    finish: object
+    reverse: bool
+
+
+BUILDERS: dict[str, Builder] = {
+    "gae": Builder(gae_coeffs, store_finish, True),
+    "vtrace": Builder(vtrace_coeffs, vtrace_finish, True),
+    "retrace": Builder(retrace_coeffs, retrace_finish, True),
+    "lambda_returns": Builder(lambda_returns_coeffs, store_finish, True),
+    "discounted_returns": Builder(discounted_returns_coeffs, store_finish, True),
+    "eligibility_traces": Builder(eligibility_traces_coeffs, store_finish, False),
+    "episodic_prefix_sum": Builder(episodic_prefix_sum_coeffs, store_finish, False),
+}

@@ -1,0 +1,92 @@
+"""``flat`` strategy: the whole sequence in one tile, BLOCK_N rows per program.
+
+BLOCK_T = next_pow2(T), so the tile must fit a register budget; no carries,
+one launch. rl-triton 0.1.3 is this strategy with BLOCK_N = 1.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.launch import (
+    TILE_BUDGET,
+    Packer,
+    TritonStrategy,
+    next_pow2,
+    pow2_range,
+    require,
+)
+from rltriton_tune.kernels.scan import combine, row_block, time_block
+from rltriton_tune.strategy import Launcher, Params
+
+
+@triton.jit
+def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa,
+                osn, ost, S0, S1, S2, S3,
+                COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
+                F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
+    rows = row_block(tl.program_id(0), BLOCK_N, BIG)
+    ts = time_block(0, BLOCK_T, BIG)
+    a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
+                  S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+    y, _ = tl.associative_scan((a, b), 1, combine, reverse=REVERSE)
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san, sat,
+           saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+
+
+def rl_triton_params(t: int) -> dict[str, int]:
+    """The rl-triton 0.1.3 config (one row per program, warps by next_pow2(T)): the baseline."""
+    bt = next_pow2(t)
+    if bt <= 128:
+        warps = 2
+    elif bt <= 512:
+        warps = 4
+    elif bt <= 1024:
+        warps = 8
+    elif bt <= 4096:
+        warps = 16
+    elif bt <= 16384:
+        warps = 32
+    else:
+        warps = 16
+    return {"BLOCK_N": 1, "num_warps": warps, "num_stages": 3}
+
+
+class FlatStrategy(TritonStrategy):
+    name = "flat"
+
+    def space(self, key: ProblemKey) -> dict[str, list[int]]:
+        bt = next_pow2(key.t)
+        return {
+            "BLOCK_N": pow2_range(1, max(1, min(64, next_pow2(key.n), TILE_BUDGET // bt))),
+            "num_warps": pow2_range(1, 32),
+            "num_stages": [1, 2, 3, 4],
+        }
+
+    def check(self, key: ProblemKey, p: Params) -> None:
+        bt = next_pow2(key.t)
+        require(p["BLOCK_N"] * bt <= TILE_BUDGET, self.name,
+                f"BLOCK_N={p['BLOCK_N']} x next_pow2(T)={bt} exceeds the tile budget "
+                f"{TILE_BUDGET} (use tiled or split for long sequences)")
+
+    def default_params(self, key: ProblemKey) -> Params:
+        return rl_triton_params(key.t)
+
+    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+        bn, bt = params["BLOCK_N"], next_pow2(key.t)
+        pack = Packer(key, bn * bt)
+        grid = (triton.cdiv(key.n, bn),)
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, num_warps=params["num_warps"],
+                      num_stages=params["num_stages"])
+        kernel = flat_kernel[grid]
+
+        def launch(call: Call):
+            args, outs = pack.args(call)
+            kernel(*args, **consts)
+            return outs
+
+        return launch

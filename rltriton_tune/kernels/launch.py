@@ -1,0 +1,201 @@
+"""Host side shared by the Triton strategies: argument packing and the strategy base class.
+
+The argument list every scan core takes (in this order) is
+
+    P0..P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0..S3
+
+followed by the core's own runtime arguments, then the constexprs of
+:meth:`Packer.constexprs` and the core's block sizes. Everything that depends
+only on the problem key is computed once in ``prepare``; the launcher only reads
+pointers and strides and allocates outputs (no device sync, CUDA-graph safe).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.builders import BUILDERS
+from rltriton_tune.strategy import InvalidConfig, Launcher, Params
+
+#: Offsets are computed in int64 when the largest input may reach this many elements.
+INT32_LIMIT = 2**31 - 2**24
+
+#: Elements a program may hold in one tile (BLOCK_N x BLOCK_T): a register budget.
+TILE_BUDGET = 2**16
+
+#: Elements of the [BLOCK_N, BLOCK_T, BLOCK_A] tile Retrace's expectation uses.
+ACTION_TILE_BUDGET = 2**12
+
+SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
+SLOTS = 8
+SCALARS = 4
+
+
+def next_pow2(x: int) -> int:
+    """Smallest power of two >= max(x, 1)."""
+    return 1 << max(int(x) - 1, 0).bit_length()
+
+
+def pow2_range(lo: int, hi: int) -> list[int]:
+    """Powers of two in [lo, hi]."""
+    out, p = [], 1
+    while p <= hi:
+        if p >= lo:
+            out.append(p)
+        p *= 2
+    return out
+
+
+def is_pow2(x: int) -> bool:
+    return x >= 1 and x & (x - 1) == 0
+
+
+class Packer:
+    """Precomputed argument plan for one problem key."""
+
+    def __init__(self, key: ProblemKey, tile_elems: int) -> None:
+        spec = key.spec
+        self.key = key
+        self.builder = BUILDERS[key.algorithm]
+        self.names = spec.tensors
+        self.ref = next(n for n in spec.tensors if n not in spec.optional
+                        and n not in spec.per_action and n not in spec.per_env)
+        self.per_action = spec.per_action[0] if spec.per_action else None
+        self.per_env = next((n for n in spec.per_env), None)
+        self.scalars = spec.scalars
+        self.time_major = key.time_major
+        n, t = key.n, key.t
+        self.out_shape = (t, n) if key.time_major else (n, t)
+        self.out_strides = (1, n) if key.time_major else (t, 1)
+        self.n_outputs = len(spec.outputs)
+        flags = key.flag_set
+        block_a = min(next_pow2(max(key.a, 1)), max(1, ACTION_TILE_BUDGET // tile_elems))
+        self.constexprs: dict[str, Any] = dict(
+            COEFFS=self.builder.coeffs,
+            FINISH=self.builder.finish,
+            REVERSE=self.builder.reverse,
+            F_TRUNC="trunc" in flags,
+            F_BOOT="bootstrap" in flags,
+            F_ENV="last_value" in flags or "seed" in flags,
+            F_STARTS="starts_at" in flags,
+            BLOCK_A=block_a,
+            BIG=n * t * max(key.a, 1) >= INT32_LIMIT,
+        )
+
+    def args(self, call: Call) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
+        """Positional arguments common to every core, and the freshly allocated outputs."""
+        tensors = call.tensors
+        ref = tensors[self.ref]
+        ptrs = [tensors.get(name, ref) for name in self.names]
+        ptrs += [ref] * (SLOTS - len(ptrs))
+        s = ref.stride()
+        sn, st = (s[1], s[0]) if self.time_major else (s[0], s[1])
+        if self.per_action is not None:
+            pa = tensors[self.per_action].stride()
+            san, sat, saa = (pa[1], pa[0], pa[2]) if self.time_major else pa
+        else:
+            san = sat = saa = 0
+        se = tensors[self.per_env].stride(0) if self.per_env in tensors else 0
+        outs = tuple(torch.empty(self.out_shape, dtype=call.out_dtype, device=ref.device)
+                     for _ in range(self.n_outputs))
+        scal = [call.scalars[name] for name in self.scalars]
+        scal += [0.0] * (SCALARS - len(scal))
+        osn, ost = self.out_strides
+        args = [*ptrs, outs[0], outs[-1], call.n, call.t, call.a, sn, st, se, san, sat, saa,
+                osn, ost, *scal]
+        return args, outs
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+class TritonStrategy:
+    """Base of the Triton strategies: parameter plumbing around ``space``/``check``.
+
+    Subclasses define ``name``, ``space(key)`` (the tuner's candidates),
+    ``check(key, params)`` (every validity rule, raising :class:`InvalidConfig`),
+    ``default_params(key)`` and ``_launcher(key, params)``.
+    """
+
+    name: str = ""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[ProblemKey, tuple[tuple[str, Any], ...]], Launcher] = {}
+
+    def available(self, device: torch.device) -> bool:
+        device = torch.device(device)
+        return device.type == "cuda" or (device.type == "cpu" and interpreting())
+
+    def space(self, key: ProblemKey) -> dict[str, list[Any]]:
+        raise NotImplementedError
+
+    def default_params(self, key: ProblemKey) -> Params:
+        raise NotImplementedError
+
+    def check(self, key: ProblemKey, params: Params) -> None:
+        raise NotImplementedError
+
+    def validate(self, key: ProblemKey, params: Params) -> Params:
+        if key.dtype not in SUPPORTED_DTYPES:
+            raise InvalidConfig(f"{self.name}: dtype {key.dtype} is not supported by Triton "
+                                f"kernels (expected one of {SUPPORTED_DTYPES})")
+        names = set(self.space(key))
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise InvalidConfig(f"{self.name}: unknown parameter(s) {unknown}; "
+                                f"expected {sorted(names)}")
+        full: Params = {}
+        defaults = self.default_params(key)
+        for name in sorted(names):
+            value = params.get(name, defaults[name])
+            try:
+                full[name] = int(value)
+            except (TypeError, ValueError):
+                raise InvalidConfig(f"{self.name}: parameter {name}={value!r} is not an "
+                                    "integer") from None
+            if name != "num_stages" and not is_pow2(full[name]):
+                raise InvalidConfig(f"{self.name}: {name}={value!r} must be a power of two")
+        if not 1 <= full.get("num_warps", 1) <= 32:
+            raise InvalidConfig(f"{self.name}: num_warps={full['num_warps']} not in [1, 32]")
+        if not 1 <= full.get("num_stages", 1) <= 8:
+            raise InvalidConfig(f"{self.name}: num_stages={full['num_stages']} not in [1, 8]")
+        self.check(key, full)
+        return full
+
+    def prepare(self, key: ProblemKey, params: Params) -> Launcher:
+        params = self.validate(key, params)
+        cache_key = (key, tuple(sorted(params.items())))
+        launcher = self._cache.get(cache_key)
+        if launcher is None:
+            if key.n == 0 or key.t == 0:
+                launcher = _empty_launcher(key)
+            else:
+                launcher = self._launcher(key, params)
+            self._cache[cache_key] = launcher
+        return launcher
+
+    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+        raise NotImplementedError
+
+
+def _empty_launcher(key: ProblemKey) -> Launcher:
+    shape = (key.t, key.n) if key.time_major else (key.n, key.t)
+    count = len(key.spec.outputs)
+
+    def launch(call: Call) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.empty(shape, dtype=call.out_dtype, device=call.device)
+                     for _ in range(count))
+
+    return launch
+
+
+def require(ok: bool, strategy: str, message: str) -> None:
+    """Raise InvalidConfig(``strategy: message``) unless ``ok``."""
+    if not ok:
+        raise InvalidConfig(f"{strategy}: {message}")
+

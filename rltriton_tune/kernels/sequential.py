@@ -1,0 +1,65 @@
+"""``sequential`` strategy: one time step at a time over a BLOCK_N vector of rows.
+
+Each step reads one element per row, so loads are coalesced for time-major
+inputs (rows contiguous); no scan, no tile along time. No size limit on T.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.launch import Packer, TritonStrategy, next_pow2, pow2_range, require
+from rltriton_tune.kernels.scan import row_block, tile_start, time_block
+from rltriton_tune.strategy import Launcher, Params
+
+
+@triton.jit
+def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
+                      saa, osn, ost, S0, S1, S2, S3,
+                      COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
+                      F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                      F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                      BLOCK_N: tl.constexpr):
+    rows = row_block(tl.program_id(0), BLOCK_N, BIG)
+    carry = tl.zeros([BLOCK_N, 1], tl.float32)
+    for i in range(0, T):
+        ts = time_block(tile_start(i, T, 0, 1, REVERSE), 1, BIG)
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+        carry = a + b * carry
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, carry, N, T, A, sn, st, se,
+               san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
+               BLOCK_A)
+
+
+class SequentialStrategy(TritonStrategy):
+    name = "sequential"
+
+    def space(self, key: ProblemKey) -> dict[str, list[int]]:
+        return {
+            "BLOCK_N": pow2_range(min(32, next_pow2(key.n)), min(1024, max(32, next_pow2(key.n)))),
+            "num_warps": pow2_range(1, 8),
+        }
+
+    def check(self, key: ProblemKey, p: Params) -> None:
+        require(p["BLOCK_N"] <= 4096, self.name, f"BLOCK_N={p['BLOCK_N']} exceeds 4096")
+
+    def default_params(self, key: ProblemKey) -> Params:
+        bn = min(256, max(32, next_pow2(key.n)))
+        return {"BLOCK_N": bn, "num_warps": max(1, min(8, bn // 64))}
+
+    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+        bn = params["BLOCK_N"]
+        pack = Packer(key, bn)
+        grid = (triton.cdiv(key.n, bn),)
+        consts = dict(pack.constexprs, BLOCK_N=bn, num_warps=params["num_warps"])
+        kernel = sequential_kernel[grid]
+
+        def launch(call: Call):
+            args, outs = pack.args(call)
+            kernel(*args, **consts)
+            return outs
+
+        return launch

@@ -1,0 +1,170 @@
+"""``split`` strategy: few rows, long sequences; the time axis is split across programs.
+
+Phase 1 (``split_reduce_kernel``): program (row block, chunk) scans its CHUNK_T
+span from a zero carry, tile by tile, and writes the chunk's aggregate
+(y at the chunk's entry edge, product of beta) per row to a small float32
+buffer ``[2, n_chunks, N]``.
+Phase 2 (``split_scan_kernel``): each program composes the aggregates of the
+chunks after it (backward) / before it (forward), CARRY_BLOCK at a time with a
+tile scan, to get its incoming carry, then rescans its chunk and stores the
+outputs. The aggregate buffer is the only intermediate in memory.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.launch import (
+    TILE_BUDGET,
+    Packer,
+    TritonStrategy,
+    next_pow2,
+    pow2_range,
+    require,
+)
+from rltriton_tune.kernels.scan import edges, row_block, scan_tile, take, tile_start, time_block
+from rltriton_tune.strategy import Launcher, Params
+
+#: Most chunks per row: phase 2 composes up to this many aggregates per program.
+MAX_CHUNKS = 4096
+
+#: Aggregates phase 2 composes per step (a [BLOCK_N, CARRY_BLOCK] tile scan).
+CARRY_BLOCK = 64
+
+
+@triton.jit
+def _chunk(pid, N, T, BLOCK_N: tl.constexpr, CHUNK_T: tl.constexpr, BIG: tl.constexpr):
+    """(rows, chunk index, chunk start) of a flattened (row block, chunk) program id."""
+    n_blocks = tl.cdiv(N, BLOCK_N)
+    rows = row_block(pid % n_blocks, BLOCK_N, BIG)
+    c = pid // n_blocks
+    c0 = c * CHUNK_T
+    return rows, c, c0
+
+
+@triton.jit
+def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
+                        saa, osn, ost, S0, S1, S2, S3, AGG, NC,
+                        COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
+                        F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                        F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                        BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
+                        CARRY_BLOCK: tl.constexpr):
+    rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
+    feed, out = edges(BLOCK_T, REVERSE)
+    n_tiles = tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T)
+    agg_a = tl.zeros([BLOCK_N], tl.float32)
+    agg_b = tl.zeros([BLOCK_N], tl.float32) + 1.0
+    for i in range(0, n_tiles):
+        ts = time_block(tile_start(i, n_tiles, c0, BLOCK_T, REVERSE), BLOCK_T, BIG)
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+        y, p = scan_tile(a, b, agg_a, feed, REVERSE)
+        agg_a = take(y, out)
+        agg_b = take(p, out) * agg_b
+    r = tl.reshape(rows, [BLOCK_N])
+    m = r < N
+    off = c * N + r
+    tl.store(AGG + off, agg_a, mask=m)
+    tl.store(AGG + NC * N + off, agg_b, mask=m)
+
+
+@triton.jit
+def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
+                      saa, osn, ost, S0, S1, S2, S3, AGG, NC,
+                      COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
+                      F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                      F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
+                      CARRY_BLOCK: tl.constexpr):
+    rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
+    # Incoming carry: compose the aggregates of the chunks this one depends on.
+    cfeed, cout = edges(CARRY_BLOCK, REVERSE)
+    rmask = rows < N
+    carry = tl.zeros([BLOCK_N], tl.float32)
+    if REVERSE:
+        n_before = NC - 1 - c
+    else:
+        n_before = c
+    n_steps = tl.cdiv(n_before, CARRY_BLOCK)
+    for j in range(0, n_steps):
+        if REVERSE:
+            ks = NC - (j + 1) * CARRY_BLOCK + tl.arange(0, CARRY_BLOCK)[None, :]
+            km = ks > c
+        else:
+            ks = j * CARRY_BLOCK + tl.arange(0, CARRY_BLOCK)[None, :]
+            km = ks < c
+        if BIG:
+            ks = ks.to(tl.int64)
+        m = rmask & km
+        off = ks * N + rows
+        ka = tl.load(AGG + off, mask=m, other=0.0)
+        kb = tl.load(AGG + NC * N + off, mask=m, other=1.0)
+        y, _ = scan_tile(ka, kb, carry, cfeed, REVERSE)
+        carry = take(y, cout)
+    # Rescan the chunk from that carry.
+    feed, out = edges(BLOCK_T, REVERSE)
+    n_tiles = tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T)
+    for i in range(0, n_tiles):
+        ts = time_block(tile_start(i, n_tiles, c0, BLOCK_T, REVERSE), BLOCK_T, BIG)
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+        y, _ = scan_tile(a, b, carry, feed, REVERSE)
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san,
+               sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+        carry = take(y, out)
+
+
+class SplitStrategy(TritonStrategy):
+    name = "split"
+
+    def space(self, key: ProblemKey) -> dict[str, list[int]]:
+        bt = next_pow2(key.t)
+        return {
+            "CHUNK_T": pow2_range(min(256, bt), max(min(65536, bt), 1)),
+            "BLOCK_N": pow2_range(1, max(1, min(16, next_pow2(key.n)))),
+            "BLOCK_T": pow2_range(min(64, bt), min(2048, bt)),
+            "num_warps": pow2_range(1, 16),
+        }
+
+    def check(self, key: ProblemKey, p: Params) -> None:
+        chunk, bn, bt = p["CHUNK_T"], p["BLOCK_N"], p["BLOCK_T"]
+        require(chunk >= bt, self.name, f"CHUNK_T={chunk} must be a multiple of BLOCK_T={bt}")
+        require(bn * bt <= TILE_BUDGET, self.name,
+                f"BLOCK_N={bn} x BLOCK_T={bt} exceeds the tile budget {TILE_BUDGET}")
+        chunks = triton.cdiv(key.t, chunk)
+        require(chunks <= MAX_CHUNKS, self.name,
+                f"CHUNK_T={chunk} gives {chunks} chunks for T={key.t}; at most {MAX_CHUNKS}")
+        require(triton.cdiv(key.n, bn) * chunks < 2**31, self.name,
+                f"grid of {triton.cdiv(key.n, bn) * chunks} programs is too large")
+
+    def default_params(self, key: ProblemKey) -> Params:
+        bt = min(1024, next_pow2(key.t))
+        chunk = max(bt, next_pow2(triton.cdiv(key.t, 128)), next_pow2(triton.cdiv(key.t,
+                                                                                 MAX_CHUNKS)))
+        return {"CHUNK_T": chunk, "BLOCK_N": 1, "BLOCK_T": bt,
+                "num_warps": max(1, min(8, bt // 128))}
+
+    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+        chunk, bn, bt = params["CHUNK_T"], params["BLOCK_N"], params["BLOCK_T"]
+        pack = Packer(key, bn * bt)
+        n_chunks = triton.cdiv(key.t, chunk)
+        grid = (triton.cdiv(key.n, bn) * n_chunks,)
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, CHUNK_T=chunk,
+                      CARRY_BLOCK=min(CARRY_BLOCK, next_pow2(n_chunks)),
+                      num_warps=params["num_warps"])
+        agg_shape = (2, n_chunks, key.n)
+        reduce, scan = split_reduce_kernel[grid], split_scan_kernel[grid]
+
+        def launch(call: Call):
+            args, outs = pack.args(call)
+            agg = torch.empty(agg_shape, dtype=torch.float32, device=outs[0].device)
+            args += [agg, n_chunks]
+            reduce(*args, **consts)
+            scan(*args, **consts)
+            return outs
+
+        return launch

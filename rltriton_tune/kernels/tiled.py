@@ -1,0 +1,82 @@
+"""``tiled`` strategy: BLOCK_N rows x BLOCK_T steps per tile, looping over time with a carry.
+
+One program owns BLOCK_N rows and walks their time axis tile by tile (last to
+first for backward estimators), carrying the scan value between tiles; loads
+are contiguous along t for env-major inputs. No size limit on T.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.launch import (
+    TILE_BUDGET,
+    Packer,
+    TritonStrategy,
+    next_pow2,
+    pow2_range,
+    require,
+)
+from rltriton_tune.kernels.scan import edges, row_block, scan_tile, take, tile_start, time_block
+from rltriton_tune.strategy import Launcher, Params
+
+
+@triton.jit
+def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa,
+                 osn, ost, S0, S1, S2, S3,
+                 COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
+                 F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                 F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
+    rows = row_block(tl.program_id(0), BLOCK_N, BIG)
+    feed, out = edges(BLOCK_T, REVERSE)
+    n_tiles = tl.cdiv(T, BLOCK_T)
+    carry = tl.zeros([BLOCK_N], tl.float32)
+    for i in range(0, n_tiles):
+        ts = time_block(tile_start(i, n_tiles, 0, BLOCK_T, REVERSE), BLOCK_T, BIG)
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+        y, _ = scan_tile(a, b, carry, feed, REVERSE)
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san,
+               sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+        carry = take(y, out)
+
+
+class TiledStrategy(TritonStrategy):
+    name = "tiled"
+
+    def space(self, key: ProblemKey) -> dict[str, list[int]]:
+        return {
+            "BLOCK_N": pow2_range(1, max(1, min(64, next_pow2(key.n)))),
+            "BLOCK_T": pow2_range(min(8, next_pow2(key.t)), min(4096, next_pow2(key.t))),
+            "num_warps": pow2_range(1, 16),
+            "num_stages": [1, 2, 3, 4],
+        }
+
+    def check(self, key: ProblemKey, p: Params) -> None:
+        require(p["BLOCK_N"] * p["BLOCK_T"] <= TILE_BUDGET, self.name,
+                f"BLOCK_N={p['BLOCK_N']} x BLOCK_T={p['BLOCK_T']} exceeds the tile budget "
+                f"{TILE_BUDGET}")
+
+    def default_params(self, key: ProblemKey) -> Params:
+        bt = min(max(next_pow2(key.t), 8), 1024 if key.n <= 1024 else 256)
+        bn = max(1, min(next_pow2(key.n), 512 // bt, 16))
+        warps = max(1, min(8, bn * bt // 128))
+        return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": warps, "num_stages": 1}
+
+    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+        bn, bt = params["BLOCK_N"], params["BLOCK_T"]
+        pack = Packer(key, bn * bt)
+        grid = (triton.cdiv(key.n, bn),)
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, num_warps=params["num_warps"],
+                      num_stages=params["num_stages"])
+        kernel = tiled_kernel[grid]
+
+        def launch(call: Call):
+            args, outs = pack.args(call)
+            kernel(*args, **consts)
+            return outs
+
+        return launch
