@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rltriton_tune.tuning_db import state
+from rltriton_tune.tuning_db import locations, state
 from rltriton_tune.tuning_db.fingerprint import describe_mismatch
-from rltriton_tune.tuning_db.locations import shipped_dir, user_dir
 from rltriton_tune.tuning_db.schema import (
     Entry,
     ProfileError,
@@ -54,7 +53,7 @@ def load_profiles(fp: dict[str, Any]) -> ProfileSet:
     this process could not write. Files for other fingerprints are reported, not
     used. Cached per (fingerprint, folders) until :func:`invalidate_cache`."""
     canonical = canonical_fingerprint(fp)
-    ship, user = shipped_dir(), user_dir()
+    ship, user = locations.shipped_dir(), locations.user_dir()
     cache_key = (canonical, str(ship), str(user))
     with state.LOCK:
         cached = state.CACHE.get(cache_key)
@@ -87,6 +86,8 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet
         sources.update(tier_sources)
     in_memory = set()
     for text, (entry, path) in state.overlay_entries(canonical).items():
+        if not any(_same_dir(path.parent, folder) for folder in folders):
+            continue  # meant for a folder this load does not read
         entries[text] = entry
         sources[text] = path
         in_memory.add(text)

@@ -184,7 +184,7 @@ def profiles_from_text(text: str | bytes, path: Path | str | None = None) -> lis
     try:
         document = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
-        if err.pos >= len(text.rstrip()):
+        if err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated string"):
             raise ProfileError(f"truncated: JSON ends early at line {err.lineno}", path) from None
         raise ProfileError(f"corrupt: invalid JSON at line {err.lineno} column {err.colno}: "
                            f"{err.msg}", path) from None

@@ -162,6 +162,7 @@ def _prepare(entries: Iterable[Entry]) -> list[Entry]:
         if not entry.date:
             entry = replace(entry, date=utc_now())
         try:
+            Entry.from_json(entry.to_json())  # field checks first: clearer messages
             prepared.append(Entry.from_json(json.loads(dumps(entry.to_json()))))
         except (TypeError, ValueError) as err:
             raise ProfileError(f"entries: cannot store {entry.key.as_text()}: {err}") from None

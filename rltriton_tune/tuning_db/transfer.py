@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rltriton_tune.tuning_db import state
+from rltriton_tune.tuning_db import locations, state
 from rltriton_tune.tuning_db.loading import load_profiles
-from rltriton_tune.tuning_db.locations import shipped_dir, user_dir
 from rltriton_tune.tuning_db.schema import (
     Profile,
     ProfileError,
@@ -55,7 +54,7 @@ def known_fingerprints() -> list[dict[str, Any]]:
     """Every fingerprint with a readable profile in the shipped or user folder, or with
     in-memory entries, in a stable order."""
     found: dict[str, dict[str, Any]] = {}
-    for folder in (shipped_dir(), user_dir()):
+    for folder in (locations.shipped_dir(), locations.user_dir()):
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.json")):

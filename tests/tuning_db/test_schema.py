@@ -1,0 +1,147 @@
+"""Profile JSON: round trip, forward compatibility, and rejection of bad files."""
+
+import json
+
+import pytest
+from tuning_db_helpers import A100, H200, entry
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.tuning_db import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    Entry,
+    ProfileError,
+    UnsupportedVersion,
+    fingerprint_id,
+    profile_path,
+    read_profile,
+    record,
+)
+
+
+def test_round_trip_preserves_every_field(tmp_path):
+    retrace = Entry(ProblemKey("retrace", 256, 128, "bfloat16", "time", "bootstrap+trunc", 18),
+                    "split", {"SPLITS": 4}, 7.25, None, {}, 3, "2026-11-29T10:00:00Z")
+    written = [entry(), entry(n=32768, t=8, strategy="flat", time_us=20.8), retrace]
+    path = record(H200, written, tmp_path)
+    assert path == profile_path(H200, tmp_path)
+    profile = read_profile(path)
+    assert profile.fingerprint == H200
+    assert profile.path == path
+    assert profile.entries == {e.key.as_text(): e for e in written}
+
+
+def test_file_is_sorted_readable_and_carries_schema(tmp_path):
+    path = record(H200, [entry(n=4096), entry(n=256), entry(algorithm="vtrace", n=8)], tmp_path)
+    text = path.read_text()
+    doc = json.loads(text)
+    assert (doc["schema"], doc["version"]) == (SCHEMA, SCHEMA_VERSION)
+    assert [(e["algorithm"], e["N"]) for e in doc["entries"]] == [
+        ("gae", 256), ("gae", 4096), ("vtrace", 8)]
+    assert text.count("\n") > 40  # indented, one field per line: diffable
+
+
+def test_unknown_fields_are_kept_through_a_rewrite(tmp_path):
+    path = record(H200, [entry(n=1)], tmp_path)
+    doc = json.loads(path.read_text())
+    doc["entries"][0]["energy_mj"] = 1.5  # a field a newer version might add
+    doc["generator"] = "rltriton-tune 9.9"
+    path.write_text(json.dumps(doc))
+    assert read_profile(path).entries["gae|none|float32|env|N=1|T=32"].extra == {"energy_mj": 1.5}
+    record(H200, [entry(n=2)], tmp_path)
+    assert json.loads(path.read_text())["entries"][0]["energy_mj"] == 1.5
+
+
+def test_flags_are_canonicalised(tmp_path):
+    path = record(H200, [entry()], tmp_path)
+    doc = json.loads(path.read_text())
+    doc["entries"][0]["flags"] = "trunc+bootstrap"
+    path.write_text(json.dumps(doc))
+    assert list(read_profile(path).entries) == ["gae|bootstrap+trunc|float32|env|N=4096|T=32"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(schema="someone-else"), "foreign schema 'someone-else'"),
+    (lambda d: d.pop("schema"), "foreign schema None"),
+    (lambda d: d.update(version=2), "schema version 2 unsupported"),
+    (lambda d: d.update(version="1"), "'version' must be a positive integer"),
+    (lambda d: d.pop("fingerprint"), "missing field 'fingerprint'"),
+    (lambda d: d.update(fingerprint={}), "fingerprint must be a non-empty dict"),
+    (lambda d: d.update(entries={}), "'entries' must be a list"),
+    (lambda d: d["entries"][0].pop("T"), "entry 0: entry is missing field 'T'"),
+    (lambda d: d["entries"][0].update(N=0), "'N' must be an integer >= 1"),
+    (lambda d: d["entries"][0].update(N=True), "'N' must be an integer >= 1"),
+    (lambda d: d["entries"][0].update(algorithm="ppo"), "unknown algorithm 'ppo'"),
+    (lambda d: d["entries"][0].update(dtype="int8"), "unknown dtype 'int8'"),
+    (lambda d: d["entries"][0].update(layout="diag"), "'layout'"),
+    (lambda d: d["entries"][0].update(flags="magic"), "unknown flag(s) in 'magic'"),
+    (lambda d: d["entries"][0].update(strategy=""), "'strategy' must not be empty"),
+    (lambda d: d["entries"][0].update(params=[1]), "'params' must be an object"),
+    (lambda d: d["entries"][0].update(device_time_us=-1), "'device_time_us' must be a finite"),
+    (lambda d: d["entries"][0].update(date="yesterday"), "not ISO-8601"),
+    (lambda d: d["entries"][0].update(runner_up=3), "'runner_up' must be an object or null"),
+    (lambda d: d["entries"].append(dict(d["entries"][0])), "entry 1: duplicate key"),
+])
+def test_bad_content_raises_profile_error_naming_the_problem(tmp_path, change, message):
+    path = record(H200, [entry()], tmp_path)
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ProfileError) as info:
+        read_profile(path)
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty file"),
+    ('{"schema": "rltriton-tune-profile", "version": 1, "entr', "truncated"),
+    ("{not json at all}", "corrupt: invalid JSON"),
+    ('{"schema": "rltriton-tune-profile", "version": NaN}', "corrupt"),
+    ("[1, 2]", "top level is a JSON list"),
+])
+def test_unparseable_text_is_named(tmp_path, text, message):
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=message):
+        read_profile(path)
+
+
+def test_binary_garbage_is_corrupt(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ProfileError, match="not UTF-8"):
+        read_profile(path)
+
+
+def test_newer_version_is_its_own_error_type(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({"schema": SCHEMA, "version": SCHEMA_VERSION + 1}))
+    with pytest.raises(UnsupportedVersion):
+        read_profile(path)
+
+
+def test_entries_that_cannot_be_stored_are_refused_before_any_write(tmp_path):
+    with pytest.raises(ProfileError, match="device_time_us"):
+        record(H200, [entry(time_us=float("nan"))], tmp_path)
+    with pytest.raises(ProfileError, match="cannot store"):
+        record(H200, [entry(blob=object())], tmp_path)
+    with pytest.raises(TypeError, match="Entry objects"):
+        record(H200, [{"N": 1}], tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fingerprint_id_is_stable_readable_and_distinct():
+    ident = fingerprint_id(H200)
+    assert ident == fingerprint_id(dict(reversed(list(H200.items()))))  # key order irrelevant
+    assert ident.startswith("cuda-nvidia-h200-cc9.0-triton3.6-abi1-")
+    assert fingerprint_id(A100) != ident
+    assert fingerprint_id({**H200, "sm_count": 114}) != ident  # a field not in the slug
+    odd = fingerprint_id({"kind": "cpu", "name": "Weird/CPU \\ name: *?"})
+    assert all(c.isalnum() or c in ".-" for c in odd)
+
+
+@pytest.mark.parametrize("bad", [None, {}, [("kind", "cuda")], {"kind": ["nested"]}, {1: "x"}])
+def test_bad_fingerprint_is_rejected_naming_the_argument(bad):
+    with pytest.raises(ValueError, match="fp"):
+        fingerprint_id(bad)
