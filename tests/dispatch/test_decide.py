@@ -177,3 +177,12 @@ def test_explain_rejects_bad_arguments(kwargs, error, match):
     args = {"algorithm": "gae", "N": 8, "T": 8, **kwargs}
     with pytest.raises(error, match=match):
         explain(args.pop("algorithm"), args.pop("N"), args.pop("T"), device="cpu", **args)
+
+
+def test_a_shape_that_failed_to_launch_uses_the_fallback(profiles, fake_gpu):
+    decide_module.mark_failed(key(64, 32), FAKE_GPU, "CompilationError: boom")
+    with pytest.warns(FallbackWarning):
+        d = decide(key(64, 32), FAKE_GPU)
+    assert d.strategy == "torch"
+    assert d.source == "fallback:Triton failed on first launch: CompilationError: boom"
+    assert decide(key(64, 64), FAKE_GPU).source == "heuristic"  # other shapes unaffected
