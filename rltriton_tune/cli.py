@@ -1,0 +1,431 @@
+"""The ``rltriton-tune`` command: doctor, tune, show, bench, export, import, clear.
+
+Argument errors print usage and exit 2 (argparse); a requested device that is
+not there prints one line on stderr and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rltriton_tune.algorithms import ALGORITHMS
+
+PROG = "rltriton-tune"
+
+#: Shape grids and trial budgets: quick runs in CI on a CPU; default finishes all
+#: seven algorithms in under 15 minutes on an H200; full is the big sweep.
+PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {"shapes": [(64, 32), (256, 128)], "trials": 6},
+    "default": {"shapes": [(n, t) for n in (256, 4096, 32768) for t in (8, 128, 2048)]
+                + [(16, 32768)], "trials": 20},
+    "full": {"shapes": [(n, t) for n in (16, 64, 256, 1024, 4096, 16384, 32768, 131072)
+                        for t in (8, 32, 128, 512, 2048, 8192) if n * t <= 1 << 28]
+             + [(1, 1 << 20), (16, 32768)], "trials": 60},
+}
+DEFAULT_ACTIONS = 8
+
+
+class DeviceError(RuntimeError):
+    """The requested device is not available."""
+
+
+# ---------------------------------------------------------------- argument types
+
+def _csv(choices: Sequence[str], name: str, allow_all: bool = False):
+    def parse(text: str) -> list[str]:
+        items = [s.strip() for s in text.split(",") if s.strip()]
+        if allow_all and items == ["all"]:
+            return list(choices)
+        bad = [s for s in items if s not in choices]
+        if not items or bad:
+            raise argparse.ArgumentTypeError(
+                f"invalid {name} {','.join(bad) or text!r}; choose from {', '.join(choices)}"
+                + (" or 'all'" if allow_all else ""))
+        return list(dict.fromkeys(items))
+    return parse
+
+
+def _shapes(text: str) -> list[tuple[int, int]]:
+    out = []
+    for item in text.split(","):
+        parts = item.strip().lower().split("x")
+        try:
+            n, t = (int(p) for p in parts)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"invalid shape {item.strip()!r}: expected NxT, e.g. 4096x128") from None
+        if n < 1 or t < 1:
+            raise argparse.ArgumentTypeError(f"invalid shape {item.strip()!r}: N, T must be >= 1")
+        out.append((n, t))
+    return out
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return value
+    return parse
+
+
+def _device_list(text: str) -> list[str]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected GPU indices, e.g. 0,1")
+    out = []
+    for s in items:
+        s = s.removeprefix("cuda:")
+        if not s.isdigit():
+            raise argparse.ArgumentTypeError(f"invalid GPU index {s!r}; expected e.g. 0,1")
+        out.append(f"cuda:{int(s)}")
+    return out
+
+
+def resolve_device(text: str | None):
+    """The torch device for ``--device`` (default: CUDA if present, else CPU)."""
+    import torch
+
+    if text is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise DeviceError(f"invalid --device {text!r}; expected cpu, cuda or cuda:N") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError(f"--device {text}: no CUDA GPU is available on this machine")
+        index = device.index or 0
+        if index >= torch.cuda.device_count():
+            raise DeviceError(f"--device {text}: only {torch.cuda.device_count()} CUDA GPU(s)")
+        return torch.device("cuda", index)
+    if device.type != "cpu":
+        raise DeviceError(f"--device {text}: only cpu and cuda devices can be tuned")
+    return device
+
+
+# ---------------------------------------------------------------- parser
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Tune, inspect and ship rltriton-tune "
+                                "kernel choices for this machine.")
+    sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+    algos = list(ALGORITHMS)
+
+    sub.add_parser("doctor", help="versions, device, fingerprint, profiles, sample decisions",
+                   description="Show versions, the device fingerprint, the profile files found "
+                   "(used or not, and why), and what each estimator dispatches to.")
+
+    t = sub.add_parser("tune", help="search the best kernel config per problem key",
+                       description="Run (or resume) an Optuna study per problem key and write "
+                       "the winners to the user's profile.")
+    t.add_argument("--algorithms", type=_csv(algos, "algorithm", allow_all=True),
+                   default=list(algos), help="comma list or 'all' (default: all)")
+    t.add_argument("--preset", choices=sorted(PRESETS), default="default",
+                   help="shape grid and trial budget (default: default)")
+    t.add_argument("--shapes", type=_shapes, help="NxT list overriding the preset's grid")
+    t.add_argument("--dtypes", type=_csv(("float32", "float16", "bfloat16", "float64"), "dtype"),
+                   default=["float32"], help="default: float32")
+    t.add_argument("--layouts", type=_csv(("env", "time"), "layout"), default=["env"],
+                   help="env (env-major [N, T]) and/or time (time-major); default: env")
+    t.add_argument("--truncations", type=_csv(("off", "on"), "truncations value"),
+                   default=["off"], help="tune keys without and/or with truncation flags")
+    t.add_argument("--actions", type=_positive(int), default=DEFAULT_ACTIONS,
+                   help=f"action count A for retrace keys (default {DEFAULT_ACTIONS})")
+    t.add_argument("--trials", type=_positive(int), help="trials per key (default: preset's)")
+    t.add_argument("--timeout", type=_positive(float), help="seconds per key for trials")
+    t.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present)")
+    t.add_argument("--devices", type=_device_list, help="GPU indices: one worker per GPU")
+    t.add_argument("--storage", help="Optuna storage URL (default: journal file beside the "
+                   "profiles), e.g. postgresql://user@host/db")
+    t.add_argument("--isolate", action="store_true",
+                   help="evaluate candidates in a child process (survives GPU faults)")
+    t.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    s = sub.add_parser("show", help="list tuned entries", description="List the tuned entries "
+                       "of every known device profile.")
+    s.add_argument("--algorithm", choices=algos)
+    s.add_argument("--format", choices=("table", "json"), default="table")
+
+    e = sub.add_parser("export", help="write all profiles to a file",
+                       description="Write the merged entries (shipped + user) to FILE.")
+    e.add_argument("file", type=Path, metavar="FILE")
+    i = sub.add_parser("import", help="validate and merge a profile file",
+                       description="Validate FILE and merge it into the user's profiles.")
+    i.add_argument("file", type=Path, metavar="FILE")
+    sub.add_parser("clear", help="delete the user's profiles and studies",
+                   description="Delete the user's tuned profiles and the default study journal.")
+
+    b = sub.add_parser("bench", help="dispatched vs baselines; md/json/png report",
+                       description="Measure the dispatched choice against the baselines and "
+                       "write markdown, JSON and PNG heatmaps.")
+    b.add_argument("--algorithms", type=_csv(algos, "algorithm", allow_all=True),
+                   default=list(algos))
+    b.add_argument("--shapes", type=_shapes, help="NxT list (default: the default preset grid)")
+    b.add_argument("--actions", type=_positive(int), default=DEFAULT_ACTIONS)
+    b.add_argument("--device", help="cpu, cuda or cuda:N")
+    b.add_argument("--output", type=Path, default=Path("bench-results"),
+                   help="output folder (default: bench-results)")
+    return p
+
+
+# ---------------------------------------------------------------- helpers
+
+def _keys(algorithms, shapes, dtypes, layouts, truncations, actions):
+    from rltriton_tune.dispatch.explain import problem_key
+
+    keys = []
+    for alg in algorithms:
+        has_trunc = "truncateds" in ALGORITHMS[alg].optional
+        for n, t in shapes:
+            for dtype in dtypes:
+                for layout in layouts:
+                    for trunc in truncations:
+                        if trunc == "on" and not has_trunc:
+                            continue
+                        keys.append(problem_key(alg, n, t, dtype=dtype, layout=layout,
+                                                flags="trunc" if trunc == "on" else None,
+                                                A=actions if alg == "retrace" else 0))
+    return list(dict.fromkeys(keys))
+
+
+def _params_text(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
+
+
+def _speedup(entry_us: float, base: float | None) -> str:
+    return "-" if not base else f"{base / entry_us:.2f}x"
+
+
+# ---------------------------------------------------------------- verbs
+
+def cmd_doctor(args) -> int:
+    import torch
+
+    from rltriton_tune.dispatch import explain
+    from rltriton_tune.dispatch.registry import triton_ok
+    from rltriton_tune.tuning_db import fingerprint_id, load_profiles, user_dir
+
+    device = resolve_device(None)
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+
+    fp = device_fingerprint(device)
+    try:
+        import triton
+
+        triton_text = triton.__version__
+    except Exception as exc:  # noqa: BLE001
+        triton_text = f"not importable ({type(exc).__name__})"
+    print(f"python        {platform.python_version()}")
+    print(f"torch         {torch.__version__}")
+    print(f"triton        {triton_text} (kernels {'usable' if triton_ok() else 'not usable'})")
+    print(f"device        {device}")
+    if device.type == "cuda":
+        cap = torch.cuda.get_device_capability(device)
+        print(f"gpu           {torch.cuda.get_device_name(device)}, capability {cap[0]}.{cap[1]}")
+    print(f"fingerprint   {fingerprint_id(fp)}")
+    print(f"              {json.dumps(fp, sort_keys=True)}")
+    print(f"user profiles {user_dir()}")
+    profiles = load_profiles(fp)
+    print(f"profile files ({len(profiles.reports)}):")
+    for report in profiles.reports:
+        print(f"  [{'used' if report.used else 'not used'}] {report.path}: {report.reason}")
+    if not profiles.reports:
+        print("  none")
+    print(f"entries for this device: {len(profiles.entries)}")
+    print("sample decisions (N=4096, T=128, float32, env-major):")
+    for alg in ALGORITHMS:
+        d = explain(alg, 4096, 128, A=DEFAULT_ACTIONS if alg == "retrace" else 0, device=device)
+        print(f"  {alg:20s} {d.strategy}({_params_text(d.params)})  source: {d.source}")
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from tqdm import tqdm
+
+    from rltriton_tune.tune.space import SearchSpace
+    from rltriton_tune.tune.study import finalize, open_study, run_trials
+
+    preset = PRESETS[args.preset]
+    trials = args.trials or preset["trials"]
+    devices = [resolve_device(d) for d in args.devices] if args.devices else None
+    device = devices[0] if devices else resolve_device(args.device)
+    keys = _keys(args.algorithms, args.shapes or preset["shapes"], args.dtypes, args.layouts,
+                 args.truncations, args.actions)
+    bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
+               file=sys.stderr)
+    spaces = {k: SearchSpace(k, device) for k in keys}
+    studies = {k: open_study(k, device, args.storage, trials=trials, seed=args.seed,
+                             space=spaces[k]) for k in keys}
+    errors: list[str] = []
+    if devices and len(devices) > 1:
+        from rltriton_tune.tune.parallel import run_workers
+
+        errors += run_workers(keys, [str(d) for d in devices], trials=trials,
+                              timeout_s=args.timeout, storage=args.storage,
+                              isolate=args.isolate, seed=args.seed,
+                              on_event=lambda kind, _p: bar.update(kind == "trial"))
+    else:
+        for key in keys:
+            bar.set_postfix_str(key.as_text())
+            try:
+                run_trials(key, device, trials=trials, timeout_s=args.timeout,
+                           study=studies[key], isolate=args.isolate, seed=args.seed,
+                           space=spaces[key], on_trial=lambda _t: bar.update(1))
+            except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
+                errors.append(f"{key.as_text()}: {type(exc).__name__}: {exc}")
+    bar.close()
+    rows = []
+    for key in keys:
+        try:
+            result = finalize(studies[key], key, device, space=spaces[key], isolate=args.isolate,
+                              seed=args.seed)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"{key.as_text()}: {type(exc).__name__}: {exc}")
+            continue
+        if result.entry is None:
+            errors.append(f"{key.as_text()}: no candidate passed ({result.failed} of "
+                          f"{result.trials} trials failed)")
+            continue
+        e = result.entry
+        base = e.baselines
+        rows.append([key.as_text(), f"{e.strategy}({_params_text(e.params)})",
+                     f"{e.device_time_us:.2f}",
+                     _speedup(e.device_time_us, base.get("flat_heuristic")),
+                     _speedup(e.device_time_us, base.get("torch_compile")),
+                     _speedup(e.device_time_us, base.get("torch_loop")),
+                     f"{result.trials - result.failed}/{result.trials}"])
+    print(_table(["key", "choice", "device us", "vs flat", "vs compile", "vs loop",
+                  "ok trials"], rows))
+    for err in errors:
+        print(f"{PROG}: warning: {err}", file=sys.stderr)
+    return 0 if rows else 1
+
+
+def _all_entries(algorithm: str | None) -> list[dict[str, Any]]:
+    from rltriton_tune.tuning_db import known_fingerprints, load_profiles
+
+    out = []
+    for fp in known_fingerprints():
+        for entry in load_profiles(fp).entries.values():
+            if algorithm and entry.key.algorithm != algorithm:
+                continue
+            row = entry.to_json()
+            row["device"] = fp.get("name") or fp.get("kind")
+            row["fingerprint"] = fp
+            out.append(row)
+    out.sort(key=lambda r: (r["device"], r["algorithm"], r["dtype"], r["layout"], r["flags"],
+                            r["N"], r["T"]))
+    return out
+
+
+def cmd_show(args) -> int:
+    entries = _all_entries(args.algorithm)
+    if args.format == "json":
+        print(json.dumps(entries, indent=1))
+        return 0
+    if not entries:
+        print("no tuned entries")
+        return 0
+    rows = [[r["device"], r["algorithm"], f"{r['N']}x{r['T']}" + (f"x{r['A']}" if r["A"] else ""),
+             r["dtype"], r["layout"], r["flags"],
+             f"{r['strategy']}({_params_text(r['params'])})", f"{r['device_time_us']:.2f}",
+             str(r.get("trials", "")), r.get("date", "")] for r in entries]
+    print(_table(["device", "algorithm", "shape", "dtype", "layout", "flags", "choice",
+                  "device us", "trials", "date"], rows))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from rltriton_tune.tuning_db import export_profiles
+
+    count = export_profiles(args.file)
+    print(f"exported {count} entries to {args.file}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from rltriton_tune.tuning_db import ProfileError, import_profiles
+
+    if not args.file.is_file():
+        print(f"{PROG}: error: import FILE {args.file}: no such file", file=sys.stderr)
+        return 1
+    try:
+        count = import_profiles(args.file)
+    except ProfileError as exc:
+        print(f"{PROG}: error: import FILE {args.file}: {exc.reason}", file=sys.stderr)
+        return 1
+    print(f"imported {count} entries from {args.file}")
+    return 0
+
+
+def cmd_clear(args) -> int:
+    from rltriton_tune.tune.storage import default_journal
+    from rltriton_tune.tuning_db import clear
+
+    removed = clear()
+    journal = default_journal()
+    for path in (journal, journal.with_name(journal.name + ".lock")):
+        if path.exists():
+            path.unlink()
+            removed.append(path)
+    print(f"removed {len(removed)} file(s)")
+    for path in removed:
+        print(f"  {path}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from tqdm import tqdm
+
+    from rltriton_tune.tune.bench import run_bench, write_report
+
+    device = resolve_device(args.device)
+    shapes = args.shapes or PRESETS["default"]["shapes"]
+    keys = _keys(args.algorithms, shapes, ["float32"], ["env"], ["off"], args.actions)
+    bar = tqdm(total=len(keys), desc="bench", unit="key", file=sys.stderr)
+    report = run_bench(keys, device, progress=lambda _k: bar.update(1))
+    bar.close()
+    for path in write_report(report, args.output):
+        print(path)
+    return 0
+
+
+VERBS = {"doctor": cmd_doctor, "tune": cmd_tune, "show": cmd_show, "export": cmd_export,
+         "import": cmd_import, "clear": cmd_clear, "bench": cmd_bench}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rltriton-tune`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return VERBS[args.verb](args)
+    except DeviceError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted (studies resume on the next run)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

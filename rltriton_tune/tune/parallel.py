@@ -1,0 +1,70 @@
+"""``--devices 0,1``: one worker process per GPU, all running trials on the same studies.
+
+Each worker walks the same list of keys and runs trials on its own GPU until the
+study of the key holds the budget; the study storage (journal file or RDB)
+hands every worker distinct trials. The parent then finalizes each key.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Sequence
+
+from rltriton_tune.call import ProblemKey
+
+
+def _worker(key_texts: list[str], device: str, trials: int, timeout_s: float | None,
+            storage: str | None, isolate: bool, seed: int, queue: mp.Queue) -> None:
+    import torch
+
+    from rltriton_tune.tune.study import run_trials
+
+    for text in key_texts:
+        key = ProblemKey.from_text(text)
+        try:
+            run_trials(key, torch.device(device), trials=trials, timeout_s=timeout_s,
+                       storage=storage, isolate=isolate, seed=seed,
+                       on_trial=lambda _t, k=text: queue.put(("trial", k)))
+        except Exception as exc:  # noqa: BLE001 - report and go on with the next key
+            queue.put(("error", f"{device} {text}: {type(exc).__name__}: {exc}"))
+        queue.put(("key-done", text))
+    queue.put(("worker-done", device))
+
+
+def run_workers(keys: Sequence[ProblemKey], devices: Sequence[str], *, trials: int,
+                timeout_s: float | None, storage: str | None, isolate: bool = False,
+                seed: int = 0, on_event=None) -> list[str]:
+    """Run trials for ``keys`` on every device in parallel; return error messages.
+
+    ``on_event(kind, payload)`` is called in the parent for each ``"trial"``,
+    ``"key-done"`` and ``"error"`` event.
+    """
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    texts = [k.as_text() for k in keys]
+    procs = [ctx.Process(target=_worker, args=(texts, d, trials, timeout_s, storage, isolate,
+                                                seed + i, queue), daemon=True)
+             for i, d in enumerate(devices)]
+    for p in procs:
+        p.start()
+    errors: list[str] = []
+    running = len(procs)
+    while running:
+        try:
+            kind, payload = queue.get(timeout=5)
+        except Exception:  # noqa: BLE001 - queue.Empty: check for dead workers
+            if not any(p.is_alive() for p in procs):
+                break
+            continue
+        if kind == "worker-done":
+            running -= 1
+            continue
+        if kind == "error":
+            errors.append(payload)
+        if on_event is not None:
+            on_event(kind, payload)
+    for p in procs:
+        p.join(timeout=30)
+        if p.exitcode not in (0, None):
+            errors.append(f"worker for {p.name} exited with status {p.exitcode}")
+    return errors
