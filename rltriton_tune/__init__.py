@@ -1,5 +1,6 @@
 """rltriton-tune: autotuned Triton kernels for RL credit-assignment estimators."""
 
+from rltriton_tune.dispatch import explain, force
 from rltriton_tune.estimators import (
     compute_discounted_returns,
     compute_eligibility_traces,
@@ -20,4 +21,6 @@ __all__ = [
     "compute_discounted_returns",
     "compute_eligibility_traces",
     "compute_episodic_prefix_sum",
+    "force",
+    "explain",
 ]
