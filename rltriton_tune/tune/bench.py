@@ -87,9 +87,9 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    from rltriton_tune.dispatch.fingerprint import cpu_model
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
 
-    return cpu_model()
+    return str(device_fingerprint(device).get("name", device.type))
 
 
 def _fmt(x: float | None) -> str:
@@ -119,6 +119,12 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _short(row: dict[str, Any]) -> str:
+    """Strategy name, with the torch mode when there is one (``torch:doubling``)."""
+    mode = row["params"].get("mode")
+    return f"{row['strategy']}:{mode}" if mode else row["strategy"]
+
+
 def heatmaps(report: dict[str, Any], output: Path) -> list[Path]:
     """One PNG per algorithm: speedup over N x T and the chosen strategy per cell."""
     import matplotlib
@@ -133,14 +139,14 @@ def heatmaps(report: dict[str, Any], output: Path) -> list[Path]:
         ns = sorted({r["N"] for r in rows})
         ts = sorted({r["T"] for r in rows})
         grid = [[float("nan")] * len(ts) for _ in ns]
-        names = sorted({r["strategy"] for r in rows})
+        names = sorted({_short(r) for r in rows})
         strat = [[float("nan")] * len(ts) for _ in ns]
         labels = [[""] * len(ts) for _ in ns]
         for r in rows:
             i, j = ns.index(r["N"]), ts.index(r["T"])
             grid[i][j] = r["speedup"] if r["speedup"] is not None else float("nan")
-            strat[i][j] = names.index(r["strategy"])
-            labels[i][j] = r["strategy"]
+            strat[i][j] = names.index(_short(r))
+            labels[i][j] = _short(r)
         fig, axes = plt.subplots(1, 2, figsize=(4 + 1.4 * len(ts), 1.5 + 0.7 * len(ns)))
         for ax, data, title, cmap in ((axes[0], grid, f"speedup over {base}", "RdYlGn"),
                                       (axes[1], strat, "chosen strategy", "tab10")):
