@@ -1,0 +1,72 @@
+"""Every eager mode x algorithm x flags x layout x dtype against ``reference.py``."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from rltriton_tune.estimators import prepare_call
+from rltriton_tune.fallback import CPU_MODES, launch
+from rltriton_tune.problems import random_inputs
+
+from .helpers import CASES, FLAG_SETS, assert_matches, expected, make_case, make_key
+
+#: chunk=3 on T=37 exercises padding and the recursive carry scan.
+MODE_PARAMS = {"loop": {}, "chunked": {"chunk": 3}, "doubling": {}}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("layout", ["env", "time"])
+@pytest.mark.parametrize("algorithm, flags", CASES)
+@pytest.mark.parametrize("mode", CPU_MODES)
+def test_mode_matches_reference(mode, algorithm, flags, layout, dtype):
+    key = make_key(algorithm, 5, 37, flags, layout, dtype)
+    kwargs, call = make_case(key, seed=hash((algorithm, flags)) % 1000)
+    outputs = launch(call, mode, **MODE_PARAMS[mode])
+    assert_matches(outputs, expected(algorithm, kwargs), dtype)
+    for out in outputs:
+        assert out.shape == ((37, 5) if layout == "time" else (5, 37))
+        assert out.is_contiguous()
+
+
+@pytest.mark.parametrize("n, t", [(1, 1), (1, 2), (2, 1), (1, 97), (13, 1), (11, 31), (3, 257)])
+@pytest.mark.parametrize("algorithm", sorted(FLAG_SETS))
+@pytest.mark.parametrize("mode", CPU_MODES)
+def test_odd_shapes(mode, algorithm, n, t):
+    flags = FLAG_SETS[algorithm][-1]
+    for layout in ("env", "time"):
+        kwargs, call = make_case(make_key(algorithm, n, t, flags, layout))
+        assert_matches(launch(call, mode), expected(algorithm, kwargs), "float32")
+
+
+@pytest.mark.parametrize("algorithm", ["gae", "retrace", "eligibility_traces"])
+@pytest.mark.parametrize("mode", CPU_MODES)
+def test_float16_inputs(mode, algorithm):
+    kwargs, call = make_case(make_key(algorithm, 4, 19, FLAG_SETS[algorithm][-1], dtype="float16"))
+    assert_matches(launch(call, mode), expected(algorithm, kwargs), "float16")
+
+
+@functools.cache
+def _long_case(algorithm: str, flags: str):
+    key = make_key(algorithm, 2, 10**5, flags, "time")
+    kwargs, call = make_case(key, seed=7)
+    return kwargs, call, expected(algorithm, kwargs)
+
+
+@pytest.mark.parametrize("algorithm, flags", [("vtrace", "bootstrap+trunc"),
+                                              ("episodic_prefix_sum", "seed")])
+@pytest.mark.parametrize("mode", ["chunked", "doubling"])
+def test_long_sequence(mode, algorithm, flags):
+    kwargs, call, want = _long_case(algorithm, flags)
+    assert_matches(launch(call, mode), want, "float32")
+
+
+@pytest.mark.parametrize("mode", CPU_MODES)
+def test_bool_and_integer_flags(mode):
+    for flag_dtype in (torch.bool, torch.int32):
+        key = make_key("gae", 6, 21, "bootstrap+trunc")
+        kwargs = random_inputs(key, seed=3, flag_dtype=flag_dtype)
+        call = prepare_call("gae", **kwargs)
+        assert_matches(launch(call, mode), expected("gae", kwargs), "float32")
