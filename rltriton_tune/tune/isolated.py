@@ -25,8 +25,10 @@ class IsolatedEvaluator:
     """Same interface as :class:`~rltriton_tune.tune.evaluate.Evaluator`, one child per batch."""
 
     def __init__(self, key: ProblemKey, device: torch.device, *, seed: int = 0,
-                 batch_timeout_s: float = 600.0, time_budget_s: float | None = None) -> None:
+                 batch_timeout_s: float = 600.0, time_budget_s: float | None = None,
+                 command: Sequence[str] | None = None) -> None:
         self.key = key
+        self.command = list(command or [sys.executable, "-m", "rltriton_tune.tune.isolated"])
         self.device = torch.device(device)
         self.seed = seed
         self.batch_timeout_s = batch_timeout_s
@@ -40,7 +42,7 @@ class IsolatedEvaluator:
             "candidates": [{"strategy": c.strategy, "params": c.params} for c in candidates],
         }
         try:
-            proc = subprocess.run([sys.executable, "-m", "rltriton_tune.tune.isolated"],
+            proc = subprocess.run(self.command,
                                   input=json.dumps(request), capture_output=True, text=True,
                                   timeout=self.batch_timeout_s)
             stdout, status = proc.stdout, f"exit status {proc.returncode}"

@@ -32,6 +32,19 @@ def journal_storage(path: Path | str) -> JournalStorage:
     return JournalStorage(backend)
 
 
+def rdb_url(url: str) -> str:
+    """``url`` with a PostgreSQL driver SQLAlchemy can import: a plain ``postgresql://``
+    means psycopg 3 to SQLAlchemy 2.1, so fall back to psycopg2 when only it is installed."""
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("postgresql", "postgres"):
+        return url
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2"):
+        return f"postgresql+psycopg2{sep}{rest}"
+    return f"postgresql{sep}{rest}"
+
+
 def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
     """Storage for ``url``: None -> default journal; ``:memory:`` -> in-memory;
     ``journal:PATH``, a ``*.journal`` path or a plain file path -> journal file;
@@ -43,5 +56,5 @@ def open_storage(url: str | None = None) -> optuna.storages.BaseStorage:
     if url.startswith("journal:"):
         return journal_storage(url.removeprefix("journal:"))
     if "://" in url:
-        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+        return optuna.storages.RDBStorage(rdb_url(url), engine_kwargs={"pool_pre_ping": True})
     return journal_storage(url)

@@ -1,0 +1,108 @@
+"""Search space, correctness gate and CPU timing."""
+
+import pytest
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.fallback import STRATEGIES
+from rltriton_tune.strategy import InvalidConfig
+from rltriton_tune.tune.gate import CAP_ELEMS, Gate, GateFailure, compare, small_key
+from rltriton_tune.tune.measure import Bench, copies_needed
+from rltriton_tune.tune.space import Candidate, SearchSpace
+
+KEY = ProblemKey("gae", 16, 24)
+
+
+def test_cpu_space_is_the_eager_torch_modes():
+    space = SearchSpace(KEY, torch.device("cpu"))
+    assert space.names() == ["torch"]
+    modes = space.params_of("torch")["mode"]
+    assert set(modes) == {"loop", "chunked", "doubling"}  # compile is not searched on CPU
+    labels = {c.label() for c in space.enumerate()}
+    assert "torch(mode=loop)" in labels and "torch(mode=doubling)" in labels
+    assert any(label.startswith("torch(chunk=") for label in labels)
+
+
+def test_suggest_is_conditional_and_validated(misbehaving):
+    import optuna
+
+    space = SearchSpace(KEY, torch.device("cpu"), {"torch": misbehaving})
+    study = optuna.create_study()
+    study.enqueue_trial({"strategy": "torch", "torch.mode": "chunked", "torch.chunk": 8})
+    study.enqueue_trial({"strategy": "torch", "torch.mode": "loop", "torch.chunk": 16})
+    with pytest.raises(InvalidConfig, match="chunk=8"):
+        space.suggest(study.ask())
+    trial = study.ask()
+    cand = space.suggest(trial)
+    assert cand == Candidate("torch", {"mode": "loop"})
+    assert set(trial.params) == {"strategy", "torch.mode", "torch.chunk"}
+
+
+def test_starting_points_include_heuristic_and_defaults():
+    space = SearchSpace(KEY, torch.device("cpu"))
+    heuristic = Candidate("torch", {"mode": "loop"})
+    points = space.starting_points(heuristic, extra=2)
+    assert points[0] == heuristic
+    assert len({p.label() for p in points}) == len(points) >= 2
+    for p in points:
+        assert space.trial_params(p)["strategy"] == "torch"
+
+
+def test_small_key_caps_huge_keys_and_keeps_the_family():
+    big = ProblemKey("vtrace", 1 << 16, 4096, "bfloat16", "time", "trunc")
+    small = small_key(big)
+    assert small.family() == big.family()
+    assert small.n * small.t <= CAP_ELEMS
+    assert small_key(KEY) == KEY
+
+
+def test_compare_flags_wrong_and_nan_outputs():
+    ref = (torch.ones(4, 5, dtype=torch.float64),)
+    compare((torch.ones(4, 5),), ref, "float32", "x")
+    with pytest.raises(GateFailure, match="differs"):
+        compare((torch.ones(4, 5) * 1.1,), ref, "float32", "x")
+    bad = torch.ones(4, 5)
+    bad[0, 0] = float("nan")
+    with pytest.raises(GateFailure, match="differs at 1 of 20"):
+        compare((bad,), ref, "float32", "x")
+    with pytest.raises(GateFailure, match="shape"):
+        compare((torch.ones(5, 4),), ref, "float32", "x")
+
+
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace", "retrace", "eligibility_traces",
+                                       "episodic_prefix_sum"])
+def test_gate_accepts_real_strategy_and_rejects_wrong_one(algorithm, misbehaving):
+    key = ProblemKey(algorithm, 8, 12, a=3 if algorithm == "retrace" else 0,
+                     flags="trunc" if algorithm == "retrace" else "none")
+    gate = Gate(key, torch.device("cpu"))
+    gate.check(STRATEGIES["torch"], {"mode": "doubling"})
+    with pytest.raises(GateFailure):
+        gate.check(misbehaving, {"mode": "chunked", "chunk": 16})
+
+
+def test_gate_on_huge_key_checks_small_copy_and_full_shape(monkeypatch, misbehaving):
+    import rltriton_tune.tune.gate as gate_mod
+
+    monkeypatch.setattr(gate_mod, "CAP_ELEMS", 64)
+    key = ProblemKey("discounted_returns", 32, 16)
+    gate = Gate(key, torch.device("cpu"))
+    assert gate.small != key
+    gate.check(STRATEGIES["torch"], {"mode": "loop"})
+    with pytest.raises(GateFailure, match="reference at N="):
+        gate.check(misbehaving, {"mode": "chunked", "chunk": 16})
+
+
+def test_cpu_timing_is_positive_and_ranks_a_slow_launcher_slower():
+    bench = Bench(KEY, torch.device("cpu"))
+    assert copies_needed(KEY, torch.device("cpu")) == 1
+    fast = STRATEGIES["torch"].prepare(KEY, {"mode": "doubling"})
+
+    def slow(call):
+        import time
+
+        time.sleep(0.002)
+        return fast(call)
+
+    t_fast, t_slow = bench.time(fast, 0.02), bench.time(slow, 0.02)
+    assert 0 < t_fast.device_us < t_slow.device_us
+    assert t_slow.device_us >= 2000

@@ -1,0 +1,175 @@
+"""Studies: budgets, resume, failures as failed trials, isolation, online mode, PostgreSQL."""
+
+import multiprocessing as mp
+import os
+import sys
+import textwrap
+
+import optuna
+import pytest
+import torch
+from optuna.trial import TrialState
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.tune.evaluate import Evaluator
+from rltriton_tune.tune.isolated import IsolatedEvaluator
+from rltriton_tune.tune.space import Candidate, SearchSpace
+from rltriton_tune.tune.study import finalize, open_study, run_trials, study_name, tune
+
+CPU = torch.device("cpu")
+KEY = ProblemKey("gae", 16, 24)
+
+
+def _trials(storage: str, key: ProblemKey = KEY):
+    from rltriton_tune.tune.storage import open_storage
+
+    study = optuna.load_study(study_name=study_name(key, CPU), storage=open_storage(storage))
+    return study.get_trials(deepcopy=False)
+
+
+def test_interrupted_study_resumes_within_budget(tmp_path):
+    storage = str(tmp_path / "s.journal")
+    assert run_trials(KEY, CPU, trials=3, storage=storage) == 3
+    assert run_trials(KEY, CPU, trials=6, storage=storage) == 3
+    trials = _trials(storage)
+    assert len(trials) == 6
+    assert sorted(t.number for t in trials) == list(range(6))
+    assert run_trials(KEY, CPU, trials=6, storage=storage) == 0
+
+
+def test_failures_are_failed_trials_not_crashes(misbehaving):
+    space = SearchSpace(KEY, CPU, {"torch": misbehaving})
+    evaluator = Evaluator(KEY, CPU, {"torch": misbehaving}, time_budget_s=0.005)
+    study = open_study(KEY, CPU, ":memory:", trials=12, space=space)
+    for params in ({"torch.mode": "loop"}, {"torch.mode": "chunked", "torch.chunk": 16},
+                   {"torch.mode": "chunked", "torch.chunk": 8}, {"torch.mode": "doubling"}):
+        study.enqueue_trial({"strategy": "torch", **params})
+    run_trials(KEY, CPU, trials=12, study=study, evaluator=evaluator, space=space)
+    trials = study.get_trials(deepcopy=False)
+    assert len(trials) == 12
+    failures = {t.user_attrs.get("candidate"): t.user_attrs.get("failure")
+                for t in trials if t.state == TrialState.FAIL}
+    assert "simulated compile error" in failures["torch(mode=loop)"]
+    assert "differs" in failures["torch(chunk=16, mode=chunked)"]
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert pruned and all("invalid config" in t.user_attrs["failure"] for t in pruned)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert complete and {t.user_attrs["candidate"] for t in complete} == {"torch(mode=doubling)"}
+    result = finalize(study, KEY, CPU, evaluator=evaluator, space=space, record=False)
+    assert result.best.candidate == Candidate("torch", {"mode": "doubling"})
+    assert result.failed >= 2 and result.entry.trials == 12
+
+
+def test_repeated_config_reuses_the_first_result():
+    space = SearchSpace(KEY, CPU)
+    study = open_study(KEY, CPU, ":memory:", trials=4, space=space)
+    for _ in range(3):
+        study.enqueue_trial({"strategy": "torch", "torch.mode": "loop"})
+    calls = []
+    evaluator = Evaluator(KEY, CPU, space.strategies, time_budget_s=0.005)
+    real = evaluator.evaluate
+    evaluator.evaluate = lambda cands, **kw: calls.append(len(cands)) or real(cands, **kw)
+    run_trials(KEY, CPU, trials=3, study=study,
+               evaluator=evaluator, space=space, batch=1)
+    loops = [t for t in study.get_trials() if t.user_attrs.get("candidate") == "torch(mode=loop)"]
+    assert len(loops) == 3 and len({t.value for t in loops}) == 1
+    assert calls == [1]  # the two repeats were not re-run
+
+
+def test_tune_records_entry_with_baseline_and_runner_up(tmp_path):
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.tuning_db import load_profiles
+
+    result = tune(KEY, CPU, trials=5, storage=str(tmp_path / "j.journal"))
+    entry = load_profiles(device_fingerprint(CPU)).entries[KEY.as_text()]
+    assert entry.strategy == "torch" and entry.trials == 5
+    assert "torch_loop" in entry.baselines and entry.device_time_us > 0
+    assert entry.params == result.best.candidate.params
+
+
+def test_isolated_worker_survives_a_crashing_config(tmp_path):
+    script = tmp_path / "crashy_child.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        from rltriton_tune.fallback import STRATEGIES
+        real = STRATEGIES["torch"]
+        original = real.prepare
+        def prepare(key, params):
+            if params.get("mode") == "loop":
+                os._exit(139)
+            return original(key, params)
+        real.prepare = prepare
+        from rltriton_tune.tune.isolated import _child_main
+        _child_main()
+    """))
+    evaluator = IsolatedEvaluator(KEY, CPU, time_budget_s=0.005,
+                                  command=[sys.executable, str(script)])
+    outs = evaluator.evaluate([Candidate("torch", {"mode": "doubling"}),
+                               Candidate("torch", {"mode": "loop"}),
+                               Candidate("torch", {"mode": "chunked", "chunk": 8})])
+    assert outs[0].ok and outs[2].ok
+    assert not outs[1].ok and "worker process died (exit status 139" in outs[1].error
+
+
+def test_online_tune_key_is_bounded_and_recorded():
+    import time
+
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.tune.online import tune_key
+    from rltriton_tune.tuning_db import load_profiles
+
+    key = ProblemKey("discounted_returns", 8, 16)
+    start = time.monotonic()
+    entry = tune_key(key, CPU, budget_s=1.0)
+    assert time.monotonic() - start < 3.0
+    assert entry is not None and entry.key == key
+    assert key.as_text() in load_profiles(device_fingerprint(CPU)).entries
+
+
+def test_online_tune_key_never_raises(monkeypatch):
+    import rltriton_tune.tune.space as space_mod
+    from rltriton_tune.tune.online import tune_key
+
+    def boom(*a, **k):
+        raise RuntimeError("no strategies")
+
+    monkeypatch.setattr(space_mod, "SearchSpace", boom)
+    assert tune_key(KEY, CPU, 0.5) is None
+
+
+def _pg_worker(url: str, key_text: str, trials: int, queue) -> None:
+    key = ProblemKey.from_text(key_text)
+    queue.put(run_trials(key, torch.device("cpu"), trials=trials, storage=url, batch=1))
+
+
+@pytest.mark.skipif(not os.environ.get("RLTRITON_TUNE_TEST_PG_URL"),
+                    reason="RLTRITON_TUNE_TEST_PG_URL not set (run .ci/start-postgres.sh)")
+def test_two_workers_share_one_postgresql_study():
+    url = os.environ["RLTRITON_TUNE_TEST_PG_URL"]
+    key = ProblemKey("discounted_returns", 16, 16)
+    from rltriton_tune.tune.storage import open_storage
+
+    storage = open_storage(url)
+    name = study_name(key, CPU)
+    try:
+        optuna.delete_study(study_name=name, storage=storage)
+    except KeyError:
+        pass
+    open_study(key, CPU, url, trials=16)  # created and seeded once, before the workers
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_pg_worker, args=(url, key.as_text(), 16, queue))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    counts = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers)) == sum(counts) >= 16
+    assert sorted(numbers) == list(range(len(numbers)))
+    assert all(t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+               for t in trials)
+    assert all(c > 0 for c in counts)
