@@ -31,7 +31,8 @@ from rltriton_tune.strategy import Launcher, Params
 #: Most chunks per row: phase 2 composes up to this many aggregates per program.
 MAX_CHUNKS = 4096
 
-#: Aggregates phase 2 composes per step (a [BLOCK_N, CARRY_BLOCK] tile scan).
+#: Largest default CARRY_BLOCK: aggregates phase 2 composes per step (a
+#: [BLOCK_N, CARRY_BLOCK] tile scan); a tunable parameter of the strategy.
 CARRY_BLOCK = 64
 
 
@@ -128,10 +129,13 @@ class SplitStrategy(TritonStrategy):
             "BLOCK_N": pow2_range(1, max(1, min(16, next_pow2(key.n)))),
             "BLOCK_T": pow2_range(min(64, bt), min(2048, bt)),
             "num_warps": pow2_range(1, 16),
+            "CARRY_BLOCK": [16, 64],
         }
 
     def check(self, key: ProblemKey, p: Params) -> None:
         chunk, bn, bt = p["CHUNK_T"], p["BLOCK_N"], p["BLOCK_T"]
+        require(bn * p["CARRY_BLOCK"] <= TILE_BUDGET, self.name,
+                f"BLOCK_N={bn} x CARRY_BLOCK={p['CARRY_BLOCK']} exceeds the tile budget")
         require(chunk >= bt, self.name, f"CHUNK_T={chunk} must be a multiple of BLOCK_T={bt}")
         require(bn * bt <= TILE_BUDGET, self.name,
                 f"BLOCK_N={bn} x BLOCK_T={bt} exceeds the tile budget {TILE_BUDGET}")
@@ -146,7 +150,8 @@ class SplitStrategy(TritonStrategy):
         chunk = max(bt, next_pow2(triton.cdiv(key.t, 128)), next_pow2(triton.cdiv(key.t,
                                                                                  MAX_CHUNKS)))
         return {"CHUNK_T": chunk, "BLOCK_N": 1, "BLOCK_T": bt,
-                "num_warps": max(1, min(8, bt // 128))}
+                "num_warps": max(1, min(8, bt // 128)),
+                "CARRY_BLOCK": min(CARRY_BLOCK, next_pow2(triton.cdiv(key.t, chunk)))}
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         chunk, bn, bt = params["CHUNK_T"], params["BLOCK_N"], params["BLOCK_T"]
@@ -154,7 +159,7 @@ class SplitStrategy(TritonStrategy):
         n_chunks = triton.cdiv(key.t, chunk)
         grid = (triton.cdiv(key.n, bn) * n_chunks,)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, CHUNK_T=chunk,
-                      CARRY_BLOCK=min(CARRY_BLOCK, next_pow2(n_chunks)),
+                      CARRY_BLOCK=params["CARRY_BLOCK"],
                       num_warps=params["num_warps"])
         agg_shape = (2, n_chunks, key.n)
         reduce, scan = split_reduce_kernel[grid], split_scan_kernel[grid]

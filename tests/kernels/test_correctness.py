@@ -1,0 +1,74 @@
+"""Every (estimator, strategy, flags, layout, dtype) against the float64 reference.
+
+Runs in the Triton interpreter on CPU (tests/conftest.py sets TRITON_INTERPRET=1).
+Shapes are tiny and odd, block sizes small, so that several programs, several
+tiles per program and several split chunks (with a multi-step carry
+composition) are really exercised.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.kernels import STRATEGY_NAMES, launch, strategies
+
+from .cases import DTYPES, FLAG_SETS, LAYOUTS, check_outputs, expected, make_call
+
+pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
+
+#: (N, T) cycled over the combinations: N in {1, 3, 5}, T in {1, 7, 33}.
+SHAPES = [(3, 7), (5, 33), (1, 7), (3, 1), (5, 7), (1, 33)]
+
+
+def small_params(strategy: str, t: int) -> dict[str, int]:
+    """Block sizes that force several programs / tiles / chunks at these shapes."""
+    if strategy == "flat":
+        return {"BLOCK_N": 2, "num_warps": 1}
+    if strategy == "tiled":
+        return {"BLOCK_N": 2, "BLOCK_T": 16 if t > 16 else 4, "num_warps": 1}
+    if strategy == "split":
+        if t > 16:   # 5 chunks, carry composed 2 at a time
+            return {"BLOCK_N": 2, "CHUNK_T": 8, "BLOCK_T": 8, "CARRY_BLOCK": 2, "num_warps": 1}
+        return {"BLOCK_N": 2, "CHUNK_T": 4, "BLOCK_T": 2, "CARRY_BLOCK": 2, "num_warps": 1}
+    return {"BLOCK_N": 8 if t > 16 else 2, "num_warps": 1}
+
+
+CASES = [
+    (algorithm, flags, layout, dtype)
+    for algorithm, flag_sets in FLAG_SETS.items()
+    for flags in flag_sets
+    for layout in LAYOUTS
+    for dtype in DTYPES
+]
+
+
+def _key(i: int, algorithm: str, flags: str, layout: str, dtype: str) -> ProblemKey:
+    n, t = SHAPES[i % len(SHAPES)]
+    return ProblemKey(algorithm, n, t, dtype, layout, flags, a=5 if algorithm == "retrace" else 0)
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize(("i", "algorithm", "flags", "layout", "dtype"),
+                         [(i, *case) for i, case in enumerate(CASES)],
+                         ids=["-".join(case) for case in CASES])
+def test_matches_reference(strategy, i, algorithm, flags, layout, dtype):
+    key = _key(i + STRATEGY_NAMES.index(strategy), algorithm, flags, layout, dtype)
+    call, kwargs = make_call(key, seed=i)
+    params = small_params(strategy, key.t)
+    outs = strategies()[strategy].prepare(key, params)(call)
+    check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {params} {key.as_text()}")
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("algorithm", ["vtrace", "retrace", "episodic_prefix_sum"])
+def test_int64_offsets(strategy, algorithm, monkeypatch):
+    """The int64 offset path (taken when N*T*A nears 2^31) computes the same numbers."""
+    monkeypatch.setattr(launch, "INT32_LIMIT", 0)
+    key = ProblemKey(algorithm, 3, 7, "float32", "time", FLAG_SETS[algorithm][-1],
+                     a=3 if algorithm == "retrace" else 0)
+    call, kwargs = make_call(key, seed=7)
+    strategy_ = strategies()[strategy]
+    launcher = strategy_.prepare(key, small_params(strategy, key.t))
+    assert launch.Packer(key, 1).constexprs["BIG"]
+    check_outputs(launcher(call), expected(algorithm, kwargs), call, f"{strategy} int64")
