@@ -1,0 +1,155 @@
+"""The rltriton-tune CLI on CPU: the whole pipeline, exit codes, concurrent writers."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+from rltriton_tune.cli import PRESETS, main
+
+ROOT = Path(__file__).resolve().parents[1]
+VERBS = ("doctor", "tune", "show", "bench", "export", "import", "clear")
+TINY = ["--device", "cpu", "--no-progress", "--shapes", "8x16,16x8"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def show_json(capsys):
+    code, out, _ = run(capsys, "show", "--format", "json")
+    assert code == 0
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_has_help(verb, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([verb, "--help"])
+    assert exc.value.code == 0
+    assert f"usage: rltriton-tune {verb}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["frobnicate"], ["tune", "--algorithms", "gea"], ["tune", "--shapes", "4096by128"],
+    ["tune", "--trials", "0"], ["tune", "--dtypes", "int8"], ["tune", "--layouts", "row"],
+    ["show", "--format", "xml"], ["export"], ["bench", "--shapes", "0x8"],
+    ["tune", "--devices", "a,b"],
+])
+def test_bad_arguments_print_usage_and_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("verb", ["tune", "bench"])
+def test_cuda_without_gpu_is_one_line_and_exit_1(verb, capsys):
+    code, out, err = run(capsys, verb, "--device", "cuda")
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "no CUDA GPU" in lines[0]
+
+
+def test_tune_show_export_clear_import_pipeline(tmp_path, capsys):
+    code, out, _ = run(capsys, "tune", "--preset", "quick", "--algorithms",
+                       "gae,episodic_prefix_sum", *TINY, "--trials", "3")
+    assert code == 0
+    assert "gae|none|float32|env|N=8|T=16" in out and "vs loop" in out
+    entries = show_json(capsys)
+    assert len(entries) == 4
+    for e in entries:
+        for field in ("algorithm", "N", "T", "dtype", "layout", "flags", "strategy", "params",
+                      "device_time_us", "device"):
+            assert field in e
+        assert e["strategy"] == "torch" and e["device_time_us"] > 0 and e["trials"] == 3
+    code, table, _ = run(capsys, "show", "--algorithm", "gae")
+    assert code == 0 and "gae" in table and "episodic_prefix_sum" not in table
+
+    exported = tmp_path / "profiles.json"
+    assert run(capsys, "export", str(exported))[0] == 0
+    assert run(capsys, "clear")[0] == 0
+    assert show_json(capsys) == []
+    code, out, _ = run(capsys, "import", str(exported))
+    assert code == 0 and "imported 4 entries" in out
+    assert {(e["algorithm"], e["N"], e["T"]) for e in show_json(capsys)} == {
+        (e["algorithm"], e["N"], e["T"]) for e in entries}
+
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema": "something else"')
+    code, _, err = run(capsys, "import", str(broken))
+    assert code == 1 and "broken.json" in err
+    assert len(show_json(capsys)) == 4
+
+
+def test_interrupted_tune_resumes_to_the_budget(capsys):
+    argv = ["tune", "--algorithms", "discounted_returns", "--device", "cpu", "--no-progress",
+            "--shapes", "8x8"]
+    assert run(capsys, *argv, "--trials", "3")[0] == 0
+    assert run(capsys, *argv, "--trials", "6")[0] == 0
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.tune.storage import default_journal, open_storage
+    from rltriton_tune.tune.study import study_name
+
+    name = study_name(ProblemKey("discounted_returns", 8, 8), torch.device("cpu"))
+    study = optuna.load_study(study_name=name, storage=open_storage(str(default_journal())))
+    assert len(study.get_trials()) == 6
+    assert show_json(capsys)[0]["trials"] == 6
+
+
+def test_bench_on_cpu_writes_markdown_json_and_png(tmp_path, capsys):
+    out_dir = tmp_path / "bench"
+    code, out, _ = run(capsys, "bench", "--algorithms", "gae,vtrace", "--shapes", "8x8,16x8",
+                       "--device", "cpu", "--output", str(out_dir))
+    assert code == 0
+    report = json.loads((out_dir / "bench.json").read_text())
+    assert len(report["rows"]) == 4
+    for row in report["rows"]:
+        assert {"dispatched", "torch_loop", "torch_chunked", "torch_doubling"} <= set(
+            row["device_us"])
+        assert all(v > 0 for v in row["device_us"].values())
+    md = (out_dir / "bench.md").read_text()
+    assert "| gae | 8 x 8 |" in md and "torch_doubling" in md
+    for alg in ("gae", "vtrace"):
+        png = out_dir / f"bench_{alg}.png"
+        assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_doctor_reports_fingerprint_profiles_and_decisions(capsys):
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0
+    for text in ("torch", "triton", "fingerprint", "profile files", "retrace", "source:"):
+        assert text in out
+
+
+def test_presets_are_sized_as_documented():
+    quick, default = PRESETS["quick"], PRESETS["default"]
+    assert len(quick["shapes"]) <= 3 and quick["trials"] <= 10
+    assert len(default["shapes"]) < len(PRESETS["full"]["shapes"])
+
+
+def test_four_concurrent_tune_processes_lose_no_entry(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    algorithms = ["gae", "lambda_returns", "discounted_returns", "eligibility_traces"]
+    procs = [subprocess.Popen([sys.executable, "-m", "rltriton_tune.cli", "tune", "--algorithms",
+                               alg, "--device", "cpu", "--no-progress", "--shapes", "8x8,8x16",
+                               "--trials", "2"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for alg in algorithms]
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+    shown = subprocess.run([sys.executable, "-m", "rltriton_tune.cli", "show", "--format",
+                            "json"], env=env, capture_output=True, text=True, check=True)
+    entries = json.loads(shown.stdout)
+    assert sorted((e["algorithm"], e["T"]) for e in entries) == sorted(
+        (alg, t) for alg in algorithms for t in (8, 16))
