@@ -76,8 +76,13 @@ def _fold(alpha: Tensor, beta: Tensor, reverse: bool, carry: Tensor | None) -> N
         a.addcmul_(b, carry.to(alpha.dtype))
 
 
+# Builders allocate as few [N, T] tensors as they can and update them in place:
+# on CPU each fresh large allocation costs page faults comparable to the
+# arithmetic. Only tensors created here are modified; inputs never are.
+
+
 def _shift_next(x: Tensor, last: Tensor | float) -> Tensor:
-    """out[t] = x[t+1], out[T-1] = last (same strides as ``x``)."""
+    """out[t] = x[t+1], out[T-1] = last (a fresh tensor with the strides of ``x``)."""
     out = torch.empty_like(x)
     out[:, :-1] = x[:, 1:]
     out[:, -1] = last
@@ -85,11 +90,23 @@ def _shift_next(x: Tensor, last: Tensor | float) -> Tensor:
 
 
 def _shift_prev(x: Tensor, first: float) -> Tensor:
-    """out[t] = x[t-1], out[0] = first."""
+    """out[t] = x[t-1], out[0] = first (fresh)."""
     out = torch.empty_like(x)
     out[:, 1:] = x[:, :-1]
     out[:, 0] = first
     return out
+
+
+def _one_minus(x: Tensor, scale: float = 1.0) -> Tensor:
+    """scale·(1 - x), fresh (exact for 0/1 flags whatever the order of products)."""
+    return torch.mul(x, -scale).add_(scale)
+
+
+def _not_done(term: Tensor, trunc: Tensor | None, scale: float = 1.0) -> Tensor:
+    """scale·(1 - max(term, trunc)), fresh."""
+    if trunc is None:
+        return _one_minus(term, scale)
+    return torch.maximum(term, trunc).mul_(-scale).add_(scale)
 
 
 class _Bootstrap:
@@ -100,24 +117,30 @@ class _Bootstrap:
         lv = inp.float("last_value")
         self.last = self.full[:, -1] if self.full is not None else lv
 
-    def next_or_b(self, x: Tensor, trunc: Tensor | None) -> Tensor:
-        """SPEC's nv: b[t] at t = T-1 or where truncated, else x[t+1]."""
+    def next_or_b(self, x: Tensor, trunc_mask: Tensor | None) -> Tensor:
+        """SPEC's nv, fresh: b[t] at t = T-1 or where truncated, else x[t+1]."""
         out = _shift_next(x, 0.0 if self.last is None else self.last)
-        if trunc is not None:
-            b = self.full if self.full is not None else torch.zeros((), dtype=x.dtype,
-                                                                   device=x.device)
-            out = torch.where(trunc != 0, b, out)
+        if trunc_mask is not None:
+            if self.full is None:
+                out.masked_fill_(trunc_mask, 0.0)
+            else:
+                torch.where(trunc_mask, self.full, out, out=out)
         return out
 
     def trunc_term(self, trunc: Tensor | None, gamma: float) -> Tensor | None:
         """γ·trunc[t]·b[t] (λ-returns / returns), or None when it is identically 0."""
         if trunc is None or self.full is None:
             return None
-        return gamma * trunc * self.full
+        return torch.mul(trunc, self.full).mul_(gamma)
 
 
-def _done(term: Tensor, trunc: Tensor | None) -> Tensor:
-    return term if trunc is None else torch.maximum(term, trunc)
+def _mask(trunc: Tensor | None) -> Tensor | None:
+    return None if trunc is None else trunc != 0
+
+
+def _td_error(nv: Tensor, not_term: Tensor, r: Tensor, v: Tensor, g: float) -> Tensor:
+    """r + γ·(1-term)·nv - v, computed in ``nv``'s storage."""
+    return nv.mul_(not_term).mul_(g).add_(r).sub_(v)
 
 
 def gae(call: Call) -> Coefficients:
@@ -125,9 +148,9 @@ def gae(call: Call) -> Coefficients:
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     r, v = inp.float("rewards"), inp.float("values")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
-    nv = _Bootstrap(inp).next_or_b(v, trunc)
-    alpha = r + g * (1 - term) * nv - v
-    beta = (g * lam) * (1 - _done(term, trunc))
+    nv = _Bootstrap(inp).next_or_b(v, _mask(trunc))
+    alpha = _td_error(nv, _one_minus(term), r, v, g)
+    beta = _not_done(term, trunc, g * lam)
     _fold(alpha, beta, True, None)
     return Coefficients(alpha, beta, True, _identity)
 
@@ -137,23 +160,30 @@ def vtrace(call: Call) -> Coefficients:
     g = inp.scalar("gamma")
     r, v = inp.float("rewards"), inp.float("values")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
+    mask = _mask(trunc)
     boot = _Bootstrap(inp)
-    ratio = torch.exp(inp.float("log_pi_target") - inp.float("log_pi_behavior"))
+    ratio = torch.sub(inp.float("log_pi_target"), inp.float("log_pi_behavior")).exp_()
     rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
-    c = torch.clamp_max(ratio, inp.scalar("c_bar"))
-    del ratio
-    not_term = 1 - term
-    alpha = rho * (r + g * not_term * boot.next_or_b(v, trunc) - v)
-    beta = g * c * (1 - _done(term, trunc))
-    del c
+    not_term = _one_minus(term)
+    alpha = _td_error(boot.next_or_b(v, mask), not_term, r, v, g).mul_(rho)
+    beta = ratio.clamp_max_(inp.scalar("c_bar")).mul_(_not_done(term, trunc, g))
     _fold(alpha, beta, True, None)
 
     def finish(d: Tensor) -> tuple[Tensor, ...]:
         vs = d.add_(v)
-        adv = rho * (r + g * not_term * boot.next_or_b(vs, trunc) - v)
+        adv = _td_error(boot.next_or_b(vs, mask), not_term, r, v, g).mul_(rho)
         return vs, adv
 
     return Coefficients(alpha, beta, True, finish)
+
+
+def _expected_q(inp: _Inputs) -> Tensor:
+    """EQ[t] = Σ_a π[t, a]·Q'[t, a], computed in the caller's layout as one batched
+    matmul (much faster on CPU than a reduction over a short last dimension)."""
+    probs = inp.call.tensors["action_probs_target"].to(inp.cd)
+    next_q = inp.call.tensors["next_q_values_all"].to(inp.cd)
+    eq = torch.matmul(probs.unsqueeze(-2), next_q.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+    return eq.t() if inp.call.time_major else eq
 
 
 def _gather_actions(inp: _Inputs) -> tuple[Tensor, Tensor]:
@@ -161,16 +191,21 @@ def _gather_actions(inp: _Inputs) -> tuple[Tensor, Tensor]:
 
     The index is clamped so the gather never faults (GPU: no device sync to
     check); out-of-range steps get π_a = NaN and their whole row becomes NaN.
+    Works in the caller's layout (contiguous gathers), transposed at the end.
     """
-    probs, actions = inp.raw("action_probs_target"), inp.raw("actions")
+    probs = inp.call.tensors["action_probs_target"]
+    actions = inp.call.tensors["actions"]
     n_act = probs.shape[-1]
-    bad = (actions < 0) | (actions >= n_act)
     if n_act == 0:
         pi_a = torch.full(actions.shape, float("nan"), dtype=inp.cd, device=actions.device)
+        bad = torch.ones(actions.shape, dtype=torch.bool, device=actions.device)
     else:
-        idx = actions.clamp(0, n_act - 1).to(torch.int64).unsqueeze(-1)
-        pi_a = probs.gather(-1, idx).squeeze(-1).to(inp.cd)
-        pi_a = torch.where(bad, float("nan"), pi_a)
+        idx = actions.to(torch.int64).clamp(0, n_act - 1)
+        bad = idx != actions
+        pi_a = probs.gather(-1, idx.unsqueeze(-1)).squeeze(-1).to(inp.cd)
+        pi_a.masked_fill_(bad, float("nan"))
+    if inp.call.time_major:
+        pi_a, bad = pi_a.t(), bad.t()
     return pi_a, bad.any(dim=1, keepdim=True)
 
 
@@ -180,25 +215,19 @@ def retrace(call: Call) -> Coefficients:
     r, q = inp.float("rewards"), inp.float("q_values")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
     pi_a, bad_row = _gather_actions(inp)
-    ratio = pi_a / inp.float("action_probs_behavior")
-    del pi_a
-    c = lam * torch.clamp_max(ratio, inp.scalar("c_bar"))
+    ratio = pi_a.div_(inp.float("action_probs_behavior"))
     rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
-    del ratio
-    expected_q = torch.linalg.vecdot(inp.float("action_probs_target"),
-                                     inp.float("next_q_values_all"), dim=-1)
-    not_term = 1 - term
-    alpha = r + g * not_term * expected_q - q
-    del expected_q
-    beta = g * _shift_next(c, 0.0) * (1 - _done(term, trunc))
-    del c
+    c = ratio.clamp_max_(inp.scalar("c_bar")).mul_(lam)
+    not_term = _one_minus(term)
+    alpha = _td_error(_expected_q(inp), not_term, r, q, g)
+    beta = _shift_next(c, 0.0).mul_(_not_done(term, trunc, g))
+    del c, ratio
     _fold(alpha, beta, True, None)
 
     def finish(d: Tensor) -> tuple[Tensor, ...]:
         q_ret = d.add_(q)
-        adv = rho * (r + g * not_term * _shift_next(q_ret, 0.0) - q)
-        nan = torch.tensor(float("nan"), dtype=q_ret.dtype, device=q_ret.device)
-        return torch.where(bad_row, nan, q_ret), torch.where(bad_row, nan, adv)
+        adv = _td_error(_shift_next(q_ret, 0.0), not_term, r, q, g).mul_(rho)
+        return q_ret.masked_fill_(bad_row, float("nan")), adv.masked_fill_(bad_row, float("nan"))
 
     return Coefficients(alpha, beta, True, finish)
 
@@ -209,8 +238,8 @@ def lambda_returns(call: Call) -> Coefficients:
     r, nv = inp.float("rewards"), inp.float("next_values")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
     boot = _Bootstrap(inp)
-    not_done = 1 - _done(term, trunc)
-    alpha = r + g * not_done * ((1 - lam) * nv)
+    not_done = _not_done(term, trunc)
+    alpha = torch.mul(nv, 1 - lam).mul_(not_done).mul_(g).add_(r)
     extra = boot.trunc_term(trunc, g)
     if extra is not None:
         alpha += extra
@@ -228,16 +257,21 @@ def discounted_returns(call: Call) -> Coefficients:
     extra = boot.trunc_term(trunc, g)
     if extra is not None:
         alpha += extra
-    beta = g * (1 - _done(term, trunc))
+    beta = _not_done(term, trunc, g)
     _fold(alpha, beta, True, boot.last)
     return Coefficients(alpha, beta, True, _identity)
+
+
+def _keep_previous(dones: Tensor, scale: float) -> Tensor:
+    """scale·(1 - done[t-1]) with done[-1] = 0, fresh."""
+    return _shift_prev(dones, 0.0).mul_(-scale).add_(scale)
 
 
 def eligibility_traces(call: Call) -> Coefficients:
     inp = _Inputs(call)
     gl = inp.scalar("gamma") * inp.scalar("lambda_")
     alpha = inp.fresh("gradients")
-    beta = _shift_prev((1 - inp.flag("dones")).mul_(gl), gl)
+    beta = _keep_previous(inp.flag("dones"), gl)
     _fold(alpha, beta, False, inp.float("seed_values"))
     return Coefficients(alpha, beta, False, _identity)
 
@@ -245,8 +279,8 @@ def eligibility_traces(call: Call) -> Coefficients:
 def episodic_prefix_sum(call: Call) -> Coefficients:
     inp = _Inputs(call)
     alpha = inp.fresh("inputs")
-    not_done = 1 - inp.flag("dones")
-    beta = not_done if call.starts_at else _shift_prev(not_done, 1.0)
+    dones = inp.flag("dones")
+    beta = _one_minus(dones) if call.starts_at else _keep_previous(dones, 1.0)
     _fold(alpha, beta, False, inp.float("seed_values"))
     return Coefficients(alpha, beta, False, _identity)
 
