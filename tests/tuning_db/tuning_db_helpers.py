@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.tuning_db import Entry, record
+from rltriton_tune.tuning_db.store import write_atomic
 
 H200 = {"kind": "cuda", "name": "NVIDIA H200", "capability": "9.0", "sm_count": 132,
         "triton": "3.6", "abi": 1}
@@ -38,14 +39,13 @@ def record_one_by_one(directory: str, worker: int, count: int, barrier) -> None:
         record(H200, [entry(n=1000 + worker, t=i + 1, worker=worker)], Path(directory))
 
 
-def write_forever(directory: str, tag: int, size: int, done) -> None:
-    """Process target: rewrite a large profile in a loop, counting finished writes."""
+def write_forever(path: str, texts: list[str], done) -> None:
+    """Process target: atomically rewrite ``path`` with each of ``texts`` in turn, forever."""
     i = 0
     while True:
+        write_atomic(Path(path), texts[i % len(texts)])
         i += 1
-        record(H200, [entry(n=n + 1, t=8, tag=tag, round=i) for n in range(size)],
-               Path(directory))
-        done.value += 1
+        done.value = i
 
 
 def hang_in_fsync(directory: str, started) -> None:
