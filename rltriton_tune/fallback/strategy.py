@@ -26,17 +26,19 @@ def _modes() -> tuple[str, ...]:
 
 
 def default_mode(n: int, t: int) -> str:
-    """Eager mode for (N, T), from whole-call timings of GAE on this project's
-    2-core CPU (torch 2.13, one thread, both layouts, 2026-11-30):
+    """Eager mode for (N, T), from whole-call timings of GAE (``python -m
+    rltriton_tune.fallback.measure --threads 1``, both layouts) on this project's
+    2-core CPU, torch 2.13, 2026-11-30 (a shared machine: numbers within ~30%):
 
     - N <= 256: doubling wins from T = 64 on (N=1, T=16384: 0.3 ms vs chunked
-      1.6 ms vs loop 46 ms; N=16, T=8192: 1.7 / 2.4 / 25 ms; N=256, T=128:
-      0.23 / 0.29 / 0.47 ms) and ties at T = 8.
-    - N >= 4096: the loop wins or ties (N=32768, T=128: loop 41 ms, chunked
-      43 ms, doubling 57 ms; N=100000, T=64: 52 / 56 / 74 ms): doubling's
-      log2(T) whole-tensor passes cost more than T cheap steps once each step
-      is large; chunked ties the loop and wins when T is long as well.
-    - T=10^6, N=1: doubling 0.03 s, chunked 0.07 s.
+      1.7 ms vs loop 89 ms; N=16, T=8192: 1.0 / 2.1 / 47 ms; N=256, T=128:
+      0.22 / 0.34 / 0.52 ms) and ties at T = 8; N=1, T=10^6: doubling 19-29 ms,
+      chunked 83-98 ms.
+    - N >= 4096: the loop wins or ties while T is short (N=4096, T=32: loop
+      0.41 ms, chunked 0.51, doubling 0.53; N=32768, T=8: 0.67 / 0.92 / 0.88;
+      N=100000, T=64: 46 / 48 / 52 time-major): doubling's log2(T) whole-tensor
+      passes cost more than T cheap steps once each step is large; chunked ties
+      the loop (N=4096, T=512: 25-35 vs 28-32 ms) and takes over for long T.
     """
     if n >= 2048:
         return "loop" if t <= 1024 else "chunked"

@@ -30,7 +30,7 @@ def test_chunked_million_steps_one_row():
 
 @pytest.mark.slow
 def test_loop_hundred_thousand_rows():
-    kwargs, call = make_case(make_key("vtrace", 100_000, 64, "bootstrap+trunc", "time"))
+    kwargs, call = make_case(make_key("vtrace", 100_000, 64, "bootstrap+trunc", "env"))
     assert_matches(launch(call, "loop"), expected("vtrace", kwargs), "float32")
 
 

@@ -70,3 +70,16 @@ def test_bool_and_integer_flags(mode):
         kwargs = random_inputs(key, seed=3, flag_dtype=flag_dtype)
         call = prepare_call("gae", **kwargs)
         assert_matches(launch(call, mode), expected("gae", kwargs), "float32")
+
+
+@pytest.mark.parametrize("algorithm, flags", [("vtrace", "bootstrap+trunc"),
+                                              ("eligibility_traces", "seed")])
+def test_loop_with_time_major_storage_for_many_rows(algorithm, flags):
+    """Env-major calls with many rows run the loop on time-major copies of α, β."""
+    from rltriton_tune.fallback import run
+
+    n, t = run.LOOP_TRANSPOSE_MIN_N + 3, run.LOOP_TRANSPOSE_MIN_T + 1
+    kwargs, call = make_case(make_key(algorithm, n, t, flags, "env"))
+    outputs = launch(call, "loop")
+    assert all(o.is_contiguous() and o.shape == (n, t) for o in outputs)
+    assert_matches(outputs, expected(algorithm, kwargs), "float32")

@@ -77,3 +77,14 @@ def test_dispatch_seam_runs_the_fallback_on_cpu():
     key = make_key("gae", 5, 33, "last_value")
     kwargs, call = make_case(key)
     assert_matches(dispatch.run(call), expected("gae", kwargs), "float32")
+
+
+def test_measure_reports_every_mode():
+    from rltriton_tune.fallback.measure import measure
+
+    rows = measure("discounted_returns", "time", torch.device("cpu"), False,
+                   grid=((3, 40), (1, 30_000)))
+    assert set(rows[0]["times_ms"]) == set(CPU_MODES)
+    assert set(rows[1]["times_ms"]) == {"chunked", "doubling"}
+    assert all(v > 0 for row in rows for v in row["times_ms"].values())
+    assert rows[0]["default"] == default_mode(3, 40)
