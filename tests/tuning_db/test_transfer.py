@@ -1,0 +1,102 @@
+"""Export, import and clear: round trips between folders and machines."""
+
+import json
+
+import pytest
+from tuning_db_helpers import A100, H200, entry
+
+from rltriton_tune.tuning_db import (
+    SCHEMA,
+    ProfileError,
+    clear,
+    export_profiles,
+    import_profiles,
+    load_profiles,
+    profile_path,
+    read_profile,
+    record,
+)
+
+
+def test_export_import_clear_round_trip(shipped, user, tmp_path):
+    record(H200, [entry(n=8, strategy="flat")], shipped)
+    record(H200, [entry(n=8, strategy="tiled"), entry(n=16)])
+    record(A100, [entry(n=32, strategy="split")])
+    bundle = tmp_path / "all.json"
+    assert export_profiles(bundle) == 3  # H200 (2 keys, user over shipped) + A100 (1)
+    assert len(json.loads(bundle.read_text())["profiles"]) == 2
+
+    removed = clear()
+    assert sorted(removed) == sorted([profile_path(H200), profile_path(A100)])
+    assert set(load_profiles(H200).entries) == {"gae|none|float32|env|N=8|T=32"}  # shipped only
+    assert load_profiles(A100).entries == {}
+
+    assert import_profiles(bundle) == 3
+    h200 = load_profiles(H200)
+    assert h200.entries["gae|none|float32|env|N=8|T=32"].strategy == "tiled"
+    assert len(h200.entries) == 2
+    assert load_profiles(A100).entries["gae|none|float32|env|N=32|T=32"].strategy == "split"
+
+
+def test_clear_one_fingerprint_leaves_others_and_unrelated_files(user):
+    record(H200, [entry()])
+    record(A100, [entry()])
+    (user / "notes.json").write_text('{"mine": true}')
+    (user / "copy-of-h200.json").write_text(profile_path(H200).read_text())
+    assert sorted(clear(H200)) == sorted([profile_path(H200), user / "copy-of-h200.json"])
+    with pytest.warns(RuntimeWarning, match="notes.json: foreign schema None"):
+        assert load_profiles(H200).entries == {}
+    assert len(load_profiles(A100).entries) == 1
+    assert clear() == [profile_path(A100)]
+    assert (user / "notes.json").exists()  # not ours: never deleted
+
+
+def test_import_merges_by_date(user, tmp_path):
+    record(H200, [entry(strategy="tiled", date="2025-05-01T00:00:00Z"),
+                  entry(n=8, strategy="tiled", date="2025-05-01T00:00:00Z")])
+    other = tmp_path / "other"
+    record(H200, [entry(strategy="flat", date="2025-04-01T00:00:00Z"),  # older: loses
+                  entry(n=8, strategy="split", date="2025-06-01T00:00:00Z")], other)
+    assert import_profiles(profile_path(H200, other)) == 2
+    stored = read_profile(profile_path(H200)).entries
+    assert stored["gae|none|float32|env|N=4096|T=32"].strategy == "tiled"
+    assert stored["gae|none|float32|env|N=8|T=32"].strategy == "split"
+
+
+def test_import_into_an_explicit_folder(tmp_path):
+    src = tmp_path / "src"
+    record(H200, [entry()], src)
+    dest = tmp_path / "dest"
+    assert import_profiles(profile_path(H200, src), dest) == 1
+    assert read_profile(profile_path(H200, dest)).entries == read_profile(
+        profile_path(H200, src)).entries
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "truncated"),
+    ('{"schema": "other", "version": 1}', "foreign schema 'other'"),
+    (json.dumps({"schema": SCHEMA, "version": 7, "fingerprint": H200, "entries": []}),
+     "schema version 7 unsupported"),
+    (json.dumps({"schema": SCHEMA, "version": 1, "profiles": [
+        {"fingerprint": H200, "entries": []},
+        {"fingerprint": A100, "entries": [{"algorithm": "gae", "N": 1}]}]}),
+     "profile 1: entry 0: entry is missing field 'T'"),
+])
+def test_import_of_an_invalid_file_raises_and_imports_nothing(user, tmp_path, text, message):
+    src = tmp_path / "bad.json"
+    src.write_text(text)
+    with pytest.raises(ProfileError, match=message) as info:
+        import_profiles(src)
+    assert str(src) in str(info.value)
+    assert not user.exists() or list(user.iterdir()) == []
+
+
+def test_import_of_a_missing_file_names_it(tmp_path):
+    with pytest.raises(ProfileError, match="file not found"):
+        import_profiles(tmp_path / "nope.json")
+
+
+def test_export_with_nothing_known_writes_an_empty_valid_file(shipped, user, tmp_path):
+    dest = tmp_path / "empty.json"
+    assert export_profiles(dest, H200) == 0
+    assert read_profile(dest).entries == {}
