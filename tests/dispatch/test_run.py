@@ -84,28 +84,30 @@ def test_inline_memo_key_matches_memo_key():
     assert len(memo.table) == 1
 
 
-def test_memo_hit_overhead_is_small():
-    """A memo hit costs well under 2 us of Python over calling the launcher directly.
+def test_memo_hit_costs_under_2us_over_the_launcher():
+    """The memo path alone: run() with a no-op launcher memoised vs calling it directly
+    (min over rounds, so a loaded machine does not make it flaky)."""
+    from rltriton_tune.dispatch import forcing
 
-    Bound here is loose (shared CI machines); benchmarks/dispatch_overhead.py
-    measures it precisely.
-    """
-    kwargs = random_inputs(ProblemKey("gae", 1, 1))
-    call = prepare_call("gae", **kwargs)
+    call = prepare_call("gae", **random_inputs(ProblemKey("gae", 3, 4)))
     dispatch.run(call)
-    launcher = memo.lookup(call)
+    outputs = (torch.empty(0),)
 
-    def best(fn, reps=2000, rounds=5):
-        times = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            for _ in range(reps):
-                fn(call)
-            times.append((time.perf_counter() - start) / reps)
-        return min(times)
+    def noop(c):
+        return outputs
 
-    direct, through = best(launcher), best(dispatch.run)
-    assert through - direct < 5e-6, (direct, through)
+    memo.table[memo.memo_key(call, forcing.current())] = noop
+    assert dispatch.run(call) is outputs
+
+    def per_call(fn, reps=20000):
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn(call)
+        return (time.perf_counter() - start) / reps
+
+    through = min(per_call(dispatch.run) for _ in range(5))
+    direct = min(per_call(noop) for _ in range(5))
+    assert through - direct < 2e-6, (through, direct)
 
 
 def test_concurrent_threads_with_different_shapes_get_correct_results():
