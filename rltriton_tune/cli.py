@@ -22,8 +22,8 @@ PROG = "rltriton-tune"
 #: seven algorithms in under 15 minutes on an H200; full is the big sweep.
 PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"shapes": [(64, 32), (256, 128)], "trials": 6},
-    "default": {"shapes": [(n, t) for n in (256, 4096, 32768) for t in (8, 128, 2048)]
-                + [(16, 32768)], "trials": 20},
+    "default": {"shapes": [(256, 128), (4096, 8), (4096, 512), (32768, 32), (32768, 2048),
+                           (16, 32768)], "trials": 16},
     "full": {"shapes": [(n, t) for n in (16, 64, 256, 1024, 4096, 16384, 32768, 131072)
                         for t in (8, 32, 128, 512, 2048, 8192) if n * t <= 1 << 28]
              + [(1, 1 << 20), (16, 32768)], "trials": 60},
@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--isolate", action="store_true",
                    help="evaluate candidates in a child process (survives GPU faults)")
     t.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    t.add_argument("--no-compile-baseline", action="store_true",
+                   help="skip measuring torch.compile (seconds of compilation per key)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     s = sub.add_parser("show", help="list tuned entries", description="List the tuned entries "
@@ -295,10 +297,11 @@ def cmd_tune(args) -> int:
                 errors.append(f"{key.as_text()}: {type(exc).__name__}: {exc}")
     bar.close()
     rows = []
+    skip = ("torch_compile",) if args.no_compile_baseline else ()
     for key in keys:
         try:
             result = finalize(studies[key], key, device, space=spaces[key], isolate=args.isolate,
-                              seed=args.seed)
+                              seed=args.seed, skip=skip)
         except Exception as exc:  # noqa: BLE001
             errors.append(f"{key.as_text()}: {type(exc).__name__}: {exc}")
             continue

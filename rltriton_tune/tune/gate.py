@@ -56,8 +56,8 @@ def compare(outputs: tuple[torch.Tensor, ...], expected: tuple[torch.Tensor, ...
         if tuple(out.shape) != tuple(ref.shape):
             raise GateFailure(f"{what}: output {i} has shape {tuple(out.shape)}, "
                               f"expected {tuple(ref.shape)}")
-        got = out.detach().to("cpu", torch.float64)
-        want = ref.detach().to("cpu", torch.float64)
+        got = out.detach().to(torch.float64)  # compared on the output's device
+        want = ref.detach().to(got.device, torch.float64)
         if got.numel() == 0:
             continue
         scale = max(1.0, float(want.abs().max()))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,7 +213,7 @@ def best_candidates(study: optuna.Study, k: int = TOP_K) -> list[Candidate]:
 def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *,
              evaluator: Any = None, space: SearchSpace | None = None, record: bool = True,
              isolate: bool = False, seed: int = 0, remeasure_s: float | None = None,
-             measure_baselines: bool = True) -> StudyResult:
+             measure_baselines: bool = True, skip: Sequence[str] = ()) -> StudyResult:
     """Re-measure the top candidates, measure baselines, and record the winner."""
     device = torch.device(device)
     space = space or SearchSpace(key, device)
@@ -234,7 +234,8 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
             result.runner_up = measured[1] if len(measured) > 1 else None
         if measure_baselines and result.best is not None:
             strategies = all_strategies_for(device, space)
-            bases = baseline_candidates(key, device, strategies)
+            bases = {name: cand for name, cand in
+                     baseline_candidates(key, device, strategies).items() if name not in skip}
             names = list(bases)
             outs = evaluator.evaluate([bases[n] for n in names], budget_s=budget, gate=False)
             for name, out in zip(names, outs, strict=True):
