@@ -1,0 +1,42 @@
+"""The tuner on a real GPU: Triton strategies, CUDA-graph timing, baselines, isolation."""
+
+import pytest
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.tune.isolated import IsolatedEvaluator
+from rltriton_tune.tune.measure import Bench, copies_needed
+from rltriton_tune.tune.space import SearchSpace
+from rltriton_tune.tune.study import tune
+
+pytestmark = pytest.mark.gpu
+KEY = ProblemKey("gae", 4096, 32)
+
+
+def test_cuda_timing_rotates_inputs_past_l2_and_is_stable():
+    device = torch.device("cuda")
+    assert copies_needed(KEY, device) * 16 * KEY.n * KEY.t > 60 * 2**20
+    space = SearchSpace(KEY, device)
+    assert set(space.names()) <= {"flat", "tiled", "split", "sequential"}
+    cand = space.starting_points(None)[0]
+    launcher = space.strategies[cand.strategy].prepare(KEY, cand.params)
+    bench = Bench(KEY, device)
+    a, b = bench.time(launcher, 0.1), bench.time(launcher, 0.1)
+    assert 0.3 < a.device_us < 1000 and a.host_us > 0
+    assert abs(a.device_us - b.device_us) / a.device_us < 0.3
+
+
+def test_tune_on_cuda_records_triton_choice_and_baselines(tmp_path):
+    result = tune(KEY, "cuda", trials=8, storage=str(tmp_path / "s.journal"))
+    entry = result.entry
+    assert entry is not None and entry.strategy in {"flat", "tiled", "split", "sequential"}
+    assert "flat_heuristic" in entry.baselines
+    assert entry.device_time_us <= entry.baselines["flat_heuristic"] * 1.1
+
+
+def test_isolated_evaluation_on_cuda():
+    device = torch.device("cuda")
+    space = SearchSpace(KEY, device)
+    cands = space.starting_points(None)[:2]
+    outs = IsolatedEvaluator(KEY, device, time_budget_s=0.05).evaluate(cands)
+    assert all(o.ok for o in outs), [o.error for o in outs]
