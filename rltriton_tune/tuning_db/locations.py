@@ -23,9 +23,12 @@ def user_dir() -> Path:
     return Path(platformdirs.user_data_dir("rltriton-tune"))
 
 
+_SHIPPED = Path(__file__).resolve().parent / "profiles"
+
+
 def shipped_dir() -> Path:
     """Profiles shipped inside the package (reviewed like code)."""
-    return Path(__file__).resolve().parent / "profiles"
+    return _SHIPPED
 
 
 def profile_path(fp: dict[str, Any], directory: Path | None = None) -> Path:

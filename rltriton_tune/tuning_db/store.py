@@ -98,7 +98,8 @@ def record(fp: dict[str, Any], entries: Iterable[Entry],
     (read-only, uncreatable, lock timeout, or a profile of a newer schema is in
     the way), the entries are kept in this process's memory, where
     ``load_profiles`` still finds them, one warning is issued per folder, and
-    ``None`` is returned. Bad entries raise :class:`ProfileError` before any I/O.
+    ``None`` is returned (as it is for no entries). Bad entries raise
+    :class:`ProfileError` (or ``TypeError`` for non-entries) before any I/O.
     """
     canonical = canonical_fingerprint(fp)
     fresh = _prepare(entries)
@@ -163,7 +164,9 @@ def _prepare(entries: Iterable[Entry]) -> list[Entry]:
             entry = replace(entry, date=utc_now())
         try:
             Entry.from_json(entry.to_json())  # field checks first: clearer messages
-            prepared.append(Entry.from_json(json.loads(dumps(entry.to_json()))))
+            text = dumps(entry.to_json())
+            text.encode("utf-8")  # e.g. lone surrogates in a param name cannot be stored
+            prepared.append(Entry.from_json(json.loads(text)))
         except (TypeError, ValueError) as err:
             raise ProfileError(f"entries: cannot store {entry.key.as_text()}: {err}") from None
     return prepared

@@ -3,13 +3,17 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tuning_db_helpers import A100, H200, entry
 
-from rltriton_tune.call import ProblemKey
+from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.call import ProblemKey, flags_string
 from rltriton_tune.tuning_db import (
     SCHEMA,
     SCHEMA_VERSION,
     Entry,
+    Profile,
     ProfileError,
     UnsupportedVersion,
     fingerprint_id,
@@ -17,6 +21,7 @@ from rltriton_tune.tuning_db import (
     read_profile,
     record,
 )
+from rltriton_tune.tuning_db.schema import dumps, profiles_from_text
 
 
 def test_round_trip_preserves_every_field(tmp_path):
@@ -145,3 +150,28 @@ def test_fingerprint_id_is_stable_readable_and_distinct():
 def test_bad_fingerprint_is_rejected_naming_the_argument(bad):
     with pytest.raises(ValueError, match="fp"):
         fingerprint_id(bad)
+
+
+finite_times = st.floats(min_value=0, max_value=1e9, allow_nan=False)
+json_scalars = st.one_of(st.integers(-2**40, 2**40), st.booleans(), st.text(max_size=8),
+                         finite_times, st.none())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    algorithm=st.sampled_from(sorted(ALGORITHMS)),
+    n=st.integers(1, 2**24), t=st.integers(1, 2**16), a=st.integers(0, 64),
+    dtype=st.sampled_from(["float32", "float16", "bfloat16", "float64"]),
+    layout=st.sampled_from(["env", "time"]),
+    flags=st.sets(st.sampled_from(["trunc", "bootstrap", "last_value", "seed", "starts_at"])),
+    params=st.dictionaries(st.text(min_size=1, max_size=8), json_scalars, max_size=4),
+    time_us=finite_times,
+    baselines=st.dictionaries(st.text(min_size=1, max_size=8), finite_times, max_size=3),
+)
+def test_any_valid_entry_survives_the_json_round_trip(algorithm, n, t, a, dtype, layout, flags,
+                                                      params, time_us, baselines):
+    original = Entry(ProblemKey(algorithm, n, t, dtype, layout, flags_string(flags), a),
+                     "tiled", params, time_us, None, baselines, 5, "2026-11-30T00:00:00Z")
+    text = dumps(Profile(H200, {original.key.as_text(): original}).to_json())
+    [profile] = profiles_from_text(text)
+    assert profile.entries == {original.key.as_text(): original}
