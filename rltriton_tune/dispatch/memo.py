@@ -82,7 +82,8 @@ def miss(call: Call, mk: tuple, ctx: forcing.Forced | None) -> tuple[torch.Tenso
                 raise
             reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             mark_failed(key, device, reason)
-            warn_once("launch-failure", f"rltriton-tune: Triton strategy {decision.strategy} "
+            # Same topic as decide's own fallback warning: one GPU-fallback warning per process.
+            warn_once("gpu-fallback", f"rltriton-tune: Triton strategy {decision.strategy} "
                       f"failed for {key.as_text()} ({reason}); using the torch fallback "
                       "for that shape")
             decision = decide(key, device, None)

@@ -186,3 +186,16 @@ def test_a_shape_that_failed_to_launch_uses_the_fallback(profiles, fake_gpu):
     assert d.strategy == "torch"
     assert d.source == "fallback:Triton failed on first launch: CompilationError: boom"
     assert decide(key(64, 64), FAKE_GPU).source == "heuristic"  # other shapes unaffected
+
+
+def test_gpu_fallback_warnings_share_one_budget(profiles, fake_gpu, monkeypatch):
+    from rltriton_tune.dispatch import registry
+
+    decide_module.mark_failed(key(64, 32), FAKE_GPU, "CompilationError: boom")
+    monkeypatch.setattr(registry, "triton_strategies", lambda: {})  # no valid Triton config
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        decide(key(64, 32), FAKE_GPU)
+        decide(key(64, 64), FAKE_GPU)
+        decide(key(64, 32), torch.device("mps"))
+    assert sum(issubclass(w.category, FallbackWarning) for w in caught) == 1
