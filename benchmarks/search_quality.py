@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -48,7 +49,8 @@ def exhaustive(key: ProblemKey, device: torch.device, cache: Path) -> dict[str, 
         return json.loads(cache.read_text())
     space = SearchSpace(key, device)
     cands = space.enumerate()
-    evaluator = Evaluator(key, device, all_strategies_for(device, space))
+    evaluator = Evaluator(key, device, all_strategies_for(device, space), time_budget_s=0.03,
+                          workers=os.cpu_count() if device.type == "cuda" else 1)
     table: dict[str, dict] = {}
     try:
         for start in range(0, len(cands), 16):
@@ -143,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="2 shapes, 1 estimator, 3 seeds")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--algorithms", default="gae,vtrace")
+    p.add_argument("--shapes", help="NxT list overriding the default shapes (split long runs)")
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--fraction", type=float, default=0.25, help="budget / exhaustive count")
     p.add_argument("--no-live", action="store_true", help="skip the live tuner runs")
@@ -153,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     algorithms = args.algorithms.split(",")[:1] if args.quick else args.algorithms.split(",")
     shapes = QUICK_SHAPES if args.quick else SHAPES
+    if args.shapes:
+        shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.shapes.split(",")]
     seeds = min(args.seeds, 3) if args.quick else args.seeds
     args.output.mkdir(parents=True, exist_ok=True)
     results = []
