@@ -176,3 +176,19 @@ def test_two_workers_share_one_postgresql_study():
     assert all(t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
                for t in trials)
     assert all(c > 0 for c in counts)
+
+
+def test_parallel_workers_share_one_journal_study(tmp_path):
+    from rltriton_tune.tune.parallel import run_workers
+
+    storage = str(tmp_path / "shared.journal")
+    key = ProblemKey("eligibility_traces", 8, 16)
+    open_study(key, CPU, storage, trials=8)
+    events = []
+    errors = run_workers([key], ["cpu", "cpu"], trials=8, timeout_s=None, storage=storage,
+                         on_event=lambda kind, payload: events.append(kind))
+    assert errors == []
+    trials = _trials(storage, key)
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers)) == events.count("trial") >= 8
+    assert events.count("key-done") == 2
