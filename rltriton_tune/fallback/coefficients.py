@@ -45,12 +45,14 @@ class _Inputs:
         self.cd = call.compute_dtype
 
     def raw(self, name: str) -> Tensor | None:
+        """The input as given, transposed to ``[N, T]`` for time-major calls (a view)."""
         x = self.call.tensors.get(name)
         if x is None or not self.call.time_major or x.dim() == 1:
             return x
         return x.transpose(0, 1)
 
-    def float(self, name: str) -> Tensor | None:
+    def value(self, name: str) -> Tensor | None:
+        """The input in the compute dtype (possibly the caller's tensor: read only)."""
         x = self.raw(name)
         return None if x is None else x.to(self.cd)
 
@@ -58,9 +60,6 @@ class _Inputs:
         """A private compute-dtype copy (never the caller's tensor), for α."""
         x = self.raw(name)
         return x.to(self.cd) if x.dtype != self.cd else x.clone()
-
-    def flag(self, name: str) -> Tensor | None:
-        return self.float(name)
 
     def scalar(self, name: str) -> float:
         return float(self.call.scalars[name])
@@ -113,8 +112,8 @@ class _Bootstrap:
     """SPEC's b[t]: ``bootstrap_values``, or ``last_value`` at T-1, else 0."""
 
     def __init__(self, inp: _Inputs) -> None:
-        self.full = inp.float("bootstrap_values")
-        lv = inp.float("last_value")
+        self.full = inp.value("bootstrap_values")
+        lv = inp.value("last_value")
         self.last = self.full[:, -1] if self.full is not None else lv
 
     def next_or_b(self, x: Tensor, trunc_mask: Tensor | None) -> Tensor:
@@ -146,8 +145,8 @@ def _td_error(nv: Tensor, not_term: Tensor, r: Tensor, v: Tensor, g: float) -> T
 def gae(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
-    r, v = inp.float("rewards"), inp.float("values")
-    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
+    r, v = inp.value("rewards"), inp.value("values")
+    term, trunc = inp.value("terminateds"), inp.value("truncateds")
     nv = _Bootstrap(inp).next_or_b(v, _mask(trunc))
     alpha = _td_error(nv, _one_minus(term), r, v, g)
     beta = _not_done(term, trunc, g * lam)
@@ -158,11 +157,11 @@ def gae(call: Call) -> Coefficients:
 def vtrace(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g = inp.scalar("gamma")
-    r, v = inp.float("rewards"), inp.float("values")
-    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
+    r, v = inp.value("rewards"), inp.value("values")
+    term, trunc = inp.value("terminateds"), inp.value("truncateds")
     mask = _mask(trunc)
     boot = _Bootstrap(inp)
-    ratio = torch.sub(inp.float("log_pi_target"), inp.float("log_pi_behavior")).exp_()
+    ratio = torch.sub(inp.value("log_pi_target"), inp.value("log_pi_behavior")).exp_()
     rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
     not_term = _one_minus(term)
     alpha = _td_error(boot.next_or_b(v, mask), not_term, r, v, g).mul_(rho)
@@ -219,10 +218,10 @@ def _gather_actions(inp: _Inputs) -> tuple[Tensor, Tensor]:
 def retrace(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
-    r, q = inp.float("rewards"), inp.float("q_values")
-    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
+    r, q = inp.value("rewards"), inp.value("q_values")
+    term, trunc = inp.value("terminateds"), inp.value("truncateds")
     pi_a, bad_row = _gather_actions(inp)
-    ratio = pi_a.div_(inp.float("action_probs_behavior"))
+    ratio = pi_a.div_(inp.value("action_probs_behavior"))
     rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
     c = ratio.clamp_max_(inp.scalar("c_bar")).mul_(lam)
     not_term = _one_minus(term)
@@ -242,8 +241,8 @@ def retrace(call: Call) -> Coefficients:
 def lambda_returns(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
-    r, nv = inp.float("rewards"), inp.float("next_values")
-    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
+    r, nv = inp.value("rewards"), inp.value("next_values")
+    term, trunc = inp.value("terminateds"), inp.value("truncateds")
     boot = _Bootstrap(inp)
     not_done = _not_done(term, trunc)
     alpha = torch.mul(nv, 1 - lam).mul_(not_done).mul_(g).add_(r)
@@ -258,7 +257,7 @@ def lambda_returns(call: Call) -> Coefficients:
 def discounted_returns(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g = inp.scalar("gamma")
-    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
+    term, trunc = inp.value("terminateds"), inp.value("truncateds")
     boot = _Bootstrap(inp)
     alpha = inp.fresh("rewards")
     extra = boot.trunc_term(trunc, g)
@@ -278,17 +277,17 @@ def eligibility_traces(call: Call) -> Coefficients:
     inp = _Inputs(call)
     gl = inp.scalar("gamma") * inp.scalar("lambda_")
     alpha = inp.fresh("gradients")
-    beta = _keep_previous(inp.flag("dones"), gl)
-    _fold(alpha, beta, False, inp.float("seed_values"))
+    beta = _keep_previous(inp.value("dones"), gl)
+    _fold(alpha, beta, False, inp.value("seed_values"))
     return Coefficients(alpha, beta, False, _identity)
 
 
 def episodic_prefix_sum(call: Call) -> Coefficients:
     inp = _Inputs(call)
     alpha = inp.fresh("inputs")
-    dones = inp.flag("dones")
+    dones = inp.value("dones")
     beta = _one_minus(dones) if call.starts_at else _keep_previous(dones, 1.0)
-    _fold(alpha, beta, False, inp.float("seed_values"))
+    _fold(alpha, beta, False, inp.value("seed_values"))
     return Coefficients(alpha, beta, False, _identity)
 
 
