@@ -12,7 +12,7 @@ from rltriton_tune.estimators import prepare_call
 from rltriton_tune.fallback import STRATEGIES, compiled_launcher, launch
 from rltriton_tune.problems import random_inputs
 
-from .helpers import assert_matches, expected, make_case, make_key
+from .helpers import FLAG_SETS, assert_matches, expected, make_case, make_key
 
 
 @pytest.mark.slow
@@ -67,3 +67,19 @@ def test_retrace_out_of_range_on_cuda_gives_nan_row(mode):
     assert torch.isnan(q_ret[1]).all() and torch.isnan(adv[1]).all()
     want = expected("retrace", kwargs)
     torch.testing.assert_close(q_ret[0].cpu().double(), want[0][0], rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["env", "time"])
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace", "retrace", "lambda_returns",
+                                       "discounted_returns", "eligibility_traces",
+                                       "episodic_prefix_sum"])
+@pytest.mark.parametrize("mode", ["loop", "chunked", "doubling"])
+def test_eager_modes_on_cuda(mode, algorithm, layout):
+    """The fallback for GPUs Triton cannot serve: same numbers on CUDA tensors."""
+    key = make_key(algorithm, 64, 300, FLAG_SETS[algorithm][-1], layout, "bfloat16")
+    kwargs = random_inputs(key, "cuda", seed=2)
+    outputs = launch(prepare_call(algorithm, **kwargs), mode)
+    assert all(o.is_cuda for o in outputs)
+    cpu = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    assert_matches(tuple(o.cpu() for o in outputs), expected(algorithm, cpu), "bfloat16")
