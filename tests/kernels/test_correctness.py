@@ -17,8 +17,8 @@ from .cases import DTYPES, FLAG_SETS, LAYOUTS, check_outputs, expected, make_cal
 
 pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
 
-#: (N, T) cycled over the combinations: N in {1, 3, 5}, T in {1, 7, 33}.
-SHAPES = [(3, 7), (5, 33), (1, 7), (3, 1), (5, 7), (1, 33)]
+#: (N, T) cycled over the combinations (long T only with one row, to keep the interpreter fast).
+SHAPES = [(3, 7), (1, 33), (5, 7), (3, 1), (1, 7), (5, 12)]
 
 
 def small_params(strategy: str, t: int) -> dict[str, int]:

@@ -1,0 +1,150 @@
+"""Strategy protocol: parameter spaces, validity rules, defaults, availability, edge cases."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels import STRATEGY_NAMES, strategies
+from rltriton_tune.reference import reference
+from rltriton_tune.strategy import InvalidConfig
+
+from .cases import check_outputs, make_call
+
+pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
+
+KEYS = [
+    ProblemKey("gae", 1, 1),
+    ProblemKey("gae", 32768, 8, "bfloat16"),
+    ProblemKey("vtrace", 16, 32768, "float16", "time", "trunc"),
+    ProblemKey("retrace", 4096, 512, "float32", "env", "trunc", a=18),
+    ProblemKey("episodic_prefix_sum", 3, 1000, flags="seed+starts_at"),
+]
+HUGE = [ProblemKey("gae", 2**20, 8), ProblemKey("gae", 1, 2**20), ProblemKey("gae", 2**20, 2**20)]
+
+
+def test_registry():
+    assert list(strategies()) == list(STRATEGY_NAMES)
+    for name, strategy in strategies().items():
+        assert strategy.name == name
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_space_and_defaults(name):
+    strategy = strategies()[name]
+    for key in KEYS:
+        space = strategy.space(key)
+        assert space and all(space.values()), (name, key)
+        default = strategy.validate(key, strategy.default_params(key))
+        assert set(default) == set(space)
+        assert strategy.validate(key, {}) == default     # missing params are completed
+        # Every config of the space is either valid or rejected with InvalidConfig.
+        valid = 0
+        for values in itertools.islice(itertools.product(*space.values()), 0, None, 7):
+            try:
+                strategy.validate(key, dict(zip(space, values, strict=True)))
+                valid += 1
+            except InvalidConfig:
+                pass
+        assert valid, (name, key)
+
+
+@pytest.mark.parametrize("name", ["tiled", "split", "sequential"])
+def test_looping_strategies_have_no_size_limit(name):
+    strategy = strategies()[name]
+    for key in HUGE:
+        strategy.validate(key, strategy.default_params(key))
+
+
+def test_flat_rejects_tiles_over_budget():
+    flat = strategies()["flat"]
+    flat.validate(ProblemKey("gae", 4, 2**16), {"BLOCK_N": 1})
+    with pytest.raises(InvalidConfig, match="tile budget"):
+        flat.validate(ProblemKey("gae", 4, 2**16 + 1), {"BLOCK_N": 1})
+    with pytest.raises(InvalidConfig, match="BLOCK_N"):
+        flat.validate(ProblemKey("gae", 64, 4096), {"BLOCK_N": 32})
+
+
+@pytest.mark.parametrize(("name", "params", "match"), [
+    ("tiled", {"BLOCK_T": 24}, "power of two"),
+    ("tiled", {"BLOCK_X": 4}, "unknown parameter"),
+    ("tiled", {"BLOCK_N": "x"}, "not an integer"),
+    ("tiled", {"num_warps": 64}, "num_warps"),
+    ("tiled", {"BLOCK_N": 256, "BLOCK_T": 1024}, "tile budget"),
+    ("split", {"CHUNK_T": 64, "BLOCK_T": 128}, "multiple of BLOCK_T"),
+    ("split", {"CHUNK_T": 16, "BLOCK_T": 16}, "chunks"),
+    ("sequential", {"BLOCK_N": 8192}, "BLOCK_N"),
+])
+def test_invalid_configs(name, params, match):
+    with pytest.raises(InvalidConfig, match=match):
+        strategies()[name].validate(ProblemKey("gae", 8, 2**17), params)
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_float64_is_not_a_triton_dtype(name):
+    with pytest.raises(InvalidConfig, match="float64"):
+        strategies()[name].validate(ProblemKey("gae", 4, 4, "float64"), {})
+
+
+def test_available_devices():
+    for strategy in strategies().values():
+        assert strategy.available(torch.device("cpu"))      # interpreter (conftest)
+        assert strategy.available(torch.device("cuda"))
+        assert not strategy.available(torch.device("meta"))
+
+
+def test_rl_triton_params():
+    from rltriton_tune.kernels.flat import rl_triton_params
+
+    table = {8: 2, 100: 2, 128: 2, 256: 4, 512: 4, 1000: 8, 2048: 16, 4096: 16, 8192: 32,
+             16384: 32, 32768: 16}
+    for t, warps in table.items():
+        assert rl_triton_params(t) == {"BLOCK_N": 1, "num_warps": warps, "num_stages": 3}
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_retrace_action_out_of_range_is_nan(name):
+    """An action outside [0, A) must not fault: NaN where the recurrence uses it."""
+    key = ProblemKey("retrace", 3, 7, "float32", "env", "trunc", a=4)
+    call, kwargs = make_call(key, seed=3)
+    actions = call.tensors["actions"].clone()
+    actions[1, 4] = 4
+    actions[2, 6] = -1
+    actions[0, 0] = 2**40
+    call.tensors["actions"] = actions
+    kwargs["actions"] = actions
+    outs = strategies()[name].prepare(key, {})(call)
+    q_ret, adv = outs
+    for row, t in ((1, 4), (2, 6), (0, 0)):
+        assert torch.isnan(adv[row, t])
+    assert torch.isnan(q_ret[1, :4]).all() and torch.isfinite(q_ret[1, 4:]).all()
+    check_outputs(outs, reference("retrace", **kwargs), call, name)
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_empty_problem(name):
+    key = ProblemKey("vtrace", 0, 5)
+    empty = torch.empty(0, 5)
+    call = Call("vtrace", {n: empty for n in ("log_pi_target", "log_pi_behavior", "values",
+                                              "rewards", "terminateds")},
+                {"gamma": 0.9, "rho_bar": 1.0, "c_bar": 1.0}, n=0, t=5)
+    outs = strategies()[name].prepare(key, {})(call)
+    assert [o.shape for o in outs] == [(0, 5), (0, 5)]
+
+
+def test_prepare_caches_launchers():
+    tiled = strategies()["tiled"]
+    key = ProblemKey("gae", 5, 7)
+    assert tiled.prepare(key, {"BLOCK_T": 4}) is tiled.prepare(key, {"BLOCK_T": 4})
+
+
+def test_import_without_triton():
+    code = ("import sys; sys.modules['triton'] = None\n"
+            "import rltriton_tune.kernels as k\n"
+            "assert not k.triton_available() and k.strategies() == {}\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
