@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
 SHAPES = [("gae", 4096, 32), ("gae", 256, 8), ("gae", 32768, 128), ("vtrace", 4096, 32),
           ("retrace", 1024, 32)]
 

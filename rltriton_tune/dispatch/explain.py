@@ -11,6 +11,9 @@ from rltriton_tune.call import DTYPES_BY_NAME, LAYOUTS, ProblemKey, flags_string
 from rltriton_tune.dispatch import forcing
 from rltriton_tune.dispatch.decide import Decision, decide
 
+#: Indirection so tests can pretend a GPU exists.
+cuda_available = torch.cuda.is_available
+
 
 def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -77,5 +80,11 @@ def explain(algorithm: str, N: int, T: int, *, dtype: str | torch.dtype = "float
     """
     key = problem_key(algorithm, N, T, dtype=dtype, layout=layout, flags=flags, A=A)
     if device is None:
-        device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-    return decide(key, torch.device(device), forcing.effective(forcing.current()))
+        device = torch.device("cuda") if cuda_available() else torch.device("cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device {device!r} is not a valid torch device: {exc}") from None
+    if device.type == "cuda" and not cuda_available():
+        raise ValueError(f"device {str(device)!r} requested but CUDA is not available")
+    return decide(key, device, forcing.effective(forcing.current()))

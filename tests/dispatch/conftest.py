@@ -7,6 +7,8 @@ accept; end-to-end tests use the real fallback and kernels.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -97,6 +99,9 @@ def fake_gpu(monkeypatch):
         return real_reason(key, device)
 
     monkeypatch.setattr(decide_module, "_gpu_unavailable_reason", reason)
+    # (the submodule, not the function the package re-exports under the same name)
+    monkeypatch.setattr(sys.modules["rltriton_tune.dispatch.explain"], "cuda_available",
+                        lambda: True)
     return {**fakes, "device": FAKE_GPU}
 
 

@@ -172,11 +172,18 @@ def test_explain_builds_the_same_key_as_a_call():
     ({"flags": "seed"}, ValueError, r"flags \['seed'\] are not valid for 'gae'"),
     ({"A": 3}, ValueError, "A .action count. applies only to 'retrace'"),
     ({"algorithm": "retrace", "A": 0}, ValueError, "A must be >= 1"),
+    ({"device": "gpu7"}, ValueError, "device 'gpu7' is not a valid torch device"),
 ])
 def test_explain_rejects_bad_arguments(kwargs, error, match):
-    args = {"algorithm": "gae", "N": 8, "T": 8, **kwargs}
+    args = {"algorithm": "gae", "N": 8, "T": 8, "device": "cpu", **kwargs}
     with pytest.raises(error, match=match):
-        explain(args.pop("algorithm"), args.pop("N"), args.pop("T"), device="cpu", **args)
+        explain(args.pop("algorithm"), args.pop("N"), args.pop("T"), **args)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
+def test_explain_on_cuda_without_cuda_is_a_clear_error():
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        explain("gae", 8, 8, device="cuda")
 
 
 def test_a_shape_that_failed_to_launch_uses_the_fallback(profiles, fake_gpu):
