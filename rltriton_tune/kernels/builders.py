@@ -192,15 +192,14 @@ def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, sa
     # EQ[t] = sum_a pi[t, a] * next_q[t, a], over A in chunks of BLOCK_A.
     base = (rows * san + ts * sat)[:, :, None]
     m3 = m[:, :, None]
-    eq = tl.zeros(base.shape, tl.float32)
+    eq = tl.zeros(m.shape, tl.float32)
     for a0 in range(0, A, BLOCK_A):
         ai = (a0 + tl.arange(0, BLOCK_A))[None, None, :]
         ma = m3 & (ai < A)
         off = base + ai * saa
         pi = tl.load(P0 + off, mask=ma, other=0).to(tl.float32)
         nq = tl.load(P3 + off, mask=ma, other=0).to(tl.float32)
-        eq += pi * nq
-    eq = tl.sum(eq, axis=2)
+        eq += tl.sum(pi * nq, axis=2)
     q = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P5, rows, ts, sn, st, m)
     term = _ld(P6, rows, ts, sn, st, m)
