@@ -95,7 +95,7 @@ def _table(summary: dict[Cell, dict[str, Any]], algorithm: str, dtype: str,
             f"| {cell[1]} | {cell[2]} | {s['data_bytes'] / 2**20:.1f} | "
             f"{best['strategy'] if best else 'none'} | {_params(best['params']) if best else ''} | "
             f"{_fmt(b)} | {_fmt(f)} | {comp_txt} | {_fmt(s['floor_us'])} | "
-            f"{_fmt(b / s['floor_us'] if b else None)} | {_fmt(f / b if b and f else None)} |")
+            f"{_fmt(b / s['floor_us'] if b and s['floor_us'] else None)} | {_fmt(f / b if b and f else None)} |")
     return lines
 
 

@@ -12,6 +12,7 @@ import triton.language as tl
 from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.launch import (
     TILE_BUDGET,
+    FastLaunch,
     Packer,
     TritonStrategy,
     next_pow2,
@@ -82,11 +83,11 @@ class FlatStrategy(TritonStrategy):
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, num_warps=params["num_warps"],
                       num_stages=params["num_stages"])
-        kernel = flat_kernel[grid]
+        kernel = FastLaunch(flat_kernel, grid, consts)
 
         def launch(call: Call):
             args, outs = pack.args(call)
-            kernel(*args, **consts)
+            kernel(args)
             return outs
 
         return launch

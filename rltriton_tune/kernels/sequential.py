@@ -10,7 +10,14 @@ import triton
 import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
-from rltriton_tune.kernels.launch import Packer, TritonStrategy, next_pow2, pow2_range, require
+from rltriton_tune.kernels.launch import (
+    FastLaunch,
+    Packer,
+    TritonStrategy,
+    next_pow2,
+    pow2_range,
+    require,
+)
 from rltriton_tune.kernels.scan import row_block, tile_start, time_block
 from rltriton_tune.strategy import Launcher, Params
 
@@ -55,11 +62,11 @@ class SequentialStrategy(TritonStrategy):
         pack = Packer(key, bn)
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, num_warps=params["num_warps"])
-        kernel = sequential_kernel[grid]
+        kernel = FastLaunch(sequential_kernel, grid, consts)
 
         def launch(call: Call):
             args, outs = pack.args(call)
-            kernel(*args, **consts)
+            kernel(args)
             return outs
 
         return launch

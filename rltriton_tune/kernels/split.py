@@ -19,6 +19,7 @@ import triton.language as tl
 from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.launch import (
     TILE_BUDGET,
+    FastLaunch,
     Packer,
     TritonStrategy,
     next_pow2,
@@ -162,14 +163,15 @@ class SplitStrategy(TritonStrategy):
                       CARRY_BLOCK=params["CARRY_BLOCK"],
                       num_warps=params["num_warps"])
         agg_shape = (2, n_chunks, key.n)
-        reduce, scan = split_reduce_kernel[grid], split_scan_kernel[grid]
+        reduce = FastLaunch(split_reduce_kernel, grid, consts)
+        scan = FastLaunch(split_scan_kernel, grid, consts)
 
         def launch(call: Call):
             args, outs = pack.args(call)
             agg = torch.empty(agg_shape, dtype=torch.float32, device=outs[0].device)
             args += [agg, n_chunks]
-            reduce(*args, **consts)
-            scan(*args, **consts)
+            reduce(args)
+            scan(args)
             return outs
 
         return launch

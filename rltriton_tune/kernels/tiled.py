@@ -13,6 +13,7 @@ import triton.language as tl
 from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.launch import (
     TILE_BUDGET,
+    FastLaunch,
     Packer,
     TritonStrategy,
     next_pow2,
@@ -72,11 +73,11 @@ class TiledStrategy(TritonStrategy):
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, num_warps=params["num_warps"],
                       num_stages=params["num_stages"])
-        kernel = tiled_kernel[grid]
+        kernel = FastLaunch(tiled_kernel, grid, consts)
 
         def launch(call: Call):
             args, outs = pack.args(call)
-            kernel(*args, **consts)
+            kernel(args)
             return outs
 
         return launch
