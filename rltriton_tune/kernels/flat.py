@@ -68,6 +68,9 @@ class FlatStrategy(TritonStrategy):
             "num_stages": [1, 2, 3, 4],
         }
 
+    def tile_elems(self, key: ProblemKey, p: Params) -> int:
+        return p["BLOCK_N"] * next_pow2(key.t)
+
     def check(self, key: ProblemKey, p: Params) -> None:
         bt = next_pow2(key.t)
         require(p["BLOCK_N"] * bt <= TILE_BUDGET, self.name,

@@ -27,6 +27,11 @@ INT32_LIMIT = 2**31 - 2**24
 #: Elements a program may hold in one tile (BLOCK_N x BLOCK_T): a register budget.
 TILE_BUDGET = 2**16
 
+#: Most tile elements one thread may hold (tile / (32 * num_warps)): larger tiles spill
+#: registers and take minutes to compile without ever being fastest (the H200 sweep's
+#: winners hold 4-16; rl-triton's flat table reaches 64 at T = 32768).
+MAX_ELEMS_PER_THREAD = 64
+
 #: Elements of the [BLOCK_N, BLOCK_T, BLOCK_A] tile Retrace's expectation uses.
 ACTION_TILE_BUDGET = 2**12
 
@@ -165,7 +170,15 @@ class TritonStrategy:
         if not 1 <= full.get("num_stages", 1) <= 8:
             raise InvalidConfig(f"{self.name}: num_stages={full['num_stages']} not in [1, 8]")
         self.check(key, full)
+        per_thread = self.tile_elems(key, full) // (32 * full["num_warps"])
+        require(per_thread <= MAX_ELEMS_PER_THREAD, self.name,
+                f"{per_thread} tile elements per thread with num_warps={full['num_warps']}; "
+                f"at most {MAX_ELEMS_PER_THREAD} (use more warps or a smaller tile)")
         return full
+
+    def tile_elems(self, key: ProblemKey, params: Params) -> int:
+        """Elements of the largest tile one program holds (a register-pressure measure)."""
+        raise NotImplementedError
 
     def prepare(self, key: ProblemKey, params: Params) -> Launcher:
         params = self.validate(key, params)

@@ -50,6 +50,9 @@ class SequentialStrategy(TritonStrategy):
             "num_warps": pow2_range(1, 8),
         }
 
+    def tile_elems(self, key: ProblemKey, p: Params) -> int:
+        return p["BLOCK_N"]
+
     def check(self, key: ProblemKey, p: Params) -> None:
         require(p["BLOCK_N"] <= 4096, self.name, f"BLOCK_N={p['BLOCK_N']} exceeds 4096")
 

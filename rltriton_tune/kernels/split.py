@@ -133,6 +133,9 @@ class SplitStrategy(TritonStrategy):
             "CARRY_BLOCK": [16, 64],
         }
 
+    def tile_elems(self, key: ProblemKey, p: Params) -> int:
+        return p["BLOCK_N"] * max(p["BLOCK_T"], p["CARRY_BLOCK"])
+
     def check(self, key: ProblemKey, p: Params) -> None:
         chunk, bn, bt = p["CHUNK_T"], p["BLOCK_N"], p["BLOCK_T"]
         require(bn * p["CARRY_BLOCK"] <= TILE_BUDGET, self.name,

@@ -56,6 +56,9 @@ class TiledStrategy(TritonStrategy):
             "num_stages": [1, 2, 3, 4],
         }
 
+    def tile_elems(self, key: ProblemKey, p: Params) -> int:
+        return p["BLOCK_N"] * p["BLOCK_T"]
+
     def check(self, key: ProblemKey, p: Params) -> None:
         require(p["BLOCK_N"] * p["BLOCK_T"] <= TILE_BUDGET, self.name,
                 f"BLOCK_N={p['BLOCK_N']} x BLOCK_T={p['BLOCK_T']} exceeds the tile budget "

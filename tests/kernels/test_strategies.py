@@ -63,11 +63,20 @@ def test_looping_strategies_have_no_size_limit(name):
 
 def test_flat_rejects_tiles_over_budget():
     flat = strategies()["flat"]
-    flat.validate(ProblemKey("gae", 4, 2**16), {"BLOCK_N": 1})
+    flat.validate(ProblemKey("gae", 4, 2**16), {"BLOCK_N": 1, "num_warps": 32})
     with pytest.raises(InvalidConfig, match="tile budget"):
-        flat.validate(ProblemKey("gae", 4, 2**16 + 1), {"BLOCK_N": 1})
+        flat.validate(ProblemKey("gae", 4, 2**16 + 1), {"BLOCK_N": 1, "num_warps": 32})
     with pytest.raises(InvalidConfig, match="BLOCK_N"):
         flat.validate(ProblemKey("gae", 64, 4096), {"BLOCK_N": 32})
+
+
+def test_register_pressure_rule_counts_elements_per_thread():
+    tiled = strategies()["tiled"]
+    key = ProblemKey("gae", 4096, 4096)
+    tiled.validate(key, {"BLOCK_N": 2, "BLOCK_T": 1024, "num_warps": 1})       # 64 per thread
+    with pytest.raises(InvalidConfig, match="per thread"):
+        tiled.validate(key, {"BLOCK_N": 4, "BLOCK_T": 1024, "num_warps": 1})   # 128 per thread
+    tiled.validate(key, {"BLOCK_N": 4, "BLOCK_T": 1024, "num_warps": 2})
 
 
 @pytest.mark.parametrize(("name", "params", "match"), [
