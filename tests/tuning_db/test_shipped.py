@@ -8,6 +8,8 @@ from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.abi import KERNEL_ABI
 from rltriton_tune.tuning_db import read_profile, shipped_dir
 
+pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
+
 SHIPPED = sorted(shipped_dir().glob("*.json"))
 
 
