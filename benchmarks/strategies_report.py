@@ -95,7 +95,8 @@ def _table(summary: dict[Cell, dict[str, Any]], algorithm: str, dtype: str,
             f"| {cell[1]} | {cell[2]} | {s['data_bytes'] / 2**20:.1f} | "
             f"{best['strategy'] if best else 'none'} | {_params(best['params']) if best else ''} | "
             f"{_fmt(b)} | {_fmt(f)} | {comp_txt} | {_fmt(s['floor_us'])} | "
-            f"{_fmt(b / s['floor_us'] if b and s['floor_us'] else None)} | {_fmt(f / b if b and f else None)} |")
+            f"{_fmt(b / s['floor_us'] if b and s['floor_us'] else None)} | "
+            f"{_fmt(f / b if b and f else None)} |")
     return lines
 
 
@@ -210,6 +211,42 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot_speedup(data: dict[str, Any], png_path: Path, algorithm: str = "gae") -> Path:
+    """Heatmap over N x T of the best config's speedup over flat rl-triton, labelled with
+    the winning strategy (float32, env-major cells of ``algorithm``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    summary = summarize(data)
+    cells = {c: s for c, s in summary.items()
+             if c[0] == algorithm and c[3:] == ("float32", "env") and s["best"] and s["flat_rl"]}
+    ns = sorted({c[1] for c in cells})
+    ts = sorted({c[2] for c in cells})
+    grid = np.full((len(ns), len(ts)), np.nan)
+    fig, ax = plt.subplots(figsize=(1.2 * len(ts) + 2, 0.8 * len(ns) + 1.5))
+    for (_, n, t, _, _), s in cells.items():
+        i, j = ns.index(n), ts.index(t)
+        grid[i, j] = s["flat_rl"]["device_us"] / s["best"]["device_us"]
+        ax.text(j, i, f"{grid[i, j]:.2f}x\n{s['best']['strategy']}", ha="center",
+                va="center", fontsize=8)
+    image = ax.imshow(np.log2(grid), cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(ts)), [str(t) for t in ts])
+    ax.set_yticks(range(len(ns)), [str(n) for n in ns])
+    ax.set_xlabel("T (steps)")
+    ax.set_ylabel("N (environments)")
+    meta = data["meta"]
+    ax.set_title(f"{algorithm}: best strategy vs flat rl-triton (device time)\n"
+                 f"{meta['device']}, torch {meta['torch']}, Triton {meta['triton']}")
+    fig.colorbar(image, ax=ax, label="log2 speedup")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return Path(png_path)
+
+
 def write_report(json_path: Path, md_path: Path) -> Path:
     """Render ``json_path`` to ``md_path``; returns ``md_path``."""
     data = json.loads(Path(json_path).read_text())
@@ -221,3 +258,4 @@ if __name__ == "__main__":
     default = "benchmarks/results/strategies_h200.json"
     src = Path(sys.argv[1] if len(sys.argv) > 1 else default)
     print(write_report(src, src.with_suffix(".md")))
+    print(plot_speedup(json.loads(src.read_text()), src.with_name(src.stem + "_gae.png")))
