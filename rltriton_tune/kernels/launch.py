@@ -38,6 +38,8 @@ ACTION_TILE_BUDGET = 2**12
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 SLOTS = 8
 SCALARS = 4
+#: Leading tensor arguments of every core: P0..P7, O0, O1.
+POINTER_ARGS = SLOTS + 2
 
 
 def next_pow2(x: int) -> int:
@@ -72,6 +74,9 @@ class Packer:
         self.per_action = spec.per_action[0] if spec.per_action else None
         self.per_env = next((n for n in spec.per_env), None)
         self.scalars = spec.scalars
+        self.scalar_padding = [0.0] * (SCALARS - len(spec.scalars))
+        # Every pointer slot, absent optional inputs (and unused slots) mapped to ``ref``.
+        self.slots = spec.tensors + (self.ref,) * (SLOTS - len(spec.tensors))
         self.time_major = key.time_major
         n, t = key.n, key.t
         self.out_shape = (t, n) if key.time_major else (n, t)
@@ -95,23 +100,23 @@ class Packer:
         """Positional arguments common to every core, and the freshly allocated outputs."""
         tensors = call.tensors
         ref = tensors[self.ref]
-        ptrs = [tensors.get(name, ref) for name in self.names]
-        ptrs += [ref] * (SLOTS - len(ptrs))
+        args = [tensors.get(name, ref) for name in self.slots]
         s = ref.stride()
-        sn, st = (s[1], s[0]) if self.time_major else (s[0], s[1])
+        sn, st = (s[1], s[0]) if self.time_major else s
         if self.per_action is not None:
             pa = tensors[self.per_action].stride()
             san, sat, saa = (pa[1], pa[0], pa[2]) if self.time_major else pa
         else:
             san = sat = saa = 0
         se = tensors[self.per_env].stride(0) if self.per_env in tensors else 0
-        outs = tuple(torch.empty(self.out_shape, dtype=call.out_dtype, device=ref.device)
-                     for _ in range(self.n_outputs))
-        scal = [call.scalars[name] for name in self.scalars]
-        scal += [0.0] * (SCALARS - len(scal))
-        osn, ost = self.out_strides
-        args = [*ptrs, outs[0], outs[-1], call.n, call.t, call.a, sn, st, se, san, sat, saa,
-                osn, ost, *scal]
+        out = torch.empty(self.out_shape, dtype=call.out_dtype, device=ref.device)
+        outs = (out,) if self.n_outputs == 1 else (
+            out, torch.empty(self.out_shape, dtype=call.out_dtype, device=ref.device))
+        scalars = call.scalars
+        args += (out, outs[-1], call.n, call.t, call.a, sn, st, se, san, sat, saa,
+                 *self.out_strides)
+        args += [scalars[name] for name in self.scalars]
+        args += self.scalar_padding
         return args, outs
 
 
@@ -229,7 +234,7 @@ class FastLaunch:
     it off for this kernel.
     """
 
-    __slots__ = ("_launch", "_consts", "_grid", "_n_runtime", "_tail", "_compiled", "_direct")
+    __slots__ = ("_launch", "_consts", "_grid", "_tail", "_compiled", "_direct", "_knobs")
 
     def __init__(self, kernel: Any, grid: tuple[int, ...], consts: dict[str, Any]) -> None:
         self._launch = kernel[grid]
@@ -237,17 +242,21 @@ class FastLaunch:
         self._grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
         names = list(kernel.arg_names)
         constexpr_names = [n for n in names if n in consts]
-        self._n_runtime = len(names) - len(constexpr_names)
+        n_runtime = len(names) - len(constexpr_names)
         # Values of the constexpr parameters, in signature order (they follow the runtime ones).
-        self._tail = tuple(consts[n] for n in names[self._n_runtime:])
+        self._tail = tuple(consts[n] for n in names[n_runtime:])
         self._compiled: dict[int, tuple[Any, ...]] = {}
-        self._direct = not interpreting() and names[self._n_runtime:] == constexpr_names
+        self._knobs = _runtime_knobs()
+        self._direct = (not interpreting() and self._knobs is not None
+                        and names[n_runtime:] == constexpr_names)
 
     def __call__(self, args: list[Any]) -> None:
-        if self._direct and _all_aligned(args):
+        if self._direct and _aligned(args):
             device = torch.cuda.current_device()
             plan = self._compiled.get(device)
-            if plan is not None and _hooks_off():
+            knobs = self._knobs
+            if (plan is not None and knobs.launch_enter_hook is None
+                    and knobs.launch_exit_hook is None):
                 run, function, metadata, stream_of = plan
                 try:
                     run(*self._grid, stream_of(device), function, metadata, None, None, None,
@@ -267,15 +276,19 @@ class FastLaunch:
         self._launch(*args, **self._consts)
 
 
-def _all_aligned(args: list[Any]) -> bool:
-    """Whether every tensor argument is 16-byte aligned (Triton's pointer specialisation)."""
-    for arg in args:
-        if isinstance(arg, torch.Tensor) and arg.data_ptr() % 16:
-            return False
-    return True
+def _aligned(args: list[Any]) -> bool:
+    """Whether the pointer slots (``P0..P7, O0, O1``, the leading arguments of every
+    core) are 16-byte aligned, as Triton's pointer specialisation assumes."""
+    bits = 0
+    for arg in args[:POINTER_ARGS]:
+        bits |= arg.data_ptr()
+    return not bits & 15
 
 
-def _hooks_off() -> bool:
-    from triton import knobs
-
-    return knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None
+def _runtime_knobs() -> Any:
+    """Triton's runtime settings (launch hooks), or None where this Triton has none."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
+    return getattr(knobs, "runtime", None)

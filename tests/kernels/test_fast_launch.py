@@ -7,15 +7,16 @@ import torch
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
-from rltriton_tune.kernels.launch import _all_aligned
+from rltriton_tune.kernels.launch import POINTER_ARGS, _aligned
 
 from .cases import check_outputs, expected, make_call
 
 
 def test_alignment_check_sees_misaligned_views():
     base = torch.zeros(64)
-    assert _all_aligned([base, 3, 0.5])
-    assert not _all_aligned([base, base[1:]])
+    pointers = [base] * POINTER_ARGS
+    assert _aligned([*pointers, 3, 0.5])
+    assert not _aligned([*pointers[:-1], base[1:], 3])
 
 
 @pytest.mark.gpu
