@@ -245,44 +245,51 @@ class FastLaunch:
         n_runtime = len(names) - len(constexpr_names)
         # Values of the constexpr parameters, in signature order (they follow the runtime ones).
         self._tail = tuple(consts[n] for n in names[n_runtime:])
-        self._compiled: dict[int, tuple[Any, ...]] = {}
+        self._compiled: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._knobs = _runtime_knobs()
         self._direct = (not interpreting() and self._knobs is not None
                         and names[n_runtime:] == constexpr_names)
 
     def __call__(self, args: list[Any]) -> None:
-        if self._direct and _aligned(args):
-            device = torch.cuda.current_device()
-            plan = self._compiled.get(device)
-            knobs = self._knobs
-            if (plan is not None and knobs.launch_enter_hook is None
-                    and knobs.launch_exit_hook is None):
-                run, function, metadata, stream_of = plan
-                try:
-                    run(*self._grid, stream_of(device), function, metadata, None, None, None,
-                        *args, *self._tail)
-                    return
-                except Exception:  # an ABI this code does not know: stay on the generic path
-                    self._direct = False
-            compiled = self._launch(*args, **self._consts)
-            if plan is None and compiled is not None:
-                compiled = compiled.result() if hasattr(compiled, "result") else compiled
-                from triton.runtime import driver
-
-                self._compiled[device] = (compiled.run, compiled.function,
-                                          compiled.packed_metadata,
-                                          driver.active.get_current_stream)
-            return
+        if self._direct:
+            bits = 0
+            dtypes = []
+            for arg in args[:POINTER_ARGS]:
+                bits |= arg.data_ptr()
+                dtypes.append(arg.dtype)
+            if not bits & 15:
+                # The binary is specialised on the pointers' element types: key it by them.
+                variant = (torch.cuda.current_device(), *dtypes)
+                plan = self._compiled.get(variant)
+                knobs = self._knobs
+                if (plan is not None and _no_hook(knobs.launch_enter_hook)
+                        and _no_hook(knobs.launch_exit_hook)):
+                    run, function, metadata = plan
+                    try:
+                        run(*self._grid, current_stream(variant[0]), function, metadata,
+                            None, None, None, *args, *self._tail)
+                        return
+                    except Exception:  # an ABI this code does not know: use the generic path
+                        self._direct = False
+                compiled = self._launch(*args, **self._consts)
+                if plan is None and compiled is not None:
+                    compiled = compiled.result() if hasattr(compiled, "result") else compiled
+                    self._compiled[variant] = (compiled.run, compiled.function,
+                                               compiled.packed_metadata)
+                return
         self._launch(*args, **self._consts)
 
 
-def _aligned(args: list[Any]) -> bool:
-    """Whether the pointer slots (``P0..P7, O0, O1``, the leading arguments of every
-    core) are 16-byte aligned, as Triton's pointer specialisation assumes."""
-    bits = 0
-    for arg in args[:POINTER_ARGS]:
-        bits |= arg.data_ptr()
-    return not bits & 15
+def current_stream(device: int) -> int:
+    """Raw handle of the current CUDA stream of ``device`` (Triton's own lookup)."""
+    from triton.runtime import driver
+
+    return driver.active.get_current_stream(device)
+
+
+def _no_hook(hook: Any) -> bool:
+    """True for an unset launch hook: None (older Triton) or an empty HookChain (newer)."""
+    return hook is None or getattr(hook, "calls", None) == []
 
 
 def _runtime_knobs() -> Any:

@@ -7,16 +7,101 @@ import torch
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
-from rltriton_tune.kernels.launch import POINTER_ARGS, _aligned
+from rltriton_tune.kernels import launch as launch_module
+from rltriton_tune.kernels.launch import POINTER_ARGS, FastLaunch
 
 from .cases import check_outputs, expected, make_call
 
 
-def test_alignment_check_sees_misaligned_views():
-    base = torch.zeros(64)
-    pointers = [base] * POINTER_ARGS
-    assert _aligned([*pointers, 3, 0.5])
-    assert not _aligned([*pointers[:-1], base[1:], 3])
+class FakeCompiled:
+    """What Triton's generic launch returns: a binary with a direct launcher."""
+
+    function = "fn"
+    packed_metadata = "meta"
+
+    def __init__(self, log):
+        self.log = log
+
+    def run(self, *args):
+        self.log.append(("direct", args))
+
+
+class FakeKernel:
+    """A JIT kernel with runtime args P0..P7, O0, O1, N and constexpr BLOCK."""
+
+    arg_names = [f"P{i}" for i in range(8)] + ["O0", "O1", "N", "BLOCK"]
+
+    def __init__(self):
+        self.log = []
+
+    def __getitem__(self, grid):
+        def generic(*args, **consts):
+            self.log.append(("generic", args, consts))
+            return FakeCompiled(self.log)
+        return generic
+
+
+@pytest.fixture
+def fast(monkeypatch):
+    monkeypatch.setattr(launch_module, "interpreting", lambda: False)
+    monkeypatch.setattr(launch_module, "current_stream", lambda device: 77)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    kernel = FakeKernel()
+    return kernel, FastLaunch(kernel, (5,), {"BLOCK": 16, "num_warps": 4})
+
+
+def _args(dtype=torch.float32, offset=0):
+    base = torch.zeros(64, dtype=dtype)
+    return [base[offset:]] * POINTER_ARGS + [100]
+
+
+def test_second_launch_calls_the_binary_with_constexprs_appended(fast):
+    kernel, launcher = fast
+    args = _args()
+    launcher(args)
+    launcher(args)
+    assert [entry[0] for entry in kernel.log] == ["generic", "direct"]
+    direct = kernel.log[1][1]
+    assert direct[:4] == (5, 1, 1, 77)                     # grid, then the current stream
+    assert direct[4:6] == ("fn", "meta")
+    assert list(direct[9:]) == [*args, 16]                 # runtime args, then BLOCK
+
+
+def test_new_pointer_dtypes_compile_their_own_variant(fast):
+    kernel, launcher = fast
+    launcher(_args(torch.float32))
+    launcher(_args(torch.bfloat16))
+    launcher(_args(torch.bfloat16))
+    assert [entry[0] for entry in kernel.log] == ["generic", "generic", "direct"]
+
+
+def test_misaligned_pointers_always_take_the_generic_path(fast):
+    kernel, launcher = fast
+    launcher(_args())
+    launcher(_args(offset=1))
+    assert [entry[0] for entry in kernel.log] == ["generic", "generic"]
+
+
+def test_a_launch_hook_takes_the_generic_path(fast, monkeypatch):
+    kernel, launcher = fast
+    monkeypatch.setattr(launcher._knobs, "launch_enter_hook", lambda metadata: None)
+    launcher(_args())
+    launcher(_args())
+    assert [entry[0] for entry in kernel.log] == ["generic", "generic"]
+
+
+def test_a_failing_direct_launch_falls_back_for_good(fast):
+    kernel, launcher = fast
+    launcher(_args())
+
+    def broken(*args):
+        raise TypeError("unexpected launcher signature")
+
+    variant = next(iter(launcher._compiled))
+    launcher._compiled[variant] = (broken, "fn", "meta")
+    launcher(_args())
+    launcher(_args())
+    assert [entry[0] for entry in kernel.log] == ["generic", "generic", "generic"]
 
 
 @pytest.mark.gpu
