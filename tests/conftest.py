@@ -22,5 +22,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _isolated_profile_dir(tmp_path_factory, monkeypatch):
-    """Every test writes profiles to its own folder, never the user's real one."""
+    """Every test writes profiles to its own folder, never the user's real one, and sees
+    no shipped profiles unless it asks for them (tests/tuning_db/test_shipped.py)."""
     monkeypatch.setenv("RLTRITON_TUNE_DB", str(tmp_path_factory.mktemp("profiles")))
+    monkeypatch.setenv("RLTRITON_TUNE_SHIPPED_DB", str(tmp_path_factory.mktemp("shipped")))

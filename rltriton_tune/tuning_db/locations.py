@@ -23,12 +23,18 @@ def user_dir() -> Path:
     return Path(platformdirs.user_data_dir("rltriton-tune"))
 
 
-_SHIPPED = Path(__file__).resolve().parent / "profiles"
+#: The profiles that ship inside the package (package data, reviewed like code).
+PACKAGE_PROFILES = Path(__file__).resolve().parent / "profiles"
+
+#: Environment variable replacing the shipped-profile folder: for tests, and for trying a
+#: candidate set of shipped profiles before it goes into the package.
+SHIPPED_ENV = "RLTRITON_TUNE_SHIPPED_DB"
 
 
 def shipped_dir() -> Path:
-    """Profiles shipped inside the package (reviewed like code)."""
-    return _SHIPPED
+    """The shipped profiles: :data:`PACKAGE_PROFILES`, or ``$RLTRITON_TUNE_SHIPPED_DB``."""
+    configured = os.environ.get(SHIPPED_ENV, "").strip()
+    return Path(configured).expanduser() if configured else PACKAGE_PROFILES
 
 
 def profile_path(fp: dict[str, Any], directory: Path | None = None) -> Path:

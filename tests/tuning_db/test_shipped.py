@@ -6,15 +6,16 @@ import pytest
 
 from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.abi import KERNEL_ABI
-from rltriton_tune.tuning_db import read_profile, shipped_dir
+from rltriton_tune.tuning_db import read_profile
+from rltriton_tune.tuning_db.locations import PACKAGE_PROFILES
 
 pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
 
-SHIPPED = sorted(shipped_dir().glob("*.json"))
+SHIPPED = sorted(PACKAGE_PROFILES.glob("*.json"))
 
 
 def test_some_profile_is_shipped():
-    assert SHIPPED, f"no profile in {shipped_dir()}"
+    assert SHIPPED, f"no profile in {PACKAGE_PROFILES}"
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
