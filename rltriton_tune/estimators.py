@@ -260,7 +260,18 @@ def compute_gae(
     *,
     time_major: bool = False,
 ) -> Tensor:
-    """Generalized advantage estimates ``[N, T]`` (SPEC.md section 1)."""
+    """Generalized advantage estimates, ``[N, T]``.
+
+    ``A[t] = δ[t] + γλ(1 - done[t]) A[t+1]`` with
+    ``δ[t] = r[t] + γ(1 - term[t]) nv[t] - values[t]``, where ``nv[t]`` is
+    ``values[t+1]``, or the bootstrap value at the last step and at truncations
+    (``bootstrap_values[t]``, or ``last_value`` at ``t = T-1``; give at most one, and
+    ``last_value`` only without ``truncateds``).
+    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
+    ``time_major=True``, read without a transposed copy); flags may be float, bool
+    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
+    outputs take the dtype of ``rewards``. Inputs are never modified.
+    """
     return _run(_GAE, (rewards, values, terminateds, truncateds, bootstrap_values, last_value),
                 (gamma, lambda_), time_major)
 
@@ -280,7 +291,20 @@ def compute_vtrace(
     *,
     time_major: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """V-trace targets and policy-gradient advantages ``(vs, advantages)`` (SPEC.md section 2)."""
+    """V-trace targets and policy-gradient advantages, ``(vs, advantages)``.
+
+    With ``ratio = exp(log_pi_target - log_pi_behavior)``, ``ρ = min(rho_bar, ratio)``
+    and ``c = min(c_bar, ratio)``: ``vs[t] = values[t] + D[t]``,
+    ``D[t] = ρ[t] (r[t] + γ(1 - term[t]) nv[t] - values[t]) + γ c[t] (1 - done[t]) D[t+1]``,
+    and
+    ``advantages[t] = ρ[t] (r[t] + γ(1 - term[t]) vs[t+1] - values[t])``; bootstrap
+    values replace ``values[t+1]`` / ``vs[t+1]`` at the last step and at
+    truncations, as in :func:`compute_gae`.
+    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
+    ``time_major=True``, read without a transposed copy); flags may be float, bool
+    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
+    outputs take the dtype of ``rewards``. Inputs are never modified.
+    """
     return _run(_VTRACE, (log_pi_target, log_pi_behavior, values, rewards, terminateds,
                           truncateds, bootstrap_values, last_value),
                 (gamma, rho_bar, c_bar), time_major)
@@ -302,7 +326,20 @@ def compute_retrace(
     *,
     time_major: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """Retrace(λ) Q targets and advantages ``(q_ret, advantages)`` (SPEC.md section 3)."""
+    """Retrace(λ) Q targets and advantages, ``(q_ret, advantages)``.
+
+    ``action_probs_target`` and ``next_q_values_all`` are ``[N, T, A]``; ``actions``
+    is an integer ``[N, T]`` tensor; ``action_probs_behavior`` holds μ(a_t|s_t).
+    ``c[t] = λ min(c_bar, π(a_t)/μ(a_t))``, ``EQ[t] = Σ_a π[t, a] Q_next[t, a]``,
+    ``q_ret[t] = q_values[t] + D[t]`` with
+    ``D[t] = r[t] + γ(1 - term[t]) EQ[t] - q_values[t] + γ c[t+1] (1 - done[t]) D[t+1]``.
+    An action outside ``[0, A)`` is a ``ValueError`` on CPU; on a GPU (where a check
+    would sync the device) it never faults and its outputs become NaN.
+    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
+    ``time_major=True``, read without a transposed copy); flags may be float, bool
+    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
+    outputs take the dtype of ``rewards``. Inputs are never modified.
+    """
     return _run(_RETRACE, (action_probs_target, action_probs_behavior, q_values,
                            next_q_values_all, actions, rewards, terminateds, truncateds),
                 (gamma, lambda_, c_bar, rho_bar), time_major)
@@ -319,7 +356,16 @@ def compute_lambda_returns(
     *,
     time_major: bool = False,
 ) -> Tensor:
-    """TD(λ) returns ``[N, T]`` (SPEC.md section 4)."""
+    """TD(λ) returns, ``[N, T]``.
+
+    ``G[t] = r[t] + γ(1 - done[t])((1 - λ) next_values[t] + λ G[t+1]) + γ trunc[t] b[t]``,
+    ``G[T] = b[T-1]``; ``next_values[t]`` is V(s_{t+1}) as the caller stores it.
+    λ = 0 gives one-step TD targets, λ = 1 discounted returns.
+    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
+    ``time_major=True``, read without a transposed copy); flags may be float, bool
+    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
+    outputs take the dtype of ``rewards``. Inputs are never modified.
+    """
     return _run(_LAMBDA, (rewards, next_values, terminateds, truncateds, bootstrap_values),
                 (gamma, lambda_), time_major)
 
@@ -333,7 +379,15 @@ def compute_discounted_returns(
     *,
     time_major: bool = False,
 ) -> Tensor:
-    """Discounted returns ``[N, T]`` (SPEC.md section 5)."""
+    """Discounted returns, ``[N, T]``.
+
+    ``G[t] = r[t] + γ(1 - done[t]) G[t+1] + γ trunc[t] b[t]``, ``G[T] = b[T-1]``
+    (``b`` = ``bootstrap_values``, zero when not given).
+    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
+    ``time_major=True``, read without a transposed copy); flags may be float, bool
+    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
+    outputs take the dtype of ``rewards``. Inputs are never modified.
+    """
     return _run(_RETURNS, (rewards, terminateds, truncateds, bootstrap_values), (gamma,),
                 time_major)
 
@@ -347,7 +401,15 @@ def compute_eligibility_traces(
     *,
     time_major: bool = False,
 ) -> Tensor:
-    """Accumulating eligibility traces ``[N, T]``, a forward scan (SPEC.md section 6)."""
+    """Accumulating eligibility traces, ``[N, T]`` (a forward scan).
+
+    ``z[t] = g[t] + γλ(1 - done[t-1]) z[t-1]``, ``z[-1] = seed_values`` (default 0);
+    ``done[t] = 1`` ends the episode at ``t``.
+    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
+    ``time_major=True``, read without a transposed copy); flags may be float, bool
+    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
+    outputs take the dtype of ``gradients``. Inputs are never modified.
+    """
     return _run(_TRACES, (gradients, dones, seed_values), (gamma, lambda_), time_major)
 
 
@@ -359,7 +421,16 @@ def compute_episodic_prefix_sum(
     *,
     time_major: bool = False,
 ) -> Tensor:
-    """Per-episode running sums ``[N, T]``, a forward scan (SPEC.md section 7)."""
+    """Per-episode running sums, ``[N, T]`` (a forward scan).
+
+    ``boundary="ends_at"``: ``C[t] = x[t] + (1 - done[t-1]) C[t-1]``;
+    ``boundary="starts_at"``: ``C[t] = x[t] + (1 - done[t]) C[t-1]``;
+    ``C[-1] = seed_values`` (default 0).
+    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
+    ``time_major=True``, read without a transposed copy); flags may be float, bool
+    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
+    outputs take the dtype of ``inputs``. Inputs are never modified.
+    """
     return _run(_PREFIX, (inputs, dones, seed_values), (), time_major,
                 _boundary(_PREFIX, boundary))
 
