@@ -17,4 +17,4 @@ for _ in range(20): y.copy_(x)
 e.record(); torch.cuda.synchronize(); ms = s.elapsed_time(e) / 20
 print(f"copy bandwidth {2 * x.numel() * 4 / ms / 1e6:.0f} GB/s (read+write, 2 GiB buffers)")
 PY
-timeout "${GPU_TEST_TIMEOUT:-420}" python3 -m pytest -m gpu -q -p no:cacheprovider -p no:randomly --timeout 300 -n "${GPU_WORKERS:-16}" ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+timeout "${GPU_TEST_TIMEOUT:-420}" python3 -m pytest -m gpu -v --durations=25 -p no:cacheprovider -p no:randomly --timeout 300 -n "${GPU_WORKERS:-16}" ${GPU_TESTS:-tests} 2>&1 | grep -v "PytestBenchmarkWarning\|warner(" | tee "$OUT/gpu_tests.log" | grep -E "FAILED|ERROR|passed|failed" | tail -40
