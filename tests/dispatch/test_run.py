@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import time
 import types
 import warnings
 
@@ -84,30 +83,29 @@ def test_inline_memo_key_matches_memo_key():
     assert len(memo.table) == 1
 
 
-def test_memo_hit_costs_under_2us_over_the_launcher():
-    """The memo path alone: run() with a no-op launcher memoised vs calling it directly
-    (min over rounds, so a loaded machine does not make it flaky)."""
+def test_memo_hit_calls_only_the_memoised_launcher(monkeypatch):
+    """A hit goes straight to the memoised launcher: no decision, no preparation.
+    (Its cost is measured by benchmarks/dispatch_overhead.py, not asserted here.)"""
     from rltriton_tune.dispatch import forcing
 
     call = prepare_call("gae", **random_inputs(ProblemKey("gae", 3, 4)))
     dispatch.run(call)
     outputs = (torch.empty(0),)
+    seen = []
 
     def noop(c):
+        seen.append(c)
         return outputs
 
     memo.table[memo.memo_key(call, forcing.current())] = noop
+
+    def no_miss(*args):
+        raise AssertionError("a memo hit must not take the miss path")
+
+    monkeypatch.setattr(dispatch, "_miss", no_miss)
     assert dispatch.run(call) is outputs
-
-    def per_call(fn, reps=20000):
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn(call)
-        return (time.perf_counter() - start) / reps
-
-    through = min(per_call(dispatch.run) for _ in range(5))
-    direct = min(per_call(noop) for _ in range(5))
-    assert through - direct < 2e-6, (through, direct)
+    assert dispatch.run(call) is outputs
+    assert seen == [call, call]
 
 
 def test_concurrent_threads_with_different_shapes_get_correct_results():
