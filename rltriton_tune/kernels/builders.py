@@ -241,6 +241,15 @@ def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A,
     _store(O1, rows, ts, osn, ost, adv, m)
 
 
+@triton.jit
+def _fold_final_bootstrap(alpha, beta, b, ts, T, m):
+    """Fold the returns' boundary G[T] = b[T-1] into alpha at t = T-1 (zero carry after)."""
+    last = ts == T - 1
+    alpha = tl.where(last, alpha + beta * b, alpha)
+    beta = tl.where(last, 0.0, beta)
+    return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
+
+
 # --------------------------------------------------------------------------- lambda-returns
 # slots: rewards, next_values, terminateds, truncateds, bootstrap_values
 # scalars: gamma, lambda_
@@ -273,10 +282,7 @@ def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn,
     trunc, b, done = _returns_boundary(P3, P4, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
     alpha = r + S0 * (1.0 - done) * (1.0 - S1) * nv + S0 * trunc * b
     beta = S0 * S1 * (1.0 - done)
-    last = ts == T - 1                              # G[T] = b[T-1], folded into alpha
-    alpha = tl.where(last, alpha + beta * b, alpha)
-    beta = tl.where(last, 0.0, beta)
-    return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
+    return _fold_final_bootstrap(alpha, beta, b, ts, T, m)
 
 
 # --------------------------------------------------------------------------- discounted returns
@@ -295,10 +301,7 @@ def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
     trunc, b, done = _returns_boundary(P2, P3, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
     alpha = r + S0 * trunc * b
     beta = S0 * (1.0 - done)
-    last = ts == T - 1                              # G[T] = b[T-1], folded into alpha
-    alpha = tl.where(last, alpha + beta * b, alpha)
-    beta = tl.where(last, 0.0, beta)
-    return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
+    return _fold_final_bootstrap(alpha, beta, b, ts, T, m)
 
 
 # --------------------------------------------------------------------------- forward scans
