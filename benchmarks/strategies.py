@@ -132,6 +132,11 @@ def clamp(x: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, x))
 
 
+#: (BLOCK_N, BLOCK_T, num_warps) of the tiled configs that won cells of DESIGN.md's table.
+DESIGN_TILED = ((16, 16, 1), (4, 16, 4), (4, 16, 1), (1, 64, 1), (1, 256, 4), (1, 256, 1),
+                (1, 1024, 4), (1, 1024, 8))
+
+
 def hand_picked(name: str, key: ProblemKey) -> list[Params]:
     """A handful of sensible configs of strategy ``name`` for ``key`` (before validation)."""
     from rltriton_tune.kernels.launch import next_pow2
@@ -148,7 +153,9 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
                         "num_stages": 1})
         return out
     if name == "tiled":
-        out = []
+        # The winners of DESIGN.md's 29-config H200 tiled sweep, then size-scaled picks.
+        out = [{"BLOCK_N": bn, "BLOCK_T": min(bt, max(8, bt_all)), "num_warps": w,
+                "num_stages": 1} for bn, bt, w in DESIGN_TILED]
         for bt, elems in ((64, 2048), (128, 4096), (1024, 4096)):
             bt = min(bt, max(8, bt_all))
             bn = clamp(elems // bt, 1, min(64, next_pow2(n)))
@@ -159,6 +166,11 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
         if t < 512:
             return []
         out = []
+        if n <= 256 and t >= 8192:  # few rows, long T: the split core's home ground
+            out += [{"CHUNK_T": chunk, "BLOCK_N": bn, "BLOCK_T": min(bt, chunk),
+                     "num_warps": w, "CARRY_BLOCK": 64}
+                    for chunk in (256, 512) for bn, bt, w in ((1, 256, 2), (2, 256, 4),
+                                                             (16, 128, 8))]
         for parts, bn in ((256, 1), (64, 4)):
             chunk = max(256, pow2_floor(bt_all // parts))
             bt = min(1024, chunk) if bn == 1 else min(256, chunk)
