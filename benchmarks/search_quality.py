@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ from optuna.trial import TrialState
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.strategy import InvalidConfig
+from rltriton_tune.tune.compile_pool import CompilePool, compile_pool_for
 from rltriton_tune.tune.evaluate import Evaluator
 from rltriton_tune.tune.space import SearchSpace, heuristic_choice
 from rltriton_tune.tune.study import all_strategies_for, finalize, make_sampler, run_trials
@@ -43,25 +43,33 @@ WITHIN = 0.03
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def exhaustive(key: ProblemKey, device: torch.device, cache: Path) -> dict[str, dict]:
+def exhaustive(key: ProblemKey, device: torch.device, cache: Path,
+               pool: CompilePool | None) -> dict[str, dict]:
     """label -> {"strategy", "params", "device_us" (None if failed), "error"}."""
     if cache.exists():
         return json.loads(cache.read_text())
+    partial = cache.with_suffix(".partial.json")  # an interrupted sweep resumes from here
+    table: dict[str, dict] = json.loads(partial.read_text()) if partial.exists() else {}
     space = SearchSpace(key, device)
-    cands = space.enumerate()
+    cands = [c for c in space.enumerate() if c.label() not in table]
     evaluator = Evaluator(key, device, all_strategies_for(device, space), time_budget_s=0.03,
-                          workers=os.cpu_count() if device.type == "cuda" else 1)
-    table: dict[str, dict] = {}
+                          workers=1, pool=pool)
+    step = 4 * pool.workers if pool is not None else 16
+    start_time = time.perf_counter()
     try:
-        for start in range(0, len(cands), 16):
-            for out in evaluator.evaluate(cands[start:start + 16]):
+        for start in range(0, len(cands), step):
+            for out in evaluator.evaluate(cands[start:start + step]):
                 table[out.candidate.label()] = {
                     "strategy": out.candidate.strategy, "params": out.candidate.params,
                     "device_us": out.timing.device_us if out.ok else None, "error": out.error}
-            print(f"  {key.as_text()}: {len(table)}/{len(cands)} configs", file=sys.stderr)
+            partial.write_text(json.dumps(table))
+            left = max(0, len(cands) - start - step)
+            print(f"  {key.as_text()}: {len(table)} configs done, {left} left "
+                  f"({time.perf_counter() - start_time:.0f} s)", file=sys.stderr)
     finally:
         evaluator.close()
     cache.write_text(json.dumps(table, indent=1))
+    partial.unlink(missing_ok=True)
     return table
 
 
@@ -96,14 +104,14 @@ def replay(key: ProblemKey, device: torch.device, table: dict[str, dict], budget
     return curve
 
 
-def live(key: ProblemKey, device: torch.device, budget: int) -> dict:
+def live(key: ProblemKey, device: torch.device, budget: int, pool: CompilePool | None) -> dict:
     """One real tuner run (in-memory study): trials, then top-k re-measure."""
     from rltriton_tune.tune.study import open_study
 
     space = SearchSpace(key, device)
     study = open_study(key, device, ":memory:", trials=budget, space=space)
     start = time.perf_counter()
-    run_trials(key, device, trials=budget, study=study, space=space)
+    run_trials(key, device, trials=budget, study=study, space=space, pool=pool)
     result = finalize(study, key, device, space=space, record=False)
     best = result.best
     return {"seconds": time.perf_counter() - start, "trials": result.trials,
@@ -149,9 +157,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--fraction", type=float, default=0.25, help="budget / exhaustive count")
     p.add_argument("--no-live", action="store_true", help="skip the live tuner runs")
+    p.add_argument("--exhaustive-only", action="store_true",
+                   help="only measure (or resume) the exhaustive tables")
+    p.add_argument("--replay-only", action="store_true",
+                   help="replay searches on tables measured before (no GPU needed; no live runs)")
     args = p.parse_args(argv)
     device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
+    args.no_live |= args.replay_only
+    meta_path = args.output / "meta.json"
+    if args.replay_only:
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    elif device.type == "cuda" and not torch.cuda.is_available():
         print("search_quality: error: --device cuda but no CUDA GPU", file=sys.stderr)
         return 1
     algorithms = args.algorithms.split(",")[:1] if args.quick else args.algorithms.split(",")
@@ -160,42 +176,56 @@ def main(argv: list[str] | None = None) -> int:
         shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.shapes.split(",")]
     seeds = min(args.seeds, 3) if args.quick else args.seeds
     args.output.mkdir(parents=True, exist_ok=True)
+    if not args.replay_only:
+        import triton
+
+        meta = {"device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+                else "cpu", "torch": torch.__version__, "triton": triton.__version__}
+        meta_path.write_text(json.dumps(meta))
     results = []
-    for alg in algorithms:
-        for n, t in shapes:
-            key = ProblemKey(alg, n, t)
-            cache = args.output / f"exhaustive_{alg}_{n}x{t}_{device.type}.json"
-            table = exhaustive(key, device, cache)
-            times = {k: v["device_us"] for k, v in table.items() if v["device_us"] is not None}
-            if not times:
-                print(f"{key.as_text()}: no config passed", file=sys.stderr)
-                continue
-            best_label = min(times, key=times.get)
-            budget = max(1, math.floor(args.fraction * len(table)))
-            curves = {name: [replay(key, device, table, budget, name, s) for s in range(seeds)]
-                      for name in ("tpe", "random")}
-            best = times[best_label]
-            res = {
-                "key": key.as_text(), "configs": len(table), "valid": len(times),
-                "budget": budget, "exhaustive_best": best_label, "exhaustive_best_us": best,
-                "curves": curves,
-                "tpe_within_3pct": [c[-1] <= best * (1 + WITHIN) for c in curves["tpe"]],
-                "random_within_3pct": [c[-1] <= best * (1 + WITHIN) for c in curves["random"]],
-                "trials_to_3pct_tpe": [next((i + 1 for i, v in enumerate(c)
-                                             if v <= best * (1 + WITHIN)), None)
-                                       for c in curves["tpe"]],
-            }
-            if not args.no_live:
-                res["live"] = live(key, device, budget)
-                if res["live"]["device_us"]:
-                    res["live"]["ratio_to_exhaustive"] = res["live"]["device_us"] / best
-            results.append(res)
-            print(f"{key.as_text()}: {len(table)} configs, budget {budget}, TPE within 3% in "
-                  f"{sum(res['tpe_within_3pct'])}/{seeds} seeds, random in "
-                  f"{sum(res['random_within_3pct'])}/{seeds}", file=sys.stderr)
+    with compile_pool_for(device if not args.replay_only else torch.device("cpu")) as pool:
+        for alg in algorithms:
+            for n, t in shapes:
+                key = ProblemKey(alg, n, t)
+                cache = args.output / f"exhaustive_{alg}_{n}x{t}_{device.type}.json"
+                if args.replay_only and not cache.exists():
+                    print(f"{key.as_text()}: no exhaustive table, skipped", file=sys.stderr)
+                    continue
+                table = exhaustive(key, device, cache, pool)
+                if args.exhaustive_only:
+                    continue
+                times = {k: v["device_us"] for k, v in table.items() if v["device_us"] is not None}
+                if not times:
+                    print(f"{key.as_text()}: no config passed", file=sys.stderr)
+                    continue
+                best_label = min(times, key=times.get)
+                budget = max(1, math.floor(args.fraction * len(table)))
+                curves = {name: [replay(key, device, table, budget, name, s) for s in range(seeds)]
+                          for name in ("tpe", "random")}
+                best = times[best_label]
+                res = {
+                    "key": key.as_text(), "configs": len(table), "valid": len(times),
+                    "budget": budget, "exhaustive_best": best_label, "exhaustive_best_us": best,
+                    "curves": curves,
+                    "tpe_within_3pct": [c[-1] <= best * (1 + WITHIN) for c in curves["tpe"]],
+                    "random_within_3pct": [c[-1] <= best * (1 + WITHIN) for c in curves["random"]],
+                    "trials_to_3pct_tpe": [next((i + 1 for i, v in enumerate(c)
+                                                 if v <= best * (1 + WITHIN)), None)
+                                           for c in curves["tpe"]],
+                }
+                if not args.no_live:
+                    res["live"] = live(key, device, budget, pool)
+                    if res["live"]["device_us"]:
+                        res["live"]["ratio_to_exhaustive"] = res["live"]["device_us"] / best
+                results.append(res)
+                print(f"{key.as_text()}: {len(table)} configs, budget {budget}, TPE within 3% in "
+                      f"{sum(res['tpe_within_3pct'])}/{seeds} seeds, random in "
+                      f"{sum(res['random_within_3pct'])}/{seeds}", file=sys.stderr)
+    if args.exhaustive_only:
+        return 0
     summary = {
         "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        **meta,
         "fraction": args.fraction, "seeds": seeds, "within": WITHIN, "results": results,
         "tpe_success_rate": statistics.mean(x for r in results for x in r["tpe_within_3pct"])
         if results else None,

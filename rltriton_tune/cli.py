@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "profiles), e.g. postgresql://user@host/db")
     t.add_argument("--isolate", action="store_true",
                    help="evaluate candidates in a child process (survives GPU faults)")
+    t.add_argument("--compile-workers", type=int, metavar="N",
+                   help="processes compiling candidates in parallel on a GPU (default: one per "
+                   "CPU core, shared among --devices; 0: threads in this process)")
     t.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     t.add_argument("--no-compile-baseline", action="store_true",
                    help="skip measuring torch.compile (seconds of compilation per key)")
@@ -264,6 +267,7 @@ def cmd_doctor(args) -> int:
 def cmd_tune(args) -> int:
     from tqdm import tqdm
 
+    from rltriton_tune.tune.compile_pool import compile_pool_for
     from rltriton_tune.tune.space import SearchSpace
     from rltriton_tune.tune.study import finalize, open_study, run_trials
 
@@ -285,16 +289,18 @@ def cmd_tune(args) -> int:
         errors += run_workers(keys, [str(d) for d in devices], trials=trials,
                               timeout_s=args.timeout, storage=args.storage,
                               isolate=args.isolate, seed=args.seed,
+                              compile_workers=args.compile_workers,
                               on_event=lambda kind, _p: bar.update(kind == "trial"))
     else:
-        for key in keys:
-            bar.set_postfix_str(key.as_text())
-            try:
-                run_trials(key, device, trials=trials, timeout_s=args.timeout,
-                           study=studies[key], isolate=args.isolate, seed=args.seed,
-                           space=spaces[key], on_trial=lambda _t: bar.update(1))
-            except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
-                errors.append(f"{key.as_text()}: {type(exc).__name__}: {exc}")
+        with compile_pool_for(device, args.compile_workers, args.isolate) as pool:
+            for key in keys:
+                bar.set_postfix_str(key.as_text())
+                try:
+                    run_trials(key, device, trials=trials, timeout_s=args.timeout,
+                               study=studies[key], isolate=args.isolate, seed=args.seed,
+                               space=spaces[key], pool=pool, on_trial=lambda _t: bar.update(1))
+                except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
+                    errors.append(f"{key.as_text()}: {type(exc).__name__}: {exc}")
     bar.close()
     rows = []
     skip = ("torch_compile",) if args.no_compile_baseline else ()

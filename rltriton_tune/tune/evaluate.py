@@ -1,10 +1,10 @@
 """Run candidates: prepare (compile), correctness gate, then timing.
 
-Preparing and gating run on a thread pool so Triton compiles several upcoming
-configs at once on the CPU cores; timing then runs one candidate at a time, with
-nothing else on the device. Every failure (invalid config, compile error, wrong
-result, timeout, exception) becomes an :class:`Outcome` with a reason, never an
-exception.
+Preparing and gating run in parallel first: in a :class:`CompilePool` of worker
+processes (one per CPU core) when one is given, else on a thread pool. Timing
+then runs one candidate at a time, with nothing else on the device. Every
+failure (invalid config, compile error, wrong result, timeout, exception) becomes
+an :class:`Outcome` with a reason, never an exception.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.strategy import Strategy
+from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.gate import Gate
 from rltriton_tune.tune.measure import Bench, Timing
 from rltriton_tune.tune.space import Candidate
@@ -54,8 +55,9 @@ class Evaluator:
     def __init__(self, key: ProblemKey, device: torch.device, strategies: dict[str, Strategy],
                  *, seed: int = 0, workers: int | None = None,
                  compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
-                 time_budget_s: float | None = None) -> None:
+                 time_budget_s: float | None = None, pool: CompilePool | None = None) -> None:
         self.key = key
+        self.pool = pool
         self.device = torch.device(device)
         self.strategies = strategies
         self.seed = seed
@@ -63,7 +65,7 @@ class Evaluator:
         cuda = self.device.type == "cuda"
         self.time_budget_s = time_budget_s if time_budget_s is not None else (0.1 if cuda else 0.03)
         self.workers = workers or (min(8, os.cpu_count() or 1) if cuda else 1)
-        self._pool: cf.ThreadPoolExecutor | None = None
+        self._threads: cf.ThreadPoolExecutor | None = None
         self._bench: Bench | None = None
         self.gate = Gate(key, self.device)
 
@@ -97,11 +99,14 @@ class Evaluator:
         """Gate every candidate (in parallel), then time those that passed, in order."""
         budget = self.time_budget_s if budget_s is None else budget_s
         errors: dict[int, str] = {}
-        if gate:
+        if gate and self.pool is not None:
+            errors = {i: e for i, e in enumerate(self.pool.check(self.key, self.device,
+                                                                 candidates)) if e}
+        elif gate:
             if self.workers > 1 and len(candidates) > 1:
-                if self._pool is None:
-                    self._pool = cf.ThreadPoolExecutor(self.workers, "rltriton-tune-compile")
-                futures = [self._pool.submit(self._prepare_and_check, c) for c in candidates]
+                if self._threads is None:
+                    self._threads = cf.ThreadPoolExecutor(self.workers, "rltriton-tune-compile")
+                futures = [self._threads.submit(self._prepare_and_check, c) for c in candidates]
                 for i, fut in enumerate(futures):
                     try:
                         fut.result(timeout=self.compile_timeout_s)
@@ -119,6 +124,6 @@ class Evaluator:
                 for i, c in enumerate(candidates)]
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+            self._threads = None

@@ -14,26 +14,29 @@ from rltriton_tune.call import ProblemKey
 
 
 def _worker(key_texts: list[str], device: str, trials: int, timeout_s: float | None,
-            storage: str | None, isolate: bool, seed: int, queue: mp.Queue) -> None:
+            storage: str | None, isolate: bool, seed: int, compile_workers: int | None,
+            share: int, queue: mp.Queue) -> None:
     import torch
 
+    from rltriton_tune.tune.compile_pool import compile_pool_for
     from rltriton_tune.tune.study import run_trials
 
-    for text in key_texts:
-        key = ProblemKey.from_text(text)
-        try:
-            run_trials(key, torch.device(device), trials=trials, timeout_s=timeout_s,
-                       storage=storage, isolate=isolate, seed=seed,
-                       on_trial=lambda _t, k=text: queue.put(("trial", k)))
-        except Exception as exc:  # noqa: BLE001 - report and go on with the next key
-            queue.put(("error", f"{device} {text}: {type(exc).__name__}: {exc}"))
-        queue.put(("key-done", text))
+    with compile_pool_for(torch.device(device), compile_workers, isolate, share) as pool:
+        for text in key_texts:
+            key = ProblemKey.from_text(text)
+            try:
+                run_trials(key, torch.device(device), trials=trials, timeout_s=timeout_s,
+                           storage=storage, isolate=isolate, seed=seed, pool=pool,
+                           on_trial=lambda _t, k=text: queue.put(("trial", k)))
+            except Exception as exc:  # noqa: BLE001 - report and go on with the next key
+                queue.put(("error", f"{device} {text}: {type(exc).__name__}: {exc}"))
+            queue.put(("key-done", text))
     queue.put(("worker-done", device))
 
 
 def run_workers(keys: Sequence[ProblemKey], devices: Sequence[str], *, trials: int,
                 timeout_s: float | None, storage: str | None, isolate: bool = False,
-                seed: int = 0, on_event=None) -> list[str]:
+                seed: int = 0, compile_workers: int | None = None, on_event=None) -> list[str]:
     """Run trials for ``keys`` on every device in parallel; return error messages.
 
     ``on_event(kind, payload)`` is called in the parent for each ``"trial"``,
@@ -42,29 +45,35 @@ def run_workers(keys: Sequence[ProblemKey], devices: Sequence[str], *, trials: i
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     texts = [k.as_text() for k in keys]
+    # Not daemonic: each worker starts its own compile processes.
     procs = [ctx.Process(target=_worker, args=(texts, d, trials, timeout_s, storage, isolate,
-                                                seed + i, queue), daemon=True)
+                                                seed + i, compile_workers, len(devices), queue))
              for i, d in enumerate(devices)]
     for p in procs:
         p.start()
     errors: list[str] = []
     running = len(procs)
-    while running:
-        try:
-            kind, payload = queue.get(timeout=5)
-        except Exception:  # noqa: BLE001 - queue.Empty: check for dead workers
-            if not any(p.is_alive() for p in procs):
-                break
-            continue
-        if kind == "worker-done":
-            running -= 1
-            continue
-        if kind == "error":
-            errors.append(payload)
-        if on_event is not None:
-            on_event(kind, payload)
-    for p in procs:
-        p.join(timeout=30)
-        if p.exitcode not in (0, None):
-            errors.append(f"worker for {p.name} exited with status {p.exitcode}")
+    try:
+        while running:
+            try:
+                kind, payload = queue.get(timeout=5)
+            except Exception:  # noqa: BLE001 - queue.Empty: check for dead workers
+                if not any(p.is_alive() for p in procs):
+                    break
+                continue
+            if kind == "worker-done":
+                running -= 1
+                continue
+            if kind == "error":
+                errors.append(payload)
+            if on_event is not None:
+                on_event(kind, payload)
+    finally:
+        for p in procs:
+            p.join(timeout=30 if running == 0 else 0)
+            if p.is_alive():  # interrupted, or a worker that would not finish
+                p.terminate()
+                p.join(timeout=5)
+            if p.exitcode not in (0, None):
+                errors.append(f"worker for {p.name} exited with status {p.exitcode}")
     return errors

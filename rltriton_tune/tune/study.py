@@ -23,6 +23,7 @@ from optuna.trial import TrialState
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.strategy import InvalidConfig, Strategy
 from rltriton_tune.tune.baselines import baseline_candidates
+from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator, Outcome
 from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice
 from rltriton_tune.tune.storage import open_storage
@@ -97,7 +98,7 @@ def run_trials(key: ProblemKey, device: torch.device | str, *, trials: int,
                timeout_s: float | None = None, storage: str | None = None,
                study: optuna.Study | None = None, isolate: bool = False, seed: int = 0,
                batch: int | None = None, evaluator: Any = None,
-               space: SearchSpace | None = None,
+               space: SearchSpace | None = None, pool: CompilePool | None = None,
                on_trial: Callable[[optuna.trial.FrozenTrial | None], None] | None = None) -> int:
     """Run trials until the study holds ``trials`` finished ones (or ``timeout_s`` passes).
 
@@ -112,7 +113,7 @@ def run_trials(key: ProblemKey, device: torch.device | str, *, trials: int,
     study = study or open_study(key, device, storage, trials=trials, seed=seed, space=space)
     own = evaluator is None
     if evaluator is None:
-        evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed)
+        evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed, pool=pool)
     per_batch = batch or min(4, getattr(evaluator, "workers", 1))
     done = 0
     try:
@@ -128,12 +129,14 @@ def run_trials(key: ProblemKey, device: torch.device | str, *, trials: int,
 
 
 def make_evaluator(key: ProblemKey, device: torch.device, space: SearchSpace, *,
-                   isolate: bool = False, seed: int = 0) -> Any:
+                   isolate: bool = False, seed: int = 0, pool: CompilePool | None = None) -> Any:
+    """The evaluator of ``key``: in a child process with ``isolate``, else here
+    (compiling in ``pool``'s worker processes when given)."""
     if isolate:
         from rltriton_tune.tune.isolated import IsolatedEvaluator
 
         return IsolatedEvaluator(key, device, seed=seed)
-    return Evaluator(key, device, all_strategies_for(device, space), seed=seed)
+    return Evaluator(key, device, all_strategies_for(device, space), seed=seed, pool=pool)
 
 
 def _one_batch(study: optuna.Study, space: SearchSpace, evaluator: Any, size: int,

@@ -1,0 +1,69 @@
+"""The compile pool: candidates gated in worker processes; dead workers fail only their own."""
+
+import textwrap
+
+import pytest
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.tune.compile_pool import DIED, CompilePool, compile_pool_for
+from rltriton_tune.tune.evaluate import Evaluator
+from rltriton_tune.tune.space import Candidate, SearchSpace
+from rltriton_tune.tune.study import all_strategies_for
+
+CPU = torch.device("cpu")
+KEY = ProblemKey("gae", 16, 24)
+
+
+@pytest.fixture
+def crashy(tmp_path, monkeypatch):
+    """A worker task that kills its process for strategy "crash" (importable by the workers)."""
+    (tmp_path / "crashy_task.py").write_text(textwrap.dedent("""
+        import os
+
+        def task(key, device, strategy, params):
+            if strategy == "crash":
+                os._exit(3)
+            return None if strategy == "ok" else f"bad {strategy}"
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import crashy_task
+
+    return crashy_task.task
+
+
+def test_workers_gate_real_candidates():
+    good = Candidate("torch", {"mode": "loop"})
+    with CompilePool(workers=2) as pool:
+        results = pool.check(KEY, CPU, [good, Candidate("torch", {"mode": "nope"}),
+                                         Candidate("missing", {})])
+    assert results[0] is None
+    assert "mode" in results[1]
+    assert "unknown strategy 'missing'" in results[2]
+
+
+def test_a_dying_worker_fails_only_the_candidate_that_killed_it(crashy):
+    cands = [Candidate(s, {}) for s in ("ok", "crash", "ok", "other", "ok")]
+    with CompilePool(workers=2, task=crashy) as pool:
+        results = pool.check(KEY, CPU, cands)
+        assert results == [None, DIED, None, "bad other", None]
+        # The pool is replaced and keeps working.
+        assert pool.check(KEY, CPU, [Candidate("ok", {})]) == [None]
+
+
+def test_evaluator_uses_the_pool_for_the_gate(crashy):
+    space = SearchSpace(KEY, CPU)
+    evaluator = Evaluator(KEY, CPU, all_strategies_for(CPU, space),
+                          pool=CompilePool(workers=1, task=crashy))
+    try:
+        out = evaluator.evaluate([Candidate("crash", {})])
+    finally:
+        evaluator.pool.close()
+    assert not out[0].ok and out[0].error == DIED
+
+
+@pytest.mark.parametrize("device, workers, isolate", [("cpu", None, False), ("cuda", 0, False),
+                                                      ("cuda", None, True)])
+def test_no_pool_where_it_cannot_help(device, workers, isolate):
+    with compile_pool_for(torch.device(device), workers, isolate) as pool:
+        assert pool is None
