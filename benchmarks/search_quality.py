@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--fraction", type=float, default=0.25, help="budget / exhaustive count")
     p.add_argument("--no-live", action="store_true", help="skip the live tuner runs")
+    p.add_argument("--compile-workers", type=int, help="compile processes (default: one per core)")
     p.add_argument("--exhaustive-only", action="store_true",
                    help="only measure (or resume) the exhaustive tables")
     p.add_argument("--replay-only", action="store_true",
@@ -183,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                 else "cpu", "torch": torch.__version__, "triton": triton.__version__}
         meta_path.write_text(json.dumps(meta))
     results = []
-    with compile_pool_for(device if not args.replay_only else torch.device("cpu")) as pool:
+    with compile_pool_for(device if not args.replay_only else torch.device("cpu"),
+                          args.compile_workers) as pool:
         for alg in algorithms:
             for n, t in shapes:
                 key = ProblemKey(alg, n, t)

@@ -21,6 +21,8 @@ def _worker(key_texts: list[str], device: str, trials: int, timeout_s: float | N
     from rltriton_tune.tune.compile_pool import compile_pool_for
     from rltriton_tune.tune.study import run_trials
 
+    if torch.device(device).type == "cuda":
+        torch.cuda.set_device(torch.device(device))  # every launch and allocation on this GPU
     with compile_pool_for(torch.device(device), compile_workers, isolate, share) as pool:
         for text in key_texts:
             key = ProblemKey.from_text(text)
