@@ -221,6 +221,24 @@ def _speedup(entry_us: float, base: float | None) -> str:
     return "-" if not base else f"{base / entry_us:.2f}x"
 
 
+def _add_row(rows: list[list[str]], errors: list[str], key: Any, entry: Any, trials: int,
+             failed: int, error: str | None = None) -> None:
+    """One line of tune's closing table, or the reason the key has none."""
+    if error is not None:
+        errors.append(f"{key.as_text()}: {error}")
+        return
+    if entry is None:
+        errors.append(f"{key.as_text()}: no candidate passed ({failed} of {trials} trials failed)")
+        return
+    base = entry.baselines
+    rows.append([key.as_text(), f"{entry.strategy}({_params_text(entry.params)})",
+                 f"{entry.device_time_us:.2f}",
+                 _speedup(entry.device_time_us, base.get("flat_heuristic")),
+                 _speedup(entry.device_time_us, base.get("torch_compile")),
+                 _speedup(entry.device_time_us, base.get("torch_loop")),
+                 f"{trials - failed}/{trials}"])
+
+
 # ---------------------------------------------------------------- verbs
 
 def cmd_doctor(args) -> int:
@@ -270,6 +288,7 @@ def cmd_tune(args) -> int:
     from rltriton_tune.tune.compile_pool import compile_pool_for
     from rltriton_tune.tune.space import SearchSpace
     from rltriton_tune.tune.study import finalize, open_study, run_trials
+    from rltriton_tune.tuning_db import Entry
 
     preset = PRESETS[args.preset]
     trials = args.trials or preset["trials"]
@@ -283,14 +302,28 @@ def cmd_tune(args) -> int:
     studies = {k: open_study(k, device, args.storage, trials=trials, seed=args.seed,
                              space=spaces[k]) for k in keys}
     errors: list[str] = []
+    rows: list[list[str]] = []
+    skip = ("torch_compile",) if args.no_compile_baseline else ()
     if devices and len(devices) > 1:
         from rltriton_tune.tune.parallel import run_workers
+
+        summaries: dict[str, dict[str, Any]] = {}
+
+        def on_event(kind: str, payload: Any) -> None:
+            bar.update(kind == "trial")
+            if kind == "finalized":
+                summaries[payload["key"]] = payload
 
         errors += run_workers(keys, [str(d) for d in devices], trials=trials,
                               timeout_s=args.timeout, storage=args.storage,
                               isolate=args.isolate, seed=args.seed,
-                              compile_workers=args.compile_workers,
-                              on_event=lambda kind, _p: bar.update(kind == "trial"))
+                              compile_workers=args.compile_workers, skip=skip, on_event=on_event)
+        bar.close()
+        for key in keys:
+            summary = summaries.get(key.as_text(), {"error": "no worker finalized it"})
+            entry = Entry.from_json(summary["entry"]) if summary.get("entry") else None
+            _add_row(rows, errors, key, entry, summary.get("trials", 0),
+                     summary.get("failed", 0), summary.get("error"))
     else:
         with compile_pool_for(device, args.compile_workers, args.isolate) as pool:
             for key in keys:
@@ -301,28 +334,15 @@ def cmd_tune(args) -> int:
                                space=spaces[key], pool=pool, on_trial=lambda _t: bar.update(1))
                 except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
                     errors.append(f"{key.as_text()}: {type(exc).__name__}: {exc}")
-    bar.close()
-    rows = []
-    skip = ("torch_compile",) if args.no_compile_baseline else ()
-    for key in keys:
-        try:
-            result = finalize(studies[key], key, device, space=spaces[key], isolate=args.isolate,
-                              seed=args.seed, skip=skip)
-        except Exception as exc:  # noqa: BLE001
-            errors.append(f"{key.as_text()}: {type(exc).__name__}: {exc}")
-            continue
-        if result.entry is None:
-            errors.append(f"{key.as_text()}: no candidate passed ({result.failed} of "
-                          f"{result.trials} trials failed)")
-            continue
-        e = result.entry
-        base = e.baselines
-        rows.append([key.as_text(), f"{e.strategy}({_params_text(e.params)})",
-                     f"{e.device_time_us:.2f}",
-                     _speedup(e.device_time_us, base.get("flat_heuristic")),
-                     _speedup(e.device_time_us, base.get("torch_compile")),
-                     _speedup(e.device_time_us, base.get("torch_loop")),
-                     f"{result.trials - result.failed}/{result.trials}"])
+        bar.close()
+        for key in keys:
+            try:
+                result = finalize(studies[key], key, device, space=spaces[key],
+                                  isolate=args.isolate, seed=args.seed, skip=skip)
+            except Exception as exc:  # noqa: BLE001
+                _add_row(rows, errors, key, None, 0, 0, f"{type(exc).__name__}: {exc}")
+                continue
+            _add_row(rows, errors, key, result.entry, result.trials, result.failed)
     print(_table(["key", "choice", "device us", "vs flat", "vs compile", "vs loop",
                   "ok trials"], rows))
     for err in errors:

@@ -2,20 +2,26 @@
 
 Each worker walks the same list of keys and runs trials on its own GPU until the
 study of the key holds the budget; the study storage (journal file or RDB)
-hands every worker distinct trials. The parent then finalizes each key.
+hands every worker distinct trials. Then each worker finalizes its share of the
+keys (re-measure, baselines, record) and reports a summary to the parent.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 from collections.abc import Sequence
 
 from rltriton_tune.call import ProblemKey
 
+#: Seconds a worker waits for the other workers to finish a key's trials before finalizing.
+FINALIZE_WAIT_S = 900.0
 
-def _worker(key_texts: list[str], device: str, trials: int, timeout_s: float | None,
-            storage: str | None, isolate: bool, seed: int, compile_workers: int | None,
-            share: int, queue: mp.Queue) -> None:
+
+def _worker(key_texts: list[str], device: str, index: int, trials: int,
+            timeout_s: float | None, storage: str | None, isolate: bool, seed: int,
+            compile_workers: int | None, share: int, skip: tuple[str, ...],
+            queue: mp.Queue) -> None:
     import torch
 
     from rltriton_tune.tune.compile_pool import compile_pool_for
@@ -33,23 +39,49 @@ def _worker(key_texts: list[str], device: str, trials: int, timeout_s: float | N
             except Exception as exc:  # noqa: BLE001 - report and go on with the next key
                 queue.put(("error", f"{device} {text}: {type(exc).__name__}: {exc}"))
             queue.put(("key-done", text))
+    for text in key_texts[index::share]:  # this worker's share of the finalizing
+        queue.put(("finalized", _finalize(text, torch.device(device), trials, timeout_s, storage,
+                                          isolate, seed, skip)))
     queue.put(("worker-done", device))
+
+
+def _finalize(text: str, device, trials: int, timeout_s: float | None, storage: str | None,
+              isolate: bool, seed: int, skip: tuple[str, ...]) -> dict:
+    """Wait until the key's study holds its budget (other workers may still be on it), then
+    re-measure, measure baselines and record; a picklable summary for the parent."""
+    from rltriton_tune.tune.study import finalize, finished_trials, open_study
+
+    key = ProblemKey.from_text(text)
+    try:
+        study = open_study(key, device, storage, trials=trials, seed=seed)
+        deadline = time.monotonic() + (timeout_s or 0) + FINALIZE_WAIT_S
+        while len(finished_trials(study)) < trials and time.monotonic() < deadline:
+            time.sleep(0.5)
+        result = finalize(study, key, device, isolate=isolate, seed=seed, skip=skip)
+    except Exception as exc:  # noqa: BLE001
+        return {"key": text, "error": f"{type(exc).__name__}: {exc}"}
+    return {"key": text, "entry": None if result.entry is None else result.entry.to_json(),
+            "trials": result.trials, "failed": result.failed}
 
 
 def run_workers(keys: Sequence[ProblemKey], devices: Sequence[str], *, trials: int,
                 timeout_s: float | None, storage: str | None, isolate: bool = False,
-                seed: int = 0, compile_workers: int | None = None, on_event=None) -> list[str]:
-    """Run trials for ``keys`` on every device in parallel; return error messages.
+                seed: int = 0, compile_workers: int | None = None,
+                skip: Sequence[str] = (), on_event=None) -> list[str]:
+    """Tune ``keys`` on every device in parallel; return error messages.
 
     ``on_event(kind, payload)`` is called in the parent for each ``"trial"``,
-    ``"key-done"`` and ``"error"`` event.
+    ``"key-done"``, ``"error"`` and ``"finalized"`` event (the payload of the
+    last: ``{"key", "entry" (JSON or None), "trials", "failed"}`` or ``{"key", "error"}``).
+    ``skip`` names baselines not to measure.
     """
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     texts = [k.as_text() for k in keys]
     # Not daemonic: each worker starts its own compile processes.
-    procs = [ctx.Process(target=_worker, args=(texts, d, trials, timeout_s, storage, isolate,
-                                                seed + i, compile_workers, len(devices), queue))
+    procs = [ctx.Process(target=_worker, args=(texts, d, i, trials, timeout_s, storage, isolate,
+                                                seed + i, compile_workers, len(devices),
+                                                tuple(skip), queue))
              for i, d in enumerate(devices)]
     for p in procs:
         p.start()

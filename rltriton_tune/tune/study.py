@@ -14,6 +14,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import optuna
@@ -31,6 +32,8 @@ from rltriton_tune.tune.storage import open_storage
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 #: Distinct best configs re-measured before choosing.
 TOP_K = 3
+#: A running trial older than this (seconds) is treated as abandoned by a dead worker.
+STALE_AFTER_S = 600.0
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 _log = logging.getLogger("rltriton_tune.tune")
@@ -84,6 +87,18 @@ def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False, states=FINISHED)
 
 
+def in_flight(study: optuna.Study, now: datetime | None = None) -> int:
+    """Trials other workers are running now (started within :data:`STALE_AFTER_S`).
+
+    Older running trials belong to a process that died; they do not hold budget,
+    so an interrupted run still resumes to the full count.
+    """
+    now = now or datetime.now()
+    return sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+               if t.datetime_start is not None
+               and (now - t.datetime_start).total_seconds() < STALE_AFTER_S)
+
+
 def _known(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
     """Finished trials by candidate label (first occurrence)."""
     found: dict[str, optuna.trial.FrozenTrial] = {}
@@ -118,7 +133,7 @@ def run_trials(key: ProblemKey, device: torch.device | str, *, trials: int,
     done = 0
     try:
         while True:
-            remaining = trials - len(finished_trials(study))
+            remaining = trials - len(finished_trials(study)) - in_flight(study)
             if remaining <= 0 or (deadline is not None and time.monotonic() >= deadline):
                 break
             done += _one_batch(study, space, evaluator, min(per_batch, remaining), on_trial)
