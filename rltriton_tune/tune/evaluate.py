@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import statistics
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from rltriton_tune.tune.space import Candidate
 
 #: Seconds a candidate may spend compiling and passing the gate.
 DEFAULT_COMPILE_TIMEOUT_S = 120.0
+#: Interleaved timing rounds per batch on a GPU (see ``Evaluator._time_in_rounds``).
+GPU_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ class Evaluator:
     def __init__(self, key: ProblemKey, device: torch.device, strategies: dict[str, Strategy],
                  *, seed: int = 0, workers: int | None = None,
                  compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
-                 time_budget_s: float | None = None, pool: CompilePool | None = None) -> None:
+                 time_budget_s: float | None = None, pool: CompilePool | None = None,
+                 rounds: int | None = None) -> None:
         self.key = key
         self.pool = pool
         self.device = torch.device(device)
@@ -65,6 +69,7 @@ class Evaluator:
         cuda = self.device.type == "cuda"
         self.time_budget_s = time_budget_s if time_budget_s is not None else (0.1 if cuda else 0.03)
         self.workers = workers or (min(8, os.cpu_count() or 1) if cuda else 1)
+        self.rounds = max(1, rounds if rounds is not None else (GPU_ROUNDS if cuda else 1))
         self._threads: cf.ThreadPoolExecutor | None = None
         self._bench: Bench | None = None
         self.gate = Gate(key, self.device)
@@ -96,7 +101,7 @@ class Evaluator:
 
     def evaluate(self, candidates: Sequence[Candidate], budget_s: float | None = None,
                  gate: bool = True) -> list[Outcome]:
-        """Gate every candidate (in parallel), then time those that passed, in order."""
+        """Gate every candidate (in parallel), then time those that passed, in rounds."""
         budget = self.time_budget_s if budget_s is None else budget_s
         errors: dict[int, str] = {}
         if gate and self.pool is not None:
@@ -120,13 +125,39 @@ class Evaluator:
                         self._prepare_and_check(cand)
                     except Exception as exc:  # noqa: BLE001
                         errors[i] = describe(exc)
-        passed = [i for i in range(len(candidates)) if i not in errors]
-        if passed and self.device.type == "cuda":
-            # Discarded: on the H200 the first candidate timed after a gate phase read up to
-            # 12% fast on ~2 us kernels (benchmarks/NOTES.md, "position bias").
-            self._time(candidates[passed[0]], budget)
-        return [Outcome(c, error=errors[i]) if i in errors else self._time(c, budget)
+        timed = self._time_in_rounds({i: c for i, c in enumerate(candidates) if i not in errors},
+                                     budget)
+        return [Outcome(c, error=errors[i]) if i in errors else timed[i]
                 for i, c in enumerate(candidates)]
+
+    def _time_in_rounds(self, candidates: dict[int, Candidate],
+                        budget_s: float) -> dict[int, Outcome]:
+        """Time the candidates in interleaved rounds; each gets the median of its rounds.
+
+        On a GPU, timing one candidate after another lets clock and thermal drift
+        favour some positions: on the H200 the first candidate after a gate phase
+        read up to 12% fast on ~2 us kernels (benchmarks/NOTES.md). Rounds spread
+        every candidate's samples over the whole batch, so drift averages out.
+        """
+        if not candidates:
+            return {}
+        rounds = self.rounds if len(candidates) > 1 else 1
+        samples: dict[int, list[Timing]] = {i: [] for i in candidates}
+        failed: dict[int, Outcome] = {}
+        order = list(candidates)
+        for r in range(rounds):
+            for i in order[r % len(order):] + order[:r % len(order)]:  # rotate the start
+                if i in failed:
+                    continue
+                out = self._time(candidates[i], budget_s / rounds)
+                if out.ok:
+                    samples[i].append(out.timing)
+                else:
+                    failed[i] = out
+        return {i: failed[i] if i in failed else Outcome(candidates[i], timing=Timing(
+                    statistics.median(t.device_us for t in samples[i]),
+                    statistics.median(t.host_us for t in samples[i])))
+                for i in candidates}
 
     def close(self) -> None:
         if self._threads is not None:

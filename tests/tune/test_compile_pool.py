@@ -67,3 +67,4 @@ def test_evaluator_uses_the_pool_for_the_gate(crashy):
 def test_no_pool_where_it_cannot_help(device, workers, isolate):
     with compile_pool_for(torch.device(device), workers, isolate) as pool:
         assert pool is None
+
