@@ -31,9 +31,9 @@ from optuna.trial import TrialState
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.strategy import InvalidConfig
 from rltriton_tune.tune.compile_pool import CompilePool, compile_pool_for
-from rltriton_tune.tune.evaluate import Evaluator
+from rltriton_tune.tune.exhaustive import sweep
 from rltriton_tune.tune.space import SearchSpace, heuristic_choice
-from rltriton_tune.tune.study import all_strategies_for, finalize, make_sampler, run_trials
+from rltriton_tune.tune.study import finalize, make_sampler, run_trials
 
 SHAPES = [(256, 128), (4096, 8), (4096, 512), (32768, 32), (32768, 2048), (64, 8192),
           (16, 32768)]
@@ -41,36 +41,6 @@ QUICK_SHAPES = [(4096, 32), (256, 2048)]
 WITHIN = 0.03
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-def exhaustive(key: ProblemKey, device: torch.device, cache: Path,
-               pool: CompilePool | None) -> dict[str, dict]:
-    """label -> {"strategy", "params", "device_us" (None if failed), "error"}."""
-    if cache.exists():
-        return json.loads(cache.read_text())
-    partial = cache.with_suffix(".partial.json")  # an interrupted sweep resumes from here
-    table: dict[str, dict] = json.loads(partial.read_text()) if partial.exists() else {}
-    space = SearchSpace(key, device)
-    cands = [c for c in space.enumerate() if c.label() not in table]
-    evaluator = Evaluator(key, device, all_strategies_for(device, space), time_budget_s=0.03,
-                          workers=1, pool=pool)
-    step = 4 * pool.workers if pool is not None else 16
-    start_time = time.perf_counter()
-    try:
-        for start in range(0, len(cands), step):
-            for out in evaluator.evaluate(cands[start:start + step]):
-                table[out.candidate.label()] = {
-                    "strategy": out.candidate.strategy, "params": out.candidate.params,
-                    "device_us": out.timing.device_us if out.ok else None, "error": out.error}
-            partial.write_text(json.dumps(table))
-            left = max(0, len(cands) - start - step)
-            print(f"  {key.as_text()}: {len(table)} configs done, {left} left "
-                  f"({time.perf_counter() - start_time:.0f} s)", file=sys.stderr)
-    finally:
-        evaluator.close()
-    cache.write_text(json.dumps(table, indent=1))
-    partial.unlink(missing_ok=True)
-    return table
 
 
 def replay(key: ProblemKey, device: torch.device, table: dict[str, dict], budget: int,
@@ -193,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.replay_only and not cache.exists():
                     print(f"{key.as_text()}: no exhaustive table, skipped", file=sys.stderr)
                     continue
-                table = exhaustive(key, device, cache, pool)
+                table = sweep(key, device, cache, pool)
                 if args.exhaustive_only:
                     continue
                 times = {k: v["device_us"] for k, v in table.items() if v["device_us"] is not None}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.tune.baselines import COMPILE, COMPILE_DOUBLING, best_compile
 
 PROG = "rltriton-tune"
 
@@ -133,14 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--preset", choices=sorted(PRESETS), default="default",
                    help="shape grid and trial budget (default: default)")
     t.add_argument("--shapes", type=_shapes, help="NxT list overriding the preset's grid")
-    t.add_argument("--dtypes", type=_csv(("float32", "float16", "bfloat16", "float64"), "dtype"),
-                   default=["float32"], help="default: float32")
-    t.add_argument("--layouts", type=_csv(("env", "time"), "layout"), default=["env"],
-                   help="env (env-major [N, T]) and/or time (time-major); default: env")
-    t.add_argument("--truncations", type=_csv(("off", "on"), "truncations value"),
-                   default=["off"], help="tune keys without and/or with truncation flags")
-    t.add_argument("--actions", type=_positive(int), default=DEFAULT_ACTIONS,
-                   help=f"action count A for retrace keys (default {DEFAULT_ACTIONS})")
+    _add_key_options(t)
     t.add_argument("--trials", type=_positive(int), help="trials per key (default: preset's)")
     t.add_argument("--timeout", type=_positive(float), help="seconds per key for trials")
     t.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present)")
@@ -177,11 +171,30 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--algorithms", type=_csv(algos, "algorithm", allow_all=True),
                    default=list(algos))
     b.add_argument("--shapes", type=_shapes, help="NxT list (default: the default preset grid)")
-    b.add_argument("--actions", type=_positive(int), default=DEFAULT_ACTIONS)
+    _add_key_options(b)
+    b.add_argument("--held-out", action="store_true",
+                   help="also measure shapes off every tuning grid (non-powers of two)")
+    b.add_argument("--oracle", action="store_true",
+                   help="sweep each key's whole search space (slow; cached in OUTPUT/oracle)")
+    b.add_argument("--compile-workers", type=int, metavar="N",
+                   help="processes compiling the oracle sweep (default: one per CPU core)")
+    b.add_argument("--budget", type=_positive(float), help="seconds of timing per config")
     b.add_argument("--device", help="cpu, cuda or cuda:N")
     b.add_argument("--output", type=Path, default=Path("bench-results"),
                    help="output folder (default: bench-results)")
     return p
+
+
+def _add_key_options(p: argparse.ArgumentParser) -> None:
+    """--dtypes, --layouts, --truncations, --actions: which variants of each shape."""
+    p.add_argument("--dtypes", type=_csv(("float32", "float16", "bfloat16", "float64"), "dtype"),
+                   default=["float32"], help="default: float32")
+    p.add_argument("--layouts", type=_csv(("env", "time"), "layout"), default=["env"],
+                   help="env (env-major [N, T]) and/or time (time-major); default: env")
+    p.add_argument("--truncations", type=_csv(("off", "on"), "truncations value"),
+                   default=["off"], help="keys without and/or with truncation flags")
+    p.add_argument("--actions", type=_positive(int), default=DEFAULT_ACTIONS,
+                   help=f"action count A for retrace keys (default {DEFAULT_ACTIONS})")
 
 
 # ---------------------------------------------------------------- helpers
@@ -234,7 +247,7 @@ def _add_row(rows: list[list[str]], errors: list[str], key: Any, entry: Any, tri
     rows.append([key.as_text(), f"{entry.strategy}({_params_text(entry.params)})",
                  f"{entry.device_time_us:.2f}",
                  _speedup(entry.device_time_us, base.get("flat_heuristic")),
-                 _speedup(entry.device_time_us, base.get("torch_compile")),
+                 _speedup(entry.device_time_us, best_compile(base)),
                  _speedup(entry.device_time_us, base.get("torch_loop")),
                  f"{trials - failed}/{trials}"])
 
@@ -303,7 +316,7 @@ def cmd_tune(args) -> int:
                              space=spaces[k]) for k in keys}
     errors: list[str] = []
     rows: list[list[str]] = []
-    skip = ("torch_compile",) if args.no_compile_baseline else ()
+    skip = (COMPILE, COMPILE_DOUBLING) if args.no_compile_baseline else ()
     if devices and len(devices) > 1:
         from rltriton_tune.tune.parallel import run_workers
 
@@ -426,13 +439,19 @@ def cmd_clear(args) -> int:
 def cmd_bench(args) -> int:
     from tqdm import tqdm
 
-    from rltriton_tune.tune.bench import run_bench, write_report
+    from rltriton_tune.tune.bench import HELD_OUT_SHAPES, run_bench, write_report
+    from rltriton_tune.tune.compile_pool import compile_pool_for
 
     device = resolve_device(args.device)
     shapes = args.shapes or PRESETS["default"]["shapes"]
-    keys = _keys(args.algorithms, shapes, ["float32"], ["env"], ["off"], args.actions)
-    bar = tqdm(total=len(keys), desc="bench", unit="key", file=sys.stderr)
-    report = run_bench(keys, device, progress=lambda _k: bar.update(1))
+    variants = (args.dtypes, args.layouts, args.truncations, args.actions)
+    keys = _keys(args.algorithms, shapes, *variants)
+    held_out = _keys(args.algorithms, HELD_OUT_SHAPES, *variants) if args.held_out else []
+    bar = tqdm(total=len(keys) + len(held_out), desc="bench", unit="key", file=sys.stderr)
+    with compile_pool_for(device, args.compile_workers) as pool:
+        report = run_bench(keys, device, held_out=held_out, budget_s=args.budget, pool=pool,
+                           oracle_dir=args.output / "oracle" if args.oracle else None,
+                           progress=lambda _k: bar.update(1))
     bar.close()
     for path in write_report(report, args.output):
         print(path)

@@ -123,6 +123,28 @@ def test_bench_on_cpu_writes_markdown_json_and_png(tmp_path, capsys):
         assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_bench_with_oracle_and_held_out_shapes(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("rltriton_tune.tune.bench.HELD_OUT_SHAPES", [(5, 7), (3, 13)])
+    out_dir = tmp_path / "bench"
+    code, _, _ = run(capsys, "bench", "--algorithms", "gae", "--shapes", "8x8", "--held-out",
+                     "--oracle", "--budget", "0.005", "--layouts", "time", "--device", "cpu",
+                     "--output", str(out_dir))
+    assert code == 0
+    rows = json.loads((out_dir / "bench.json").read_text())["rows"]
+    assert [(r["N"], r["T"], r["held_out"], r["layout"]) for r in rows] == [
+        (8, 8, False, "time"), (5, 7, True, "time"), (3, 13, True, "time")]
+    for row in rows:
+        # The oracle is the fastest of the sweep's best configs and the dispatched one,
+        # measured together, so the dispatched time is never below it.
+        assert row["oracle_us"] <= row["device_us"]["dispatched"]
+        assert row["vs_oracle"] >= 1.0 and row["oracle"].startswith("torch(")
+        assert row["full_call_us"] > 0
+    assert len(list((out_dir / "oracle").glob("exhaustive_gae_*_cpu.json"))) == 3
+    md = (out_dir / "bench.md").read_text()
+    assert "## Tuning grid" in md and "## Held-out shapes" in md and "| gae | 5 x 7 |" in md
+    assert (out_dir / "bench_gae_time.png").exists()  # held-out rows stay out of heatmaps
+
+
 def test_doctor_reports_fingerprint_profiles_and_decisions(capsys):
     code, out, _ = run(capsys, "doctor")
     assert code == 0

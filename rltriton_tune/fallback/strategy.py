@@ -14,8 +14,11 @@ from rltriton_tune.strategy import InvalidConfig, Launcher, Params
 
 #: Modes that run everywhere, in eager torch.
 CPU_MODES = ("loop", "chunked", "doubling")
-#: All modes; "compile" is torch.compile of the associative scan (CUDA only).
-MODES = (*CPU_MODES, "compile")
+#: Compiled modes (CUDA only): torch.compile of the associative scan, and of the
+#: log-depth doubling scan.
+COMPILE_MODES = {"compile": "associative", "compile_doubling": "doubling"}
+#: All modes.
+MODES = (*CPU_MODES, *COMPILE_MODES)
 
 #: Chunk sizes the tuner tries for "chunked" (powers of two below T).
 CHUNK_CHOICES = tuple(1 << k for k in range(3, 13))
@@ -64,8 +67,8 @@ class TorchStrategy:
         mode = params.get("mode", self.default_params(key)["mode"])
         if mode not in MODES:
             raise InvalidConfig(f"torch strategy: mode must be one of {MODES}, got {mode!r}")
-        if mode == "compile" and not compile_usable():
-            raise InvalidConfig("torch strategy: mode 'compile' needs CUDA and torch.compile")
+        if mode in COMPILE_MODES and not compile_usable():
+            raise InvalidConfig(f"torch strategy: mode {mode!r} needs CUDA and torch.compile")
         if mode != "chunked":
             return {"mode": mode}
         chunk = params.get("chunk")
@@ -87,8 +90,8 @@ class TorchStrategy:
         if mode == "chunked":
             chunk = p["chunk"]
             return lambda call: run.chunked(call, chunk)
-        if mode == "compile":
-            return compiled_launcher(key, "associative")
+        if mode in COMPILE_MODES:
+            return compiled_launcher(key, COMPILE_MODES[mode])
         return _EAGER[mode]
 
 

@@ -1,7 +1,8 @@
 """The configs a tuned result is compared with, measured in the same session.
 
 CUDA: the flat heuristic (rl-triton 0.1.3's one-row-per-program flat kernel)
-and torch.compile of the fallback scan. CPU: the torch step-by-step loop.
+and torch.compile of the associative scan and of the doubling scan (the
+torch.compile baseline is the faster of the two). CPU: the torch step-by-step loop.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from rltriton_tune.tune.space import Candidate
 
 FLAT = "flat_heuristic"
 COMPILE = "torch_compile"
+COMPILE_DOUBLING = "torch_compile_doubling"
 LOOP = "torch_loop"
+
+
+def best_compile(baselines: dict[str, float]) -> float | None:
+    """The torch.compile baseline: the faster of the associative and doubling scans."""
+    times = [baselines[n] for n in (COMPILE, COMPILE_DOUBLING) if baselines.get(n)]
+    return min(times) if times else None
 
 
 def flat_heuristic(key: ProblemKey, strategies: dict[str, Strategy]) -> Candidate | None:
@@ -46,8 +54,9 @@ def baseline_candidates(key: ProblemKey, device: torch.device,
     """Baseline name -> candidate, for the baselines that exist on ``device``."""
     found: dict[str, Candidate | None]
     if torch.device(device).type == "cuda":
-        found = {FLAT: flat_heuristic(key, strategies), COMPILE: _torch_mode(key, strategies,
-                                                                             "compile")}
+        found = {FLAT: flat_heuristic(key, strategies),
+                 COMPILE: _torch_mode(key, strategies, "compile"),
+                 COMPILE_DOUBLING: _torch_mode(key, strategies, "compile_doubling")}
     else:
         found = {LOOP: _torch_mode(key, strategies, "loop")}
     return {name: cand for name, cand in found.items() if cand is not None}

@@ -1,15 +1,20 @@
 """``rltriton-tune bench``: the dispatched choice against the baselines, per shape.
 
-CUDA: dispatched vs flat heuristic vs torch.compile vs the HBM floor (bytes
-moved over the measured copy bandwidth). CPU: dispatched vs each CPU mode.
+CUDA: dispatched vs the flat heuristic vs torch.compile (the faster of the
+associative and doubling scans) vs the HBM floor (bytes moved over the measured
+copy bandwidth), optionally vs an exhaustive sweep (the oracle); device time,
+and full-call time of the public function. CPU: dispatched vs each CPU mode.
 Writes ``bench.json``, ``bench.md`` and one PNG heatmap per algorithm
-(speedup over N x T, and the chosen strategy per cell).
+(speedup over N x T, and the chosen strategy per cell; held-out shapes are in
+the tables, not the heatmaps).
 """
 
 from __future__ import annotations
 
 import json
 import platform
+import statistics
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,13 +22,25 @@ from typing import Any
 import torch
 
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.problems import data_bytes
-from rltriton_tune.tune.baselines import baseline_candidates
+from rltriton_tune.problems import data_bytes, random_inputs
+from rltriton_tune.tune.baselines import FLAT, LOOP, baseline_candidates, best_compile
+from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator
+from rltriton_tune.tune.exhaustive import best_of, cache_name, sweep
 from rltriton_tune.tune.measure import copy_bandwidth
 from rltriton_tune.tune.space import Candidate
 
 CPU_MODES = ("loop", "chunked", "doubling")
+DISPATCHED = "dispatched"
+ORACLE = "oracle"
+#: Best configs of the exhaustive sweep re-measured next to the dispatched one.
+ORACLE_TOP = 3
+#: Shapes off every tuning grid (no powers of two), from one environment with a
+#: million steps to 50k environments with short rollouts: how nearest-entry
+#: lookup generalises.
+HELD_OUT_SHAPES = [(1, 1_000_000), (3, 50_000), (24, 12_000), (100, 3_000), (300, 1_000),
+                   (777, 77), (1_000, 200), (1_500, 1_500), (3_000, 40), (5_000, 300),
+                   (10_000, 12), (20_000, 100), (50_000, 20), (6_000, 3_000)]
 
 
 def _dispatched(key: ProblemKey, device: torch.device) -> tuple[Candidate, str]:
@@ -44,44 +61,106 @@ def _contenders(key: ProblemKey, device: torch.device, strategies: dict) -> dict
     return out
 
 
+def time_public(key: ProblemKey, device: torch.device, seed: int = 0,
+                budget_s: float = 0.1) -> float:
+    """Full-call time: microseconds per call of the public function, back to back
+    (validation, dispatch, launch; synchronised once at the end of each round)."""
+    from rltriton_tune.estimators import ESTIMATORS
+
+    function = ESTIMATORS[key.algorithm]
+    kwargs = random_inputs(key, device, seed)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
+    for _ in range(3):
+        function(**kwargs)
+    sync(device)
+    rounds: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(rounds) < 3 or (len(rounds) < 50 and time.perf_counter() < deadline):
+        reps = 20
+        start = time.perf_counter()
+        for _ in range(reps):
+            function(**kwargs)
+        sync(device)
+        rounds.append((time.perf_counter() - start) * 1e6 / reps)
+    return statistics.median(rounds)
+
+
 def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
-              budget_s: float | None = None,
+              budget_s: float | None = None, held_out: Sequence[ProblemKey] = (),
+              oracle_dir: Path | None = None, pool: CompilePool | None = None,
               progress: Callable[[ProblemKey], None] | None = None) -> dict[str, Any]:
-    """Measure every key; return the JSON-able report."""
+    """Measure every key (and each ``held_out`` key, marked so); return the JSON-able report.
+
+    With ``oracle_dir``, each key's whole search space is swept (cached there) and
+    its three best configs are re-measured next to the dispatched one: the oracle
+    is the fastest of those.
+    """
     from rltriton_tune.dispatch.registry import all_strategies
 
     device = torch.device(device)
     strategies = all_strategies()
     bandwidth = copy_bandwidth(device)
     rows = []
-    for key in keys:
+    held = set(held_out)
+    for key in [*keys, *(k for k in held_out if k not in keys)]:
         chosen, source = _dispatched(key, device)
-        others = _contenders(key, device, strategies)
+        cands = {DISPATCHED: chosen, **_contenders(key, device, strategies)}
+        if oracle_dir is not None:
+            table = sweep(key, device, Path(oracle_dir) / cache_name(key, device), pool, log=False)
+            for i, cand in enumerate(best_of(table, ORACLE_TOP)):
+                cands[f"{ORACLE}_{i}"] = cand
         evaluator = Evaluator(key, device, strategies, workers=1, time_budget_s=budget_s)
         try:
-            outs = evaluator.evaluate([chosen, *others.values()], gate=False)
+            outs = dict(zip(cands, evaluator.evaluate(list(cands.values()), gate=False),
+                            strict=True))
         finally:
             evaluator.close()
-        times = {name: (o.timing.device_us if o.ok else None)
-                 for name, o in zip(["dispatched", *others], outs, strict=True)}
+        times = {name: (o.timing.device_us if o.ok else None) for name, o in outs.items()}
         row: dict[str, Any] = {
             "algorithm": key.algorithm, "N": key.n, "T": key.t, "A": key.a, "dtype": key.dtype,
             "layout": key.layout, "flags": key.flags, "strategy": chosen.strategy,
-            "params": chosen.params, "source": source, "device_us": times,
-            "host_us": outs[0].timing.host_us if outs[0].ok else None,
-            "errors": {n: o.error for n, o in zip(["dispatched", *others], outs, strict=True)
-                       if not o.ok},
+            "params": chosen.params, "source": source, "held_out": key in held,
+            "device_us": {n: t for n, t in times.items() if not n.startswith(ORACLE)},
+            "host_us": outs[DISPATCHED].timing.host_us if outs[DISPATCHED].ok else None,
+            "full_call_us": time_public(key, device),
+            "errors": {n: o.error for n, o in outs.items() if not o.ok},
         }
+        if oracle_dir is not None:
+            found = [(t, n) for n, t in times.items() if t is not None
+                     and (n.startswith(ORACLE) or n == DISPATCHED)]
+            best_t, best_n = min(found) if found else (None, None)
+            row["oracle_us"] = best_t
+            row["oracle"] = None if best_n is None else cands[best_n].label()
         if device.type == "cuda":
             row["floor_us"] = data_bytes(key) / bandwidth * 1e6
-        base = times.get("flat_heuristic" if device.type == "cuda" else "torch_loop")
-        row["speedup"] = base / times["dispatched"] if base and times["dispatched"] else None
+            row["compile_us"] = best_compile(row["device_us"])
+        add_ratios(row, device.type)
         rows.append(row)
         if progress is not None:
             progress(key)
     return {"device": str(device), "device_name": _device_name(device),
             "copy_bandwidth_gbs": bandwidth / 1e9, "torch": torch.__version__,
-            "python": platform.python_version(), "rows": rows}
+            "triton": _triton_version(), "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d", time.gmtime()), "rows": rows}
+
+
+def add_ratios(row: dict[str, Any], device_type: str) -> None:
+    """Speedups of the dispatched time over each baseline, and its ratio to the oracle."""
+    mine = row["device_us"].get(DISPATCHED)
+    base = row["device_us"].get(FLAT if device_type == "cuda" else LOOP)
+    row["speedup"] = base / mine if base and mine else None
+    comp = row.get("compile_us")
+    row["speedup_compile"] = comp / mine if comp and mine else None
+    oracle = row.get("oracle_us")
+    row["vs_oracle"] = mine / oracle if oracle and mine else None
+
+
+def _triton_version() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return triton.__version__
 
 
 def _device_name(device: torch.device) -> str:
@@ -93,36 +172,71 @@ def _device_name(device: torch.device) -> str:
 
 
 def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1f}"
+    return "-" if x is None else f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
 
 
 def to_markdown(report: dict[str, Any]) -> str:
-    """The report as a markdown table (device times in microseconds)."""
+    """The report as markdown tables (device times in microseconds), grid then held-out."""
     rows = report["rows"]
-    names = sorted({n for r in rows for n in r["device_us"] if n != "dispatched"})
-    cols = ["algorithm", "N x T", "chosen", "dispatched", *names]
-    if rows and "floor_us" in rows[0]:
-        cols.append("HBM floor")
-    cols.append("speedup")
+    cuda = report["device"].startswith("cuda")
+    oracle = any("oracle_us" in r for r in rows)
+    if cuda:
+        cols = ["algorithm", "N x T", "chosen", "dispatched", "flat heuristic", "torch.compile"]
+        cols += ["oracle"] if oracle else []
+        cols += ["HBM floor", "vs flat", "vs compile"] + (["/ oracle"] if oracle else [])
+    else:
+        cols = ["algorithm", "N x T", "chosen", "dispatched", *(f"torch_{m}" for m in CPU_MODES),
+                "vs loop"]
+    cols.append("full call")
     lines = [f"# rltriton-tune bench: {report['device_name']} ({report['device']})", "",
-             f"Copy bandwidth {report['copy_bandwidth_gbs']:.0f} GB/s; device time in us.", "",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        params = ", ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
-        cells = [r["algorithm"], f"{r['N']} x {r['T']}", f"{r['strategy']}({params})",
-                 _fmt(r["device_us"].get("dispatched")), *(_fmt(r["device_us"].get(n))
-                                                          for n in names)]
-        if "floor_us" in r:
-            cells.append(f"{r['floor_us']:.2f}")
-        cells.append("-" if r["speedup"] is None else f"{r['speedup']:.2f}x")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+             f"torch {report['torch']}, Triton {report.get('triton') or '-'}, "
+             f"{report.get('date', '')}. Copy bandwidth {report['copy_bandwidth_gbs']:.0f} GB/s. "
+             "Device time in us (CUDA-graph replays, inputs rotated past L2); full call: "
+             "host wall time per back-to-back call of the public function.", ""]
+    for title, part in (("Tuning grid", [r for r in rows if not r.get("held_out")]),
+                        ("Held-out shapes", [r for r in rows if r.get("held_out")])):
+        if not part:
+            continue
+        lines += [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for r in part:
+            params = ", ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
+            t = r["device_us"]
+            cells = [r["algorithm"], f"{r['N']} x {r['T']}", f"{r['strategy']}({params})",
+                     _fmt(t.get(DISPATCHED))]
+            if cuda:
+                cells += [_fmt(t.get(FLAT)), _fmt(r.get("compile_us"))]
+                cells += [_fmt(r.get("oracle_us"))] if oracle else []
+                cells += [_fmt(r.get("floor_us")), _ratio(r["speedup"]),
+                          _ratio(r.get("speedup_compile"))]
+                cells += [_ratio(r.get("vs_oracle"))] if oracle else []
+            else:
+                cells += [_fmt(t.get(f"torch_{m}")) for m in CPU_MODES] + [_ratio(r["speedup"])]
+            cells.append(_fmt(r.get("full_call_us")))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _short(row: dict[str, Any]) -> str:
     """Strategy name, with the torch mode when there is one (``torch:doubling``)."""
     mode = row["params"].get("mode")
     return f"{row['strategy']}:{mode}" if mode else row["strategy"]
+
+
+def _group(row: dict[str, Any]) -> tuple[str, str, str, str]:
+    return row["algorithm"], row["dtype"], row["layout"], row["flags"]
+
+
+def _variant(group: tuple[str, str, str, str]) -> str:
+    """``bfloat16_time_trunc``-style suffix naming what differs from float32 env-major."""
+    _, dtype, layout, flags = group
+    parts = [dtype if dtype != "float32" else "", "time" if layout == "time" else "",
+             flags if flags != "none" else ""]
+    return "_".join(p for p in parts if p).replace("+", "-")
 
 
 def heatmaps(report: dict[str, Any], output: Path) -> list[Path]:
@@ -134,8 +248,10 @@ def heatmaps(report: dict[str, Any], output: Path) -> list[Path]:
 
     written = []
     base = "flat heuristic" if report["device"].startswith("cuda") else "torch loop"
-    for algorithm in sorted({r["algorithm"] for r in report["rows"]}):
-        rows = [r for r in report["rows"] if r["algorithm"] == algorithm]
+    grid_rows = [r for r in report["rows"] if not r.get("held_out")]
+    for group in sorted({_group(r) for r in grid_rows}):
+        algorithm, variant = group[0], _variant(group)
+        rows = [r for r in grid_rows if _group(r) == group]
         ns = sorted({r["N"] for r in rows})
         ts = sorted({r["T"] for r in rows})
         grid = [[float("nan")] * len(ts) for _ in ns]
@@ -155,7 +271,7 @@ def heatmaps(report: dict[str, Any], output: Path) -> list[Path]:
             ax.set_yticks(range(len(ns)), [str(n) for n in ns])
             ax.set_xlabel("T")
             ax.set_ylabel("N")
-            ax.set_title(f"{algorithm}: {title}")
+            ax.set_title(f"{algorithm}{' ' + variant if variant else ''}: {title}")
             for i in range(len(ns)):
                 for j in range(len(ts)):
                     text = (f"{grid[i][j]:.2f}x" if data is grid and grid[i][j] == grid[i][j]
@@ -164,7 +280,7 @@ def heatmaps(report: dict[str, Any], output: Path) -> list[Path]:
             if data is grid:
                 fig.colorbar(im, ax=ax)
         fig.tight_layout()
-        path = output / f"bench_{algorithm}.png"
+        path = output / f"bench_{algorithm}{'_' + variant if variant else ''}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)

@@ -22,7 +22,7 @@ from rltriton_tune.strategy import InvalidConfig, Params, Strategy
 
 #: torch modes never searched on CPU: compiling costs seconds per shape and
 #: is the CUDA baseline, not a CPU strategy.
-CPU_EXCLUDED_MODES = ("compile",)
+CPU_EXCLUDED_MODES = ("compile", "compile_doubling")
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def test_compiled_baselines_on_cuda(scan, algorithm, flags):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["loop", "chunked", "doubling", "compile"])
+@pytest.mark.parametrize("mode", ["loop", "chunked", "doubling", "compile", "compile_doubling"])
 def test_retrace_out_of_range_on_cuda_gives_nan_row(mode):
     key = make_key("retrace", 3, 40, "trunc")
     kwargs, call = make_case(key)

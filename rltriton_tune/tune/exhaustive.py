@@ -1,0 +1,70 @@
+"""Exhaustive sweep of one key's search space: the ground truth the tuner is judged by.
+
+Every valid config is gated and timed (compiled in a :class:`CompilePool` when
+given). The table is cached as JSON and written after every batch, so an
+interrupted sweep resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.tune.compile_pool import CompilePool
+from rltriton_tune.tune.evaluate import Evaluator
+from rltriton_tune.tune.space import Candidate, SearchSpace
+from rltriton_tune.tune.study import all_strategies_for
+
+#: Seconds of timing per config and round (shorter than the tuner's: many configs).
+SWEEP_BUDGET_S = 0.03
+
+
+def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool | None = None,
+          log: bool = True) -> dict[str, dict[str, Any]]:
+    """label -> {"strategy", "params", "device_us" (None if it failed), "error"}."""
+    if cache.exists():
+        return json.loads(cache.read_text())
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache.with_suffix(".partial.json")
+    table: dict[str, dict[str, Any]] = json.loads(partial.read_text()) if partial.exists() else {}
+    space = SearchSpace(key, device)
+    todo = [c for c in space.enumerate() if c.label() not in table]
+    evaluator = Evaluator(key, device, all_strategies_for(device, space),
+                          time_budget_s=SWEEP_BUDGET_S, workers=1, pool=pool)
+    step = 4 * pool.workers if pool is not None else 16
+    started = time.perf_counter()
+    try:
+        for start in range(0, len(todo), step):
+            for out in evaluator.evaluate(todo[start:start + step]):
+                table[out.candidate.label()] = {
+                    "strategy": out.candidate.strategy, "params": out.candidate.params,
+                    "device_us": out.timing.device_us if out.ok else None, "error": out.error}
+            partial.write_text(json.dumps(table))
+            if log:
+                left = max(0, len(todo) - start - step)
+                print(f"  {key.as_text()}: {len(table)} configs done, {left} left "
+                      f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    finally:
+        evaluator.close()
+    cache.write_text(json.dumps(table, indent=1))
+    partial.unlink(missing_ok=True)
+    return table
+
+
+def best_of(table: dict[str, dict[str, Any]], k: int = 1) -> list[Candidate]:
+    """The ``k`` fastest configs of a sweep table."""
+    timed = sorted((v["device_us"], v["strategy"], v["params"]) for v in table.values()
+                   if v.get("device_us") is not None)
+    return [Candidate(s, dict(p)) for _, s, p in timed[:k]]
+
+
+def cache_name(key: ProblemKey, device: torch.device) -> str:
+    """File name of ``key``'s sweep table (one folder per device kind)."""
+    text = key.as_text().replace("|", "_").replace("=", "")
+    return f"exhaustive_{text}_{device.type}.json"

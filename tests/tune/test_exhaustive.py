@@ -1,0 +1,44 @@
+"""Exhaustive sweeps: every config measured once, cached, resumable."""
+
+import json
+
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.tune import exhaustive
+from rltriton_tune.tune.space import SearchSpace
+
+CPU = torch.device("cpu")
+KEY = ProblemKey("discounted_returns", 6, 40)
+
+
+def test_sweep_measures_every_config_and_caches(tmp_path):
+    cache = tmp_path / "t.json"
+    table = exhaustive.sweep(KEY, CPU, cache, log=False)
+    labels = {c.label() for c in SearchSpace(KEY, CPU).enumerate()}
+    assert set(table) == labels
+    assert all(v["device_us"] > 0 for v in table.values())
+    assert json.loads(cache.read_text()) == table
+    (best,) = exhaustive.best_of(table)
+    assert table[best.label()]["device_us"] == min(v["device_us"] for v in table.values())
+    assert exhaustive.sweep(KEY, CPU, cache, log=False) == table  # cached: nothing re-run
+
+
+def test_interrupted_sweep_resumes_from_its_partial_table(tmp_path, monkeypatch):
+    cache = tmp_path / "t.json"
+    first = next(iter(SearchSpace(KEY, CPU).enumerate()))
+    done = {first.label(): {"strategy": first.strategy, "params": first.params,
+                            "device_us": 123.0, "error": None}}
+    cache.with_suffix(".partial.json").write_text(json.dumps(done))
+    seen = []
+    real = exhaustive.Evaluator.evaluate
+
+    def spy(self, candidates, *args, **kwargs):
+        seen.extend(c.label() for c in candidates)
+        return real(self, candidates, *args, **kwargs)
+
+    monkeypatch.setattr(exhaustive.Evaluator, "evaluate", spy)
+    table = exhaustive.sweep(KEY, CPU, cache, log=False)
+    assert first.label() not in seen and table[first.label()]["device_us"] == 123.0
+    assert len(seen) == len(table) - 1
+    assert not cache.with_suffix(".partial.json").exists()
