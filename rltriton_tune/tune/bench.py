@@ -12,6 +12,7 @@ the tables, not the heatmaps).
 from __future__ import annotations
 
 import json
+import math
 import platform
 import statistics
 import time
@@ -296,3 +297,29 @@ def write_report(report: dict[str, Any], output: Path) -> list[Path]:
     md = output / "bench.md"
     md.write_text(to_markdown(report))
     return [js, md, *heatmaps(report, output)]
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The report's headline numbers (issue criteria) over ``rows``.
+
+    ``within_5pct_of_oracle``: share of rows with an oracle whose dispatched time
+    is at most 5% above it; speedups are geometric means of dispatched over the
+    flat heuristic and over torch.compile, with the worst cell for the former.
+    """
+    def geomean(xs: list[float]) -> float | None:
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+    flat = [r["speedup"] for r in rows if r.get("speedup")]
+    comp = [r["speedup_compile"] for r in rows if r.get("speedup_compile")]
+    oracle = [r["vs_oracle"] for r in rows if r.get("vs_oracle")]
+    return {
+        "cells": len(rows),
+        "held_out_cells": sum(1 for r in rows if r.get("held_out")),
+        "oracle_cells": len(oracle),
+        "within_5pct_of_oracle": (sum(x <= 1.05 for x in oracle) / len(oracle)
+                                  if oracle else None),
+        "worst_vs_oracle": max(oracle) if oracle else None,
+        "geomean_speedup_flat": geomean(flat),
+        "min_speedup_flat": min(flat) if flat else None,
+        "geomean_speedup_compile": geomean(comp),
+    }

@@ -1,0 +1,131 @@
+"""Write BENCHMARKS.md (and the README's performance section) from ``rltriton-tune bench``.
+
+Input: one or more ``bench.json`` files from GPU runs (for example one per
+estimator group, or float32 and bfloat16 runs); their PNG heatmaps are linked
+from where they lie. Output: BENCHMARKS.md with the headline numbers (share of
+cells within 5% of the oracle, geometric-mean speedups over the flat heuristic
+and over torch.compile), per-run tables and heatmaps. With ``--readme``, the
+block between ``<!-- performance:begin -->`` and ``<!-- performance:end -->``
+in the README is replaced by a short table and one plot.
+
+    python benchmarks/benchmarks_md.py benchmarks/results/bench_h200/*/bench.json \
+        --output BENCHMARKS.md --readme README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from rltriton_tune.tune.bench import summarize, to_markdown  # noqa: E402
+
+BEGIN, END = "<!-- performance:begin -->", "<!-- performance:end -->"
+#: Shapes of the README's short table (GAE, float32, env-major), where present.
+README_SHAPES = [(32768, 8), (4096, 32), (32768, 2048), (16, 32768), (4096, 512), (256, 128)]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def headline(summary: dict[str, Any]) -> list[str]:
+    return [
+        "| measure | value | target |", "|---|---:|---:|",
+        f"| cells (held-out) | {summary['cells']} ({summary['held_out_cells']}) | |",
+        f"| dispatched within 5% of the oracle | {_pct(summary['within_5pct_of_oracle'])} "
+        f"of {summary['oracle_cells']} | >= 95% |",
+        f"| worst dispatched / oracle | {_x(summary['worst_vs_oracle'])} | |",
+        f"| geomean speedup over the flat heuristic | {_x(summary['geomean_speedup_flat'])} "
+        "| >= 1.5x |",
+        f"| worst cell vs the flat heuristic | {_x(summary['min_speedup_flat'])} | >= 0.97x |",
+        f"| geomean speedup over torch.compile | {_x(summary['geomean_speedup_compile'])} "
+        "| >= 2x |",
+    ]
+
+
+def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path) -> str:
+    rows = [r for _, rep in reports for r in rep["rows"]]
+    first = reports[0][1]
+    lines = ["# Benchmarks", "",
+             f"{first['device_name']}, torch {first['torch']}, Triton {first.get('triton')}, "
+             f"measured {first.get('date', '?')} with `rltriton-tune bench` (raw JSON next to "
+             "each table's heatmaps). Regenerate: `python benchmarks/benchmarks_md.py "
+             "<bench.json ...> --output BENCHMARKS.md --readme README.md`.", "",
+             "## Summary, all runs", "", *headline(summarize(rows)), ""]
+    for path, rep in reports:
+        rel = os.path.relpath(path.parent, output.parent)
+        body = to_markdown(rep).split("\n", 2)[2]  # drop the per-run title
+        lines += [f"## Run: `{rel}`", "", *headline(summarize(rep["rows"])), "",
+                  body.replace("## ", "### "), ""]
+        for png in sorted(path.parent.glob("bench_*.png")):
+            lines.append(f"![{png.stem}]({rel}/{png.name})")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def readme_block(reports: list[tuple[Path, dict[str, Any]]], readme: Path) -> str:
+    first = reports[0][1]
+    rows = {(r["N"], r["T"]): r for _, rep in reports for r in rep["rows"]
+            if r["algorithm"] == "gae" and r["dtype"] == "float32" and r["layout"] == "env"
+            and r["flags"] == "none" and not r.get("held_out")}
+    lines = [BEGIN,
+             f"## Performance ({first['device_name']}, measured {first.get('date', '?')}, "
+             f"torch {first['torch']}, Triton {first.get('triton')})", "",
+             "GAE, float32, env-major; device time in µs (CUDA-graph replays, inputs rotated "
+             "past L2). All estimators, held-out shapes and the oracle comparison: "
+             "[BENCHMARKS.md](BENCHMARKS.md).", "",
+             "| N x T | dispatched | flat heuristic | torch.compile | HBM floor | speedup |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for shape in README_SHAPES:
+        r = rows.get(shape)
+        if r is None:
+            continue
+        t = r["device_us"]
+        lines.append(f"| {shape[0]} x {shape[1]} | {t.get('dispatched', 0):.2f} | "
+                     f"{t.get('flat_heuristic') or 0:.2f} | {r.get('compile_us') or 0:.2f} | "
+                     f"{r.get('floor_us') or 0:.2f} | {_x(r.get('speedup'))} |")
+    for path, _ in reports:
+        png = path.parent / "bench_gae.png"
+        if png.exists():
+            lines += ["", f"![GAE: dispatched vs flat]({os.path.relpath(png, readme.parent)})"]
+            break
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def replace_block(text: str, block: str) -> str:
+    """``text`` with its performance block replaced (appended if it has none)."""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        return head + block + rest.split(END, 1)[1]
+    return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("reports", type=Path, nargs="+", help="bench.json files")
+    p.add_argument("--output", type=Path, default=Path("BENCHMARKS.md"))
+    p.add_argument("--readme", type=Path, help="README to update between the markers")
+    args = p.parse_args(argv)
+    reports = [(path, json.loads(path.read_text())) for path in args.reports]
+    args.output.write_text(benchmarks_md(reports, args.output))
+    print(args.output)
+    if args.readme:
+        args.readme.write_text(replace_block(args.readme.read_text(),
+                                             readme_block(reports, args.readme)))
+        print(args.readme)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

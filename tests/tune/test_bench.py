@@ -1,0 +1,33 @@
+"""Bench report helpers: ratios and the headline numbers, on hand-made rows."""
+
+import math
+
+import pytest
+
+from rltriton_tune.tune.bench import add_ratios, summarize
+
+
+def _row(dispatched, flat, compile_us, oracle, held_out=False):
+    row = {"device_us": {"dispatched": dispatched, "flat_heuristic": flat},
+           "compile_us": compile_us, "oracle_us": oracle, "held_out": held_out}
+    add_ratios(row, "cuda")
+    return row
+
+
+def test_ratios_and_summary_by_hand():
+    rows = [_row(10.0, 20.0, 40.0, 10.0), _row(4.0, 4.0, 16.0, 3.9),
+            _row(5.0, 4.5, None, 4.0, held_out=True)]
+    assert rows[0]["speedup"] == 2.0 and rows[0]["speedup_compile"] == 4.0
+    assert rows[2]["vs_oracle"] == 1.25 and rows[2]["speedup_compile"] is None
+    s = summarize(rows)
+    assert s["cells"] == 3 and s["held_out_cells"] == 1 and s["oracle_cells"] == 3
+    assert s["within_5pct_of_oracle"] == pytest.approx(2 / 3)  # 1.0 and 1.026 pass, 1.25 not
+    assert s["worst_vs_oracle"] == 1.25
+    assert s["geomean_speedup_flat"] == pytest.approx(math.prod([2.0, 1.0, 0.9]) ** (1 / 3))
+    assert s["min_speedup_flat"] == pytest.approx(0.9)
+    assert s["geomean_speedup_compile"] == pytest.approx(math.sqrt(4.0 * 4.0))
+
+
+def test_summary_of_rows_without_baselines_is_empty_not_an_error():
+    s = summarize([{"device_us": {"dispatched": 1.0}, "speedup": None}])
+    assert s["within_5pct_of_oracle"] is None and s["geomean_speedup_flat"] is None
