@@ -287,7 +287,7 @@ def make_entry(result: StudyResult) -> Any:
                  params=dict(best.candidate.params),
                  device_time_us=round(best.timing.device_us, 3), runner_up=runner,
                  baselines=dict(result.baselines), trials=result.trials, date=utc_now(),
-                 extra={"host_us": round(best.timing.host_us, 3)})
+                 extra={"host_us": round(best.timing.host_us, 3), "method": "optuna"})
 
 
 def tune(key: ProblemKey, device: torch.device | str, *, trials: int,

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 5 on nvidia-h200-x2: the same tune on one GPU and on two (--devices 0,1), each
+# with a fresh profile folder, study journal and Triton cache, so neither reuses the
+# other's compiles; then the exhaustive search-quality tables, one estimator per GPU.
+# Usage on the device machine (repo root, wheels in .whl/):
+#   OUT=... ALGOS=gae,vtrace,lambda_returns bash benchmarks/tuner_x2.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; W=/tmp/w; mkdir -p "$OUT" "$W"
+ALGOS=${ALGOS:-gae,vtrace,lambda_returns}
+nvidia-smi -L | tee "$W/env.txt"
+for devices in 0 0,1; do
+    tag=gpus_${devices/,/_}
+    start=$(date +%s)
+    RLTRITON_TUNE_DB="$W/$tag/db" TRITON_CACHE_DIR="$W/$tag/triton" timeout "${TUNE_TIMEOUT:-280}" \
+        python3 -m rltriton_tune.cli tune --preset default --algorithms "$ALGOS" \
+        --devices "$devices" --no-progress > "$W/$tag.txt" 2> "$W/$tag.err"
+    echo "tune --preset default --algorithms $ALGOS --devices $devices: rc $? in $(( $(date +%s) - start )) s" | tee -a "$W/times.txt"
+done
+if [ -n "${SQ_SECONDS:-}" ]; then
+    mkdir -p "$W/sq"; cp sqcarry/* "$W/sq/" 2>/dev/null
+    for gpu in 0 1; do
+        algo=$([ $gpu = 0 ] && echo gae || echo vtrace)
+        CUDA_VISIBLE_DEVICES=$gpu timeout "$SQ_SECONDS" python3 benchmarks/search_quality.py \
+            --output "$W/sq" --exhaustive-only --compile-workers 16 --algorithms $algo \
+            --shapes 4096x8,32768x32,256x128,4096x512,1024x64,16384x16 > "$W/sq/log$gpu.txt" 2>&1 &
+    done
+    wait
+fi
+tar czf "$OUT/tuner_x2.tgz" -C "$W" .
+cat "$W/times.txt"
