@@ -20,7 +20,7 @@ for devices in 0 0,1; do
     echo "tune --preset default --algorithms $ALGOS --devices $devices: rc $? in $(( $(date +%s) - start )) s" | tee -a "$W/times.txt"
 done
 if [ -n "${SQ_SECONDS:-}" ]; then
-    mkdir -p "$W/sq"; cp sqcarry/* "$W/sq/" 2>/dev/null
+    mkdir -p "$W/sq"  # fresh tables, timed in interleaved rounds
     for gpu in 0 1; do
         algo=$([ $gpu = 0 ] && echo gae || echo vtrace)
         CUDA_VISIBLE_DEVICES=$gpu timeout "$SQ_SECONDS" python3 benchmarks/search_quality.py \
