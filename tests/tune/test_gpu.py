@@ -40,3 +40,16 @@ def test_isolated_evaluation_on_cuda():
     cands = space.starting_points(None)[:2]
     outs = IsolatedEvaluator(KEY, device, time_budget_s=0.05).evaluate(cands)
     assert all(o.ok for o in outs), [o.error for o in outs]
+
+
+def test_compile_pool_gates_triton_configs_in_worker_processes():
+    from rltriton_tune.tune.compile_pool import CompilePool
+    from rltriton_tune.tune.space import Candidate
+
+    device = torch.device("cuda")
+    good = SearchSpace(KEY, device).starting_points(None)[:2]
+    bad = Candidate("flat", {"BLOCK_N": 3})  # not a power of two: rejected by validate
+    with CompilePool(workers=2) as pool:
+        results = pool.check(KEY, device, [*good, bad])
+    assert results[:2] == [None, None]
+    assert "BLOCK_N" in results[2]
