@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +34,7 @@ from rltriton_tune.call import ProblemKey
 from rltriton_tune.strategy import InvalidConfig
 from rltriton_tune.tune.compile_pool import CompilePool, compile_pool_for
 from rltriton_tune.tune.exhaustive import sweep
-from rltriton_tune.tune.space import SearchSpace, heuristic_choice
+from rltriton_tune.tune.space import SearchSpace, builtin_choice
 from rltriton_tune.tune.study import finalize, make_sampler, run_trials
 
 SHAPES = [(256, 128), (4096, 8), (4096, 512), (32768, 32), (32768, 2048), (64, 8192),
@@ -52,8 +54,8 @@ def replay(key: ProblemKey, device: torch.device, table: dict[str, dict], budget
     else:
         sampler = optuna.samplers.RandomSampler(seed=seed)
     study = optuna.create_study(sampler=sampler, direction="minimize")
-    if sampler_name == "tpe":  # the tuner's seeding
-        for point in space.starting_points(heuristic_choice(key, device), seed=seed):
+    if sampler_name == "tpe":  # the tuner's seeding on a machine without tuned entries
+        for point in space.starting_points(builtin_choice(key, space), seed=seed):
             study.enqueue_trial(space.trial_params(point), skip_if_exists=True)
     best, curve = math.inf, []
     for _ in range(budget):
@@ -133,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replay-only", action="store_true",
                    help="replay searches on tables measured before (no GPU needed; no live runs)")
     args = p.parse_args(argv)
+    # No tuned entries: a study seeded with the answer from a profile would flatter the search.
+    scratch = Path(tempfile.mkdtemp(prefix="search-quality-"))
+    os.environ["RLTRITON_TUNE_DB"] = str(scratch / "db")
+    os.environ["RLTRITON_TUNE_SHIPPED_DB"] = str(scratch / "shipped")
     device = torch.device(args.device)
     args.no_live |= args.replay_only
     meta_path = args.output / "meta.json"

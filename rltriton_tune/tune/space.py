@@ -155,6 +155,27 @@ class SearchSpace:
         return list(unique.values())
 
 
+#: SM count assumed by :func:`builtin_choice` when no GPU is at hand (an H200's).
+DEFAULT_SM_COUNT = 132
+
+
+def builtin_choice(key: ProblemKey, space: SearchSpace,
+                   sm_count: int = DEFAULT_SM_COUNT) -> Candidate | None:
+    """The built-in heuristic's first valid config for ``key`` in ``space``, ignoring
+    profiles and needing no GPU (what a study starts from on a fresh machine)."""
+    from rltriton_tune.dispatch.heuristic import candidates
+
+    for name, overrides, _why in candidates(key, sm_count):
+        impl = space.strategies.get(name)
+        if impl is None:
+            continue
+        try:
+            return space.validate(name, {**impl.default_params(key), **overrides})
+        except InvalidConfig:
+            continue
+    return None
+
+
 def heuristic_choice(key: ProblemKey, device: torch.device) -> Candidate | None:
     """What dispatch would choose for ``key`` without a tuned entry (None if unknown)."""
     try:

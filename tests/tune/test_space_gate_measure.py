@@ -106,3 +106,16 @@ def test_cpu_timing_is_positive_and_ranks_a_slow_launcher_slower():
     t_fast, t_slow = bench.time(fast, 0.02), bench.time(slow, 0.02)
     assert 0 < t_fast.device_us < t_slow.device_us
     assert t_slow.device_us >= 2000
+
+
+def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():
+    from rltriton_tune.tune.space import builtin_choice
+
+    cuda = torch.device("cuda")  # the space only needs Triton, not a GPU
+    few_rows_long_t = ProblemKey("gae", 16, 32768)
+    assert builtin_choice(few_rows_long_t, SearchSpace(few_rows_long_t, cuda)).strategy == "split"
+    short = ProblemKey("vtrace", 32768, 8)
+    choice = builtin_choice(short, SearchSpace(short, cuda))
+    assert choice.strategy == "tiled" and choice.params["BLOCK_T"] == 16
+    cpu_space = SearchSpace(short, torch.device("cpu"))  # GPU rules only: none applies
+    assert builtin_choice(short, cpu_space) is None
