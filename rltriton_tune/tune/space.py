@@ -11,6 +11,7 @@ compiles.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,13 +126,16 @@ class SearchSpace:
         return found
 
     def starting_points(self, heuristic: Candidate | None, extra: int = 3,
-                        seed: int = 0) -> list[Candidate]:
-        """Configs to enqueue first: the heuristic's choice, each strategy's default,
-        and ``extra`` random valid configs (seeded), deduplicated."""
+                        seed: int = 0, related: Sequence[Candidate] = ()) -> list[Candidate]:
+        """Configs to enqueue first: the heuristic's choice, the ``related`` configs
+        (winners of sibling keys), each strategy's default, and ``extra`` random
+        valid configs (seeded), deduplicated; invalid ones are dropped."""
         points: list[Candidate] = []
-        if heuristic is not None and heuristic.strategy in self.strategies:
+        for known in ([heuristic] if heuristic is not None else []) + list(related):
+            if known.strategy not in self.strategies:
+                continue
             try:
-                points.append(self.validate(heuristic.strategy, heuristic.params))
+                points.append(self.validate(known.strategy, known.params))
             except InvalidConfig:
                 pass
         for name in self.names():
@@ -140,8 +144,9 @@ class SearchSpace:
             except InvalidConfig:
                 continue
         rng = random.Random(seed)
+        randoms = 0
         for _ in range(extra * 10):
-            if len(points) >= len(self.names()) + extra + 1:
+            if randoms >= extra:
                 break
             name = rng.choice(self.names())
             raw = {p: rng.choice(c) for p, c in self._spaces[name].items()}
@@ -149,6 +154,7 @@ class SearchSpace:
                 points.append(self.validate(name, raw))
             except InvalidConfig:
                 continue
+            randoms += 1
         unique: dict[str, Candidate] = {}
         for point in points:
             unique.setdefault(point.label(), point)
@@ -174,6 +180,28 @@ def builtin_choice(key: ProblemKey, space: SearchSpace,
         except InvalidConfig:
             continue
     return None
+
+
+def related_choices(key: ProblemKey, device: torch.device) -> list[Candidate]:
+    """Tuned winners (and runners-up) of the same algorithm and shape in another dtype,
+    layout or flag set on this device: the same kernels at the same sizes, so good
+    seeds for a study of ``key`` (empty when there are none or no profile loads)."""
+    try:
+        from rltriton_tune.dispatch.fingerprint import device_fingerprint
+        from rltriton_tune.tuning_db import load_profiles
+
+        entries = load_profiles(device_fingerprint(device)).entries.values()
+    except Exception:  # noqa: BLE001 - seeds are optional
+        return []
+    out = []
+    for e in entries:
+        k = e.key
+        if (k.algorithm, k.n, k.t, k.a) != (key.algorithm, key.n, key.t, key.a) or k == key:
+            continue
+        out.append(Candidate(e.strategy, dict(e.params)))
+        if e.runner_up:
+            out.append(Candidate(e.runner_up["strategy"], dict(e.runner_up["params"])))
+    return out
 
 
 def heuristic_choice(key: ProblemKey, device: torch.device) -> Candidate | None:

@@ -26,7 +26,7 @@ from rltriton_tune.strategy import InvalidConfig, Strategy
 from rltriton_tune.tune.baselines import baseline_candidates
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator, Outcome
-from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice
+from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice, related_choices
 from rltriton_tune.tune.storage import open_storage
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -78,7 +78,8 @@ def open_study(key: ProblemKey, device: torch.device, storage: str | None = None
     if not study.get_trials(deepcopy=False) and not study.user_attrs.get("seeded"):
         study.set_user_attr("seeded", True)
         space = space or SearchSpace(key, device)
-        for point in space.starting_points(heuristic_choice(key, device), seed=seed):
+        for point in space.starting_points(heuristic_choice(key, device), seed=seed,
+                                           related=related_choices(key, device)):
             study.enqueue_trial(space.trial_params(point), skip_if_exists=True)
     return study
 

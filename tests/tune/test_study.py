@@ -214,3 +214,25 @@ def test_running_trials_of_other_workers_hold_budget_until_stale(tmp_path):
     later = datetime.now() + timedelta(seconds=STALE_AFTER_S + 1)
     assert in_flight(study, now=later) == 0
     assert run_trials(KEY, CPU, trials=5, storage=storage) == 2
+
+
+def test_new_study_is_seeded_with_winners_of_sibling_keys():
+    """A time-major key starts from what the env-major key of the same shape chose."""
+    from dataclasses import replace
+
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.tuning_db import Entry, record
+
+    # Chunks the search space never proposes itself (it tries powers of two).
+    sibling = Entry(key=KEY, strategy="torch", params={"mode": "chunked", "chunk": 13},
+                    device_time_us=5.0, runner_up={"strategy": "torch", "params": {
+                        "mode": "chunked", "chunk": 7}, "device_time_us": 6.0},
+                    baselines={}, trials=10, date="2026-11-30T01:00:00Z")
+    record(device_fingerprint(CPU), [sibling])
+    time_major = replace(KEY, layout="time")
+    study = open_study(time_major, CPU, ":memory:", trials=4)
+    queued = [t.system_attrs["fixed_params"] for t in study.get_trials(deepcopy=False)]
+    space = SearchSpace(time_major, CPU)
+    for chunk in (13, 7):
+        want = space.trial_params(Candidate("torch", {"mode": "chunked", "chunk": chunk}))
+        assert want in queued[:3]
