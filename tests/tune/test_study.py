@@ -197,7 +197,9 @@ def test_parallel_workers_share_one_journal_study(tmp_path):
     assert 8 <= len(numbers) <= 9
     assert kinds.count("key-done") == 2
     (summary,) = [payload for kind, payload in events if kind == "finalized"]
-    assert summary["key"] == key.as_text() and summary["trials"] == len(numbers)
+    # Finalized once the budget was reached; the other worker may still have been
+    # finishing its last trial then.
+    assert summary["key"] == key.as_text() and 8 <= summary["trials"] <= len(numbers)
     assert summary["entry"]["algorithm"] == "eligibility_traces"
 
 
