@@ -35,7 +35,7 @@ def _worker(key_texts: list[str], device: str, index: int, trials: int,
             try:
                 run_trials(key, torch.device(device), trials=trials, timeout_s=timeout_s,
                            storage=storage, isolate=isolate, seed=seed, pool=pool,
-                           on_trial=lambda _t, k=text: queue.put(("trial", k)))
+                           shared=True, on_trial=lambda _t, k=text: queue.put(("trial", k)))
             except Exception as exc:  # noqa: BLE001 - report and go on with the next key
                 queue.put(("error", f"{device} {text}: {type(exc).__name__}: {exc}"))
             queue.put(("key-done", text))
@@ -47,16 +47,17 @@ def _worker(key_texts: list[str], device: str, index: int, trials: int,
 
 def _finalize(text: str, device, trials: int, timeout_s: float | None, storage: str | None,
               isolate: bool, seed: int, skip: tuple[str, ...]) -> dict:
-    """Wait until the key's study holds its budget (other workers may still be on it), then
+    """Wait while other workers still run trials of the key (up to its budget), then
     re-measure, measure baselines and record; a picklable summary for the parent."""
-    from rltriton_tune.tune.study import finalize, finished_trials, open_study
+    from rltriton_tune.tune.study import finalize, finished_trials, in_flight, open_study
 
     key = ProblemKey.from_text(text)
     try:
         study = open_study(key, device, storage, trials=trials, seed=seed)
         deadline = time.monotonic() + (timeout_s or 0) + FINALIZE_WAIT_S
-        while len(finished_trials(study)) < trials and time.monotonic() < deadline:
-            time.sleep(0.5)
+        while (len(finished_trials(study)) < trials and in_flight(study) > 0
+               and time.monotonic() < deadline):
+            time.sleep(0.5)  # another worker is still running trials of this key
         result = finalize(study, key, device, isolate=isolate, seed=seed, skip=skip)
     except Exception as exc:  # noqa: BLE001
         return {"key": text, "error": f"{type(exc).__name__}: {exc}"}

@@ -115,11 +115,15 @@ def run_trials(key: ProblemKey, device: torch.device | str, *, trials: int,
                study: optuna.Study | None = None, isolate: bool = False, seed: int = 0,
                batch: int | None = None, evaluator: Any = None,
                space: SearchSpace | None = None, pool: CompilePool | None = None,
+               shared: bool = False,
                on_trial: Callable[[optuna.trial.FrozenTrial | None], None] | None = None) -> int:
     """Run trials until the study holds ``trials`` finished ones (or ``timeout_s`` passes).
 
     Returns how many trials this call finished. Failures are recorded as failed
     trials with a ``failure`` user attribute; invalid configs as pruned ones.
+    ``shared``: other workers run trials of this study right now, so their running
+    trials count toward the budget (off by default: after an interrupted run the
+    trials it left running are dead and must not hold budget).
     """
     device = torch.device(device)
     if trials < 1:
@@ -134,7 +138,9 @@ def run_trials(key: ProblemKey, device: torch.device | str, *, trials: int,
     done = 0
     try:
         while True:
-            remaining = trials - len(finished_trials(study)) - in_flight(study)
+            remaining = trials - len(finished_trials(study))
+            if shared:
+                remaining -= in_flight(study)
             if remaining <= 0 or (deadline is not None and time.monotonic() >= deadline):
                 break
             done += _one_batch(study, space, evaluator, min(per_batch, remaining), on_trial)

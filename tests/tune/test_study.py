@@ -215,7 +215,9 @@ def test_running_trials_of_other_workers_hold_budget_until_stale(tmp_path):
     assert in_flight(study) == 3
     later = datetime.now() + timedelta(seconds=STALE_AFTER_S + 1)
     assert in_flight(study, now=later) == 0
-    assert run_trials(KEY, CPU, trials=5, storage=storage) == 2
+    assert run_trials(KEY, CPU, trials=5, storage=storage, shared=True) == 2
+    # A lone run resuming after a crash: trials left running are dead, the budget is full.
+    assert run_trials(KEY, CPU, trials=5, storage=storage) == 3
 
 
 def test_new_study_is_seeded_with_winners_of_sibling_keys():
