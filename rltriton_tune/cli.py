@@ -10,6 +10,7 @@ import argparse
 import json
 import platform
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_key_options(t)
     t.add_argument("--trials", type=_positive(int), help="trials per key (default: preset's)")
     t.add_argument("--timeout", type=_positive(float), help="seconds per key for trials")
+    t.add_argument("--max-seconds", type=_positive(float),
+                   help="stop starting trials after this many seconds in all; keys whose "
+                   "budget is complete are recorded, the rest resume on the next run")
     t.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present)")
     t.add_argument("--devices", type=_device_list, help="GPU indices: one worker per GPU")
     t.add_argument("--storage", help="Optuna storage URL (default: journal file beside the "
@@ -230,6 +234,12 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _least(*limits: float | None) -> float | None:
+    """The smallest of the limits given (None: no limit)."""
+    given = [x for x in limits if x is not None]
+    return min(given) if given else None
+
+
 def _speedup(entry_us: float, base: float | None) -> str:
     return "-" if not base else f"{base / entry_us:.2f}x"
 
@@ -300,9 +310,10 @@ def cmd_tune(args) -> int:
 
     from rltriton_tune.tune.compile_pool import compile_pool_for
     from rltriton_tune.tune.space import SearchSpace
-    from rltriton_tune.tune.study import finalize, open_study, run_trials
+    from rltriton_tune.tune.study import finalize, finished_trials, open_study, run_trials
     from rltriton_tune.tuning_db import Entry
 
+    deadline = None if args.max_seconds is None else time.monotonic() + args.max_seconds
     preset = PRESETS[args.preset]
     trials = args.trials or preset["trials"]
     devices = [resolve_device(d) for d in args.devices] if args.devices else None
@@ -315,6 +326,7 @@ def cmd_tune(args) -> int:
     studies = {k: open_study(k, device, args.storage, trials=trials, seed=args.seed,
                              space=spaces[k]) for k in keys}
     errors: list[str] = []
+    incomplete: list[str] = []  # stopped by --max-seconds: the next run resumes them
     rows: list[list[str]] = []
     skip = (COMPILE, COMPILE_DOUBLING) if args.no_compile_baseline else ()
     if devices and len(devices) > 1:
@@ -330,10 +342,14 @@ def cmd_tune(args) -> int:
         errors += run_workers(keys, [str(d) for d in devices], trials=trials,
                               timeout_s=args.timeout, storage=args.storage,
                               isolate=args.isolate, seed=args.seed,
-                              compile_workers=args.compile_workers, skip=skip, on_event=on_event)
+                              compile_workers=args.compile_workers, skip=skip,
+                              max_seconds=args.max_seconds, on_event=on_event)
         bar.close()
         for key in keys:
             summary = summaries.get(key.as_text(), {"error": "no worker finalized it"})
+            if summary.get("incomplete"):
+                incomplete.append(f"{key.as_text()}: {summary['incomplete']}")
+                continue
             entry = Entry.from_json(summary["entry"]) if summary.get("entry") else None
             _add_row(rows, errors, key, entry, summary.get("trials", 0),
                      summary.get("failed", 0), summary.get("error"))
@@ -341,26 +357,35 @@ def cmd_tune(args) -> int:
         with compile_pool_for(device, args.compile_workers, args.isolate) as pool:
             for key in keys:
                 bar.set_postfix_str(key.as_text())
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    incomplete.append(f"{key.as_text()}: not started")
+                    continue
                 try:
-                    run_trials(key, device, trials=trials, timeout_s=args.timeout,
+                    run_trials(key, device, trials=trials, timeout_s=_least(args.timeout, left),
                                study=studies[key], isolate=args.isolate, seed=args.seed,
                                space=spaces[key], pool=pool, on_trial=lambda _t: bar.update(1))
+                    done = len(finished_trials(studies[key]))
+                    if done < trials:
+                        incomplete.append(f"{key.as_text()}: {done} of {trials} trials")
+                        continue
+                    result = finalize(studies[key], key, device, space=spaces[key],
+                                      isolate=args.isolate, seed=args.seed, skip=skip)
                 except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
-                    errors.append(f"{key.as_text()}: {type(exc).__name__}: {exc}")
+                    _add_row(rows, errors, key, None, 0, 0, f"{type(exc).__name__}: {exc}")
+                    continue
+                _add_row(rows, errors, key, result.entry, result.trials, result.failed)
         bar.close()
-        for key in keys:
-            try:
-                result = finalize(studies[key], key, device, space=spaces[key],
-                                  isolate=args.isolate, seed=args.seed, skip=skip)
-            except Exception as exc:  # noqa: BLE001
-                _add_row(rows, errors, key, None, 0, 0, f"{type(exc).__name__}: {exc}")
-                continue
-            _add_row(rows, errors, key, result.entry, result.trials, result.failed)
     print(_table(["key", "choice", "device us", "vs flat", "vs compile", "vs loop",
                   "ok trials"], rows))
     for err in errors:
         print(f"{PROG}: warning: {err}", file=sys.stderr)
-    return 0 if rows else 1
+    if incomplete:
+        print(f"{PROG}: --max-seconds reached; {len(incomplete)} key(s) resume on the next run "
+              "with the same arguments:", file=sys.stderr)
+        for line in incomplete:
+            print(f"  {line}", file=sys.stderr)
+    return 0 if rows or (incomplete and not errors) else 1
 
 
 def _all_entries(algorithm: str | None) -> list[dict[str, Any]]:

@@ -90,6 +90,19 @@ def test_tune_show_export_clear_import_pipeline(tmp_path, capsys):
     assert len(show_json(capsys)) == 4
 
 
+def test_tune_stopped_by_max_seconds_records_nothing_partial_and_resumes(capsys):
+    argv = ["tune", "--algorithms", "gae,discounted_returns", "--device", "cpu",
+            "--no-progress", "--shapes", "8x8", "--trials", "3"]
+    code, out, err = run(capsys, *argv, "--max-seconds", "0.000001")
+    assert code == 0
+    assert "--max-seconds reached; 2 key(s) resume" in err and "gae|none" in err
+    assert show_json(capsys) == []  # no entry from a study short of its budget
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "resume" not in err
+    assert sorted((e["algorithm"], e["trials"]) for e in show_json(capsys)) == [
+        ("discounted_returns", 3), ("gae", 3)]
+
+
 def test_interrupted_tune_resumes_to_the_budget(capsys):
     argv = ["tune", "--algorithms", "discounted_returns", "--device", "cpu", "--no-progress",
             "--shapes", "8x8"]

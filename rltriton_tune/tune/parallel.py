@@ -21,7 +21,7 @@ FINALIZE_WAIT_S = 900.0
 def _worker(key_texts: list[str], device: str, index: int, trials: int,
             timeout_s: float | None, storage: str | None, isolate: bool, seed: int,
             compile_workers: int | None, share: int, skip: tuple[str, ...],
-            queue: mp.Queue) -> None:
+            stop_at: float | None, queue: mp.Queue) -> None:
     import torch
 
     from rltriton_tune.tune.compile_pool import compile_pool_for
@@ -32,8 +32,13 @@ def _worker(key_texts: list[str], device: str, index: int, trials: int,
     with compile_pool_for(torch.device(device), compile_workers, isolate, share) as pool:
         for text in key_texts:
             key = ProblemKey.from_text(text)
+            left = None if stop_at is None else stop_at - time.time()
+            if left is not None and left <= 0:
+                queue.put(("key-done", text))
+                continue
+            limit = min((x for x in (left, timeout_s) if x is not None), default=None)
             try:
-                run_trials(key, torch.device(device), trials=trials, timeout_s=timeout_s,
+                run_trials(key, torch.device(device), trials=trials, timeout_s=limit,
                            storage=storage, isolate=isolate, seed=seed, pool=pool,
                            shared=True, on_trial=lambda _t, k=text: queue.put(("trial", k)))
             except Exception as exc:  # noqa: BLE001 - report and go on with the next key
@@ -58,6 +63,9 @@ def _finalize(text: str, device, trials: int, timeout_s: float | None, storage: 
         while (len(finished_trials(study)) < trials and in_flight(study) > 0
                and time.monotonic() < deadline):
             time.sleep(0.5)  # another worker is still running trials of this key
+        done = len(finished_trials(study))
+        if done < trials:
+            return {"key": text, "incomplete": f"{done} of {trials} trials"}
         result = finalize(study, key, device, isolate=isolate, seed=seed, skip=skip)
     except Exception as exc:  # noqa: BLE001
         return {"key": text, "error": f"{type(exc).__name__}: {exc}"}
@@ -68,21 +76,25 @@ def _finalize(text: str, device, trials: int, timeout_s: float | None, storage: 
 def run_workers(keys: Sequence[ProblemKey], devices: Sequence[str], *, trials: int,
                 timeout_s: float | None, storage: str | None, isolate: bool = False,
                 seed: int = 0, compile_workers: int | None = None,
-                skip: Sequence[str] = (), on_event=None) -> list[str]:
+                skip: Sequence[str] = (), max_seconds: float | None = None,
+                on_event=None) -> list[str]:
     """Tune ``keys`` on every device in parallel; return error messages.
 
     ``on_event(kind, payload)`` is called in the parent for each ``"trial"``,
     ``"key-done"``, ``"error"`` and ``"finalized"`` event (the payload of the
-    last: ``{"key", "entry" (JSON or None), "trials", "failed"}`` or ``{"key", "error"}``).
-    ``skip`` names baselines not to measure.
+    last: ``{"key", "entry" (JSON or None), "trials", "failed"}``, ``{"key", "error"}``
+    or ``{"key", "incomplete"}``).
+    ``skip`` names baselines not to measure; after ``max_seconds`` no new trials start
+    and keys short of their budget are reported, not finalized (a later run resumes).
     """
+    stop_at = None if max_seconds is None else time.time() + max_seconds
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     texts = [k.as_text() for k in keys]
     # Not daemonic: each worker starts its own compile processes.
     procs = [ctx.Process(target=_worker, args=(texts, d, i, trials, timeout_s, storage, isolate,
                                                 seed + i, compile_workers, len(devices),
-                                                tuple(skip), queue))
+                                                tuple(skip), stop_at, queue))
              for i, d in enumerate(devices)]
     for p in procs:
         p.start()

@@ -240,3 +240,19 @@ def test_new_study_is_seeded_with_winners_of_sibling_keys():
     for chunk in (13, 7):
         want = space.trial_params(Candidate("torch", {"mode": "chunked", "chunk": chunk}))
         assert want in queued[:3]
+
+
+def test_parallel_workers_stop_at_max_seconds_and_report_incomplete_keys(tmp_path):
+    from rltriton_tune.tune.parallel import run_workers
+
+    storage = str(tmp_path / "shared.journal")
+    keys = [ProblemKey("gae", 8, 16), ProblemKey("discounted_returns", 8, 16)]
+    for key in keys:
+        open_study(key, CPU, storage, trials=5)
+    events = []
+    errors = run_workers(keys, ["cpu", "cpu"], trials=5, timeout_s=None, storage=storage,
+                         max_seconds=1e-6, on_event=lambda kind, p: events.append((kind, p)))
+    assert errors == []
+    summaries = {p["key"]: p for kind, p in events if kind == "finalized"}
+    assert set(summaries) == {k.as_text() for k in keys}
+    assert all("incomplete" in p and "entry" not in p for p in summaries.values())
