@@ -27,6 +27,9 @@ from rltriton_tune.call import ProblemKey
 
 #: Seconds one candidate may spend compiling and passing the gate in a worker.
 DEFAULT_TIMEOUT_S = 120.0
+#: Most workers started by default: each holds a CUDA context (about 0.5 GB of GPU
+#: memory), and past 16 compiles no longer dominate a batch on an H200.
+MAX_DEFAULT_WORKERS = 16
 #: The failure of a candidate whose worker process died.
 DIED = "compile worker process died (the config may fault the GPU)"
 
@@ -65,12 +68,13 @@ def check_in_worker(key_text: str, device_text: str, strategy: str,
 
 
 def default_workers(share: int = 1) -> int:
-    """CPU cores available to this process, split among ``share`` tuning processes."""
+    """CPU cores available to this process, split among ``share`` tuning processes, at most
+    :data:`MAX_DEFAULT_WORKERS` (each worker holds a CUDA context on the GPU)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return max(1, cores // max(1, share))
+    return max(1, min(MAX_DEFAULT_WORKERS, cores // max(1, share)))
 
 
 class CompilePool:

@@ -68,3 +68,13 @@ def test_no_pool_where_it_cannot_help(device, workers, isolate):
     with compile_pool_for(torch.device(device), workers, isolate) as pool:
         assert pool is None
 
+
+
+def test_default_workers_share_the_cores_and_stay_bounded(monkeypatch):
+    from rltriton_tune.tune import compile_pool
+
+    monkeypatch.setattr(compile_pool.os, "sched_getaffinity", lambda _pid: set(range(128)))
+    assert compile_pool.default_workers() == compile_pool.MAX_DEFAULT_WORKERS == 16
+    assert compile_pool.default_workers(share=16) == 8
+    monkeypatch.setattr(compile_pool.os, "sched_getaffinity", lambda _pid: {0})
+    assert compile_pool.default_workers(share=2) == 1
