@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate candidates in a child process (survives GPU faults)")
     t.add_argument("--compile-workers", type=int, metavar="N",
                    help="processes compiling candidates in parallel on a GPU (default: one per "
-                   "CPU core, shared among --devices; 0: threads in this process)")
+                   "CPU core up to 16, shared among --devices; 0: threads in this process)")
     t.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     t.add_argument("--no-compile-baseline", action="store_true",
                    help="skip measuring torch.compile (seconds of compilation per key)")
