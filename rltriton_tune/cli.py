@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Measure the dispatched choice against the baselines and "
                        "write markdown, JSON and PNG heatmaps.")
     b.add_argument("--algorithms", type=_csv(algos, "algorithm", allow_all=True),
-                   default=list(algos))
+                   default=list(algos), help="comma list or 'all' (default: all)")
     b.add_argument("--shapes", type=_shapes, help="NxT list (default: the default preset grid)")
     _add_key_options(b)
     b.add_argument("--held-out", action="store_true",
