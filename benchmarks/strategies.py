@@ -66,6 +66,9 @@ BASELINE_MAX_BYTES = 2 * 2**30
 #: (and above SLOW_FLOOR_US) is recorded from the probe alone, not graph-timed.
 SLOW_FACTOR = 20.0
 SLOW_FLOOR_US = 200.0
+#: GPU cycles the probe keeps the device busy before its start event (~1 ms at 2 GHz,
+#: longer than the host needs to enqueue the launch).
+PROBE_SLEEP_CYCLES = 2_000_000
 #: Input copies of a slow candidate's graph are capped so one replay lasts about this long.
 REPLAY_TARGET_S = 0.004
 SWEEP_ORDER = ("tiled", "flat", "split", "sequential")
@@ -366,9 +369,14 @@ class Runner:
         return self.strategies[cand.strategy].prepare(key, cand.params)
 
     def _probe_us(self, launcher, call: Call) -> float:
+        """Device time of one launch. The GPU is kept busy (``torch.cuda._sleep``) while
+        the host records the start event and enqueues the launch, so the events
+        bracket the kernel and not the host's launch overhead (100-330 us on the H200
+        machine, which made every config look slow in the first sweep)."""
         if self.device.type != "cuda":
             return 0.0
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(PROBE_SLEEP_CYCLES)
         start.record()
         launcher(call)
         end.record()

@@ -31,8 +31,15 @@ def _cells(records: list[dict[str, Any]]) -> dict[tuple[str, Cell], list[dict[st
     return out
 
 
+#: ``timing`` of records skipped after a single-launch probe: their ``device_us`` is the
+#: probe's event time, which on the H200 run was mostly host launch overhead
+#: (100-330 us for any config), not a device time; they take no part in comparisons.
+PROBE_ONLY = "probe (too slow)"
+
+
 def _timed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in rows if r.get("device_us") and r.get("correct")]
+    return [r for r in rows if r.get("device_us") and r.get("correct")
+            and r.get("timing") != PROBE_ONLY]
 
 
 def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -64,8 +71,8 @@ def summarize(data: dict[str, Any]) -> dict[Cell, dict[str, Any]]:
             "purpose": purpose,
             "best": _best(rows),
             "best_other": _best(others),
-            "flat_rl": flat_rl if flat_rl and flat_rl.get("device_us") and flat_rl.get("correct")
-            else None,
+            "flat_rl": flat_rl if flat_rl and _timed([flat_rl]) else None,
+            "probe_only": sum(1 for r in rows if r.get("timing") == PROBE_ONLY),
             "compile": _best(compiled),
             "compile_rows": compiled,
             "floor_us": rows[0]["floor_us"],
@@ -185,6 +192,12 @@ def render(data: dict[str, Any]) -> str:
         "correct config of a small per-cell sweep of flat/tiled/split/sequential "
         "(candidates in the JSON). Flat rl-triton = flat, BLOCK_N=1, rl-triton 0.1.3 warps. "
         "Every candidate was checked against the torch fallback on the timing inputs first.",
+        "",
+        f"Not compared: {sum(s['probe_only'] for s in summary.values())} candidates that the "
+        "sweep skipped after a single-launch probe (`timing: \"probe (too slow)\"` in the "
+        "JSON). That probe's event time was mostly host launch overhead on this machine "
+        "(100-330 µs for any config), so it is not a device time; the skipped configs may "
+        "include cells' true best. `strategies.py` now hides the host overhead from the probe.",
         "",
         "## Targets (issue 3, \"Done when\")",
         "",
