@@ -149,20 +149,38 @@ def time_cuda(launcher: Launcher, calls: Sequence[Call], device: torch.device,
 
 def _time_cuda_eager(launcher: Launcher, calls: Sequence[Call], device: torch.device,
                      budget_s: float) -> Timing:
-    """Fallback for launchers that cannot be captured: events around eager rounds."""
+    """Fallback for launchers that cannot be captured: events around eager rounds.
+
+    Each round is enqueued while the GPU sleeps (``torch.cuda._sleep``), so the
+    events bracket the kernels running back to back and not the host's launch
+    overhead, which for small problems is larger than the device time.
+    """
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times: list[float] = []
+    host_s = 0.0
     deadline = time.perf_counter() + budget_s
     while len(times) < 3 or (len(times) < 100 and time.perf_counter() < deadline):
+        torch.cuda._sleep(_sleep_cycles(host_s * 1.5 + 1e-4))
         t0 = time.perf_counter()
         start.record()
         for call in calls:
             launcher(call)
         end.record()
+        host_s = time.perf_counter() - t0
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3 / len(calls))
-        host = (time.perf_counter() - t0) * 1e6 / len(calls)
-    return Timing(device_us=statistics.median(times), host_us=host)
+    device_us = statistics.median(times)
+    # Back to back, a call costs the larger of its host and device times.
+    return Timing(device_us=device_us, host_us=max(device_us, host_s * 1e6 / len(calls)))
+
+
+#: Upper bound of GPU clocks (Hz) used to turn a sleep time into cycles: a slower clock
+#: only sleeps longer.
+SLEEP_CLOCK_HZ = 2.0e9
+
+
+def _sleep_cycles(seconds: float) -> int:
+    return int(min(seconds, 1.0) * SLEEP_CLOCK_HZ)
 
 
 def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:

@@ -53,3 +53,20 @@ def test_compile_pool_gates_triton_configs_in_worker_processes():
         results = pool.check(KEY, device, [*good, bad])
     assert results[:2] == [None, None]
     assert "BLOCK_N" in results[2]
+
+
+def test_eager_timing_measures_device_time_not_launch_overhead():
+    """The fallback for uncapturable launchers agrees with CUDA-graph timing even where
+    the host's launch overhead exceeds the kernel's device time."""
+    from rltriton_tune.tune.measure import _time_cuda_eager, time_cuda
+
+    device = torch.device("cuda")
+    key = ProblemKey("gae", 4096, 512)
+    space = SearchSpace(key, device)
+    cand = space.starting_points(None)[0]
+    launcher = space.strategies[cand.strategy].prepare(key, cand.params)
+    bench = Bench(key, device)
+    graph = time_cuda(launcher, bench.calls, device, 0.1)
+    eager = _time_cuda_eager(launcher, bench.calls, device, 0.1)
+    assert abs(eager.device_us - graph.device_us) / graph.device_us < 0.25
+    assert eager.host_us >= eager.device_us
