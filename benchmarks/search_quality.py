@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
                 table = sweep(key, device, cache, pool)
                 if args.exhaustive_only:
                     continue
+                # Only configs of the current space count (a table may predate a change to it).
+                space_labels = {c.label() for c in SearchSpace(key, device).enumerate()}
+                table = {k: v for k, v in table.items() if k in space_labels}
                 times = {k: v["device_us"] for k, v in table.items() if v["device_us"] is not None}
                 if not times:
                     print(f"{key.as_text()}: no config passed", file=sys.stderr)
