@@ -1,10 +1,11 @@
 """Built-in choice for a GPU key that no profile covers.
 
-Every rule is read off DESIGN.md's "H200 reference points" table (GAE,
+The rules are read off DESIGN.md's "H200 reference points" table (GAE,
 float32, env-major, torch 2.11, Triton 3.6; raw numbers in
-``anchors/h200-2026-11-30.jsonl``). Only GAE was measured; the other
-estimators run the same scan cores with a few more loads per element, so the
-same shape rules are used for them. Each rule gives an ordered list of
+``anchors/h200-2026-11-30.jsonl``) and, for env-major T <= 512, off this
+project's exhaustive H200 sweeps of GAE and V-trace (see ``FLAT_TILE``). The
+other estimators run the same scan cores with a few more loads per element, so
+the same shape rules are used for them. Each rule gives an ordered list of
 candidates; dispatch keeps the first that the strategy validates for the key
 (merged over the strategy's ``default_params``), so a rule never produces an
 invalid config.
@@ -28,10 +29,25 @@ LARGE_ELEMENTS = 1 << 23
 #: 95.8 us flat and 42.3 us tiled, but torch's parallel scan does 30.7 us.
 LONG_T = 8192
 
+#: Env-major keys up to this T (below LARGE_ELEMENTS) run the flat kernel with
+#: FLAT_TILE-element tiles: BLOCK_N = FLAT_TILE / next_pow2(T) rows (at most
+#: FLAT_MAX_ROWS) and 4 warps. From the H200 exhaustive tables
+#: (benchmarks/results/search_quality, first-in-batch readings left out), this config is
+#: within 9% of the best of 382-1392 configs at GAE 4096x8, 16384x16, 32768x32, 1024x64,
+#: 256x128, 4096x512 and V-trace 4096x8, 32768x32, 256x128 (GAE 32768x32: it is the
+#: best config, 6.63 us; the tiled rule it replaced measured 8.45). Measured up to T = 512.
+FLAT_TILE = 512
+FLAT_MAX_ROWS = 16
+FLAT_TILE_MAX_T = 512
+
 #: Time-major rollouts up to this many steps use the sequential kernel:
 #: 32768x8 sequential 2.7 vs tiled 3.1 us, 32768x32 7.1 vs 7.5 us; from T=128 on
 #: sequential falls far behind (68.9 vs 22.9 us), so longer ones use the tiled core.
 SEQUENTIAL_MAX_T = 32
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, x - 1).bit_length()
 
 
 def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
@@ -49,23 +65,20 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                                     "(16x32768: flat 95.8, tiled 42.3, torch scan 30.7 us)"))
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},
                        "few rows, long T: tiled (1, 1024, 8) (16x32768: 42.3 us)"))
-    elif t <= 16 and n >= 4096:
-        ranked.append(("tiled", {"BLOCK_N": 16, "BLOCK_T": 16, "num_warps": 1},
-                       "T<=16, N>=4096: tiled (16, 16, 1) (4096x8: 1.5 vs flat 3.5 us; "
-                       "32768x8: 3.1 vs 20.8 us)"))
-    elif t <= 32 and n >= 4096:
-        ranked.append(("tiled", {"BLOCK_N": 4, "BLOCK_T": 16, "num_warps": 4 if n <= 4096 else 1},
-                       "T<=32, N>=4096: tiled (4, 16, 4|1) (4096x32: 2.5 vs flat 3.5 us; "
-                       "32768x32: 7.5 vs 20.8 us)"))
     elif n * t >= LARGE_ELEMENTS:
         block_t, warps = (1024, 4) if n <= 4096 else (256, 1)
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": block_t, "num_warps": warps},
                        f"N*T>=2^23: tiled (1, {block_t}, {warps}) (4096x2048: 41.0 vs flat 49.8; "
                        "32768x2048: 267.8 vs 373.7 us)"))
+    elif t <= FLAT_TILE_MAX_T:
+        rows = max(1, min(FLAT_MAX_ROWS, FLAT_TILE // _next_pow2(t), _next_pow2(n)))
+        ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
+                       f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "
+                       "4 warps (within 9% of the exhaustive best in all 9 H200 tables)"))
     else:
         ranked.append(("flat", {"BLOCK_N": 1},
-                       "mid sizes: flat, one row per program (256xT and 4096x128..512: "
-                       "flat 1.3-8.0 us, ahead of tiled)"))
+                       "T>512 below 2^23 elements: flat, one row per program (DESIGN.md's "
+                       "256xT rows: flat ahead of tiled)"))
     # Generic tail: whatever the strategies call reasonable for this key.
     ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4},
                    "fallback rule: tiled (1, 1024, 4)"))

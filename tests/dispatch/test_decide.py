@@ -78,9 +78,12 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
 
 
 @pytest.mark.parametrize(("n", "t", "layout", "strategy", "params"), [
-    (4096, 8, "env", "tiled", {"BLOCK_N": 16, "BLOCK_T": 16, "num_warps": 1}),
-    (4096, 32, "env", "tiled", {"BLOCK_N": 4, "BLOCK_T": 16, "num_warps": 4}),
-    (256, 128, "env", "flat", {"BLOCK_N": 1}),
+    (4096, 8, "env", "flat", {"BLOCK_N": 16, "num_warps": 4}),
+    (4096, 32, "env", "flat", {"BLOCK_N": 16, "num_warps": 4}),
+    (1024, 64, "env", "flat", {"BLOCK_N": 8, "num_warps": 4}),
+    (256, 128, "env", "flat", {"BLOCK_N": 4, "num_warps": 4}),
+    (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
+    (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
     (16, 32768, "env", "split", {}),
     (32768, 8, "time", "sequential", {}),
@@ -92,10 +95,10 @@ def test_heuristic_follows_the_h200_table(profiles, fake_gpu, n, t, layout, stra
     assert params.items() <= d.params.items()
 
 
-def test_heuristic_skips_candidates_the_strategy_rejects(profiles, fake_gpu):
-    # N=8 < BLOCK_N=16 of the T<=16 rule does not apply (N<4096) -> flat BLOCK_N=1 is valid.
+def test_heuristic_rows_never_exceed_the_rows_there_are(profiles, fake_gpu):
+    # The T<=512 rule wants 512 / 8 = 64 rows per program, capped at 16, then at N=8.
     d = decide(key(8, 8), FAKE_GPU)
-    assert d.strategy == "flat" and d.params["BLOCK_N"] == 1
+    assert d.strategy == "flat" and d.params["BLOCK_N"] == 8
 
 
 def test_cpu_without_profile_uses_fallback_defaults():

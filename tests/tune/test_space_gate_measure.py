@@ -116,6 +116,6 @@ def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():
     assert builtin_choice(few_rows_long_t, SearchSpace(few_rows_long_t, cuda)).strategy == "split"
     short = ProblemKey("vtrace", 32768, 8)
     choice = builtin_choice(short, SearchSpace(short, cuda))
-    assert choice.strategy == "tiled" and choice.params["BLOCK_T"] == 16
+    assert choice.strategy == "flat" and choice.params["BLOCK_N"] == 16
     cpu_space = SearchSpace(short, torch.device("cpu"))  # GPU rules only: none applies
     assert builtin_choice(short, cpu_space) is None
