@@ -36,6 +36,8 @@ LONG_T = 8192
 #: within 9% of the best of 382-1392 configs at GAE 4096x8, 16384x16, 32768x32, 1024x64,
 #: 256x128, 4096x512 and V-trace 4096x8, 32768x32, 256x128 (GAE 32768x32: it is the
 #: best config, 6.63 us; the tiled rule it replaced measured 8.45). Measured up to T = 512.
+#: Retrace's tile also holds A values per step, so its rows are divided by next_pow2(A):
+#: the first sweep found wide Retrace tiles slow (4096x128: 8 rows 41.1 us vs 1 row 26.1).
 FLAT_TILE = 512
 FLAT_MAX_ROWS = 16
 FLAT_TILE_MAX_T = 512
@@ -71,7 +73,9 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"N*T>=2^23: tiled (1, {block_t}, {warps}) (4096x2048: 41.0 vs flat 49.8; "
                        "32768x2048: 267.8 vs 373.7 us)"))
     elif t <= FLAT_TILE_MAX_T:
-        rows = max(1, min(FLAT_MAX_ROWS, FLAT_TILE // _next_pow2(t), _next_pow2(n)))
+        # Per-action inputs (Retrace) put A values per step in the tile: count them.
+        width = _next_pow2(t) * (_next_pow2(key.a) if key.a else 1)
+        rows = max(1, min(FLAT_MAX_ROWS, FLAT_TILE // width, _next_pow2(n)))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
                        f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "
                        "4 warps (within 9% of the exhaustive best in all 9 H200 tables)"))

@@ -209,3 +209,13 @@ def test_gpu_fallback_warnings_share_one_budget(profiles, fake_gpu, monkeypatch)
         decide(key(64, 64), FAKE_GPU)
         decide(key(64, 32), torch.device("mps"))
     assert sum(issubclass(w.category, FallbackWarning) for w in caught) == 1
+
+
+def test_heuristic_tiles_count_retraces_actions():
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.dispatch.heuristic import candidates
+
+    gae = candidates(ProblemKey("gae", 4096, 32), 132)[0]
+    retrace = candidates(ProblemKey("retrace", 4096, 32, flags="trunc", a=8), 132)[0]
+    assert gae[:2] == ("flat", {"BLOCK_N": 16, "num_warps": 4})
+    assert retrace[:2] == ("flat", {"BLOCK_N": 2, "num_warps": 4})  # 512 / (32 * 8)
