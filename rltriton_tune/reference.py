@@ -55,6 +55,15 @@ def _bootstrap(bootstrap_values: Tensor | None, last_value: Tensor | None,
     return b
 
 
+def _episode(rewards: Tensor, terminateds: Tensor, truncateds: Tensor | None,
+             time_major: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Rewards, terminations, truncations (zeros if absent) and done = either, time first."""
+    r = _steps(rewards, time_major)
+    term = _steps(terminateds, time_major)
+    trunc = _flags(truncateds, r, time_major)
+    return r, term, trunc, torch.maximum(term, trunc)
+
+
 def _next_value(values: Tensor, b: Tensor, trunc: Tensor) -> Tensor:
     """``nv[t] = b[t]`` if ``t == T-1`` or ``trunc[t] == 1``, else ``values[t+1]``."""
     following = torch.cat([values[1:], b[-1:]])    # values[t+1]; b[T-1] at t = T-1
@@ -89,11 +98,8 @@ def _forward(alpha: Tensor, beta: Tensor, start: Tensor) -> Tensor:
 
 def _gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=0.95,
          bootstrap_values=None, last_value=None, *, time_major=False):
-    r = _steps(rewards, time_major)
+    r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     v = _steps(values, time_major)
-    term = _steps(terminateds, time_major)
-    trunc = _flags(truncateds, r, time_major)
-    done = torch.maximum(term, trunc)
     b = _bootstrap(bootstrap_values, last_value, r, time_major)
 
     nv = _next_value(v, b, trunc)
@@ -106,11 +112,8 @@ def _gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=0.95
 def _vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds=None,
             gamma=0.99, rho_bar=1.0, c_bar=1.0, bootstrap_values=None, last_value=None, *,
             time_major=False):
-    r = _steps(rewards, time_major)
+    r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     v = _steps(values, time_major)
-    term = _steps(terminateds, time_major)
-    trunc = _flags(truncateds, r, time_major)
-    done = torch.maximum(term, trunc)
     b = _bootstrap(bootstrap_values, last_value, r, time_major)
 
     ratio = torch.exp(_steps(log_pi_target, time_major) - _steps(log_pi_behavior, time_major))
@@ -129,11 +132,8 @@ def _vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, trunca
 def _retrace(action_probs_target, action_probs_behavior, q_values, next_q_values_all, actions,
              rewards, terminateds, truncateds, gamma, lambda_=1.0, c_bar=1.0, rho_bar=1.0, *,
              time_major=False):
-    r = _steps(rewards, time_major)
+    r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     q = _steps(q_values, time_major)
-    term = _steps(terminateds, time_major)
-    trunc = _flags(truncateds, r, time_major)
-    done = torch.maximum(term, trunc)
     pi = _steps(action_probs_target, time_major)         # [T, N, A]
     next_q = _steps(next_q_values_all, time_major)       # [T, N, A]
     mu = _steps(action_probs_behavior, time_major)
@@ -162,11 +162,8 @@ def _retrace(action_probs_target, action_probs_behavior, q_values, next_q_values
 
 def _lambda_returns(rewards, next_values, terminateds, truncateds=None, gamma=0.99,
                     lambda_=0.95, bootstrap_values=None, *, time_major=False):
-    r = _steps(rewards, time_major)
+    r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     nv = _steps(next_values, time_major)
-    term = _steps(terminateds, time_major)
-    trunc = _flags(truncateds, r, time_major)
-    done = torch.maximum(term, trunc)
     b = _bootstrap(bootstrap_values, None, r, time_major)
 
     # G[t] = r[t] + γ·(1-done[t])·((1-λ)·nv[t] + λ·G[t+1]) + γ·trunc[t]·b[t],  G[T] = b[T-1]
@@ -178,10 +175,7 @@ def _lambda_returns(rewards, next_values, terminateds, truncateds=None, gamma=0.
 
 def _discounted_returns(rewards, terminateds, truncateds=None, gamma=0.99,
                         bootstrap_values=None, *, time_major=False):
-    r = _steps(rewards, time_major)
-    term = _steps(terminateds, time_major)
-    trunc = _flags(truncateds, r, time_major)
-    done = torch.maximum(term, trunc)
+    r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     b = _bootstrap(bootstrap_values, None, r, time_major)
 
     # G[t] = r[t] + γ·(1-done[t])·G[t+1] + γ·trunc[t]·b[t],  G[T] = b[T-1]
