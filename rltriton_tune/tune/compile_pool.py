@@ -33,35 +33,25 @@ MAX_DEFAULT_WORKERS = 16
 #: The failure of a candidate whose worker process died.
 DIED = "compile worker process died (the config may fault the GPU)"
 
-_gates: dict[tuple[str, str], Any] = {}
-_strategies: dict[str, dict[str, Any]] = {}
+_evaluators: dict[tuple[str, str], Any] = {}
 
 
 def check_in_worker(key_text: str, device_text: str, strategy: str,
-                     params: dict[str, Any]) -> str | None:
+                    params: dict[str, Any]) -> str | None:
     """Worker side: compile and gate one candidate; ``None`` or the reason it failed."""
-    from rltriton_tune.tune.evaluate import describe
-    from rltriton_tune.tune.gate import Gate
+    from rltriton_tune.tune.evaluate import Evaluator, describe
+    from rltriton_tune.tune.space import Candidate, SearchSpace
+    from rltriton_tune.tune.study import all_strategies_for
 
-    device = torch.device(device_text)
-    if device_text not in _strategies:
-        from rltriton_tune.dispatch.registry import all_strategies
-        from rltriton_tune.tune.space import search_strategies
-
-        _strategies[device_text] = {**all_strategies(), **search_strategies(device)}
-    impl = _strategies[device_text].get(strategy)
-    if impl is None:
+    evaluator = _evaluators.get((key_text, device_text))
+    if evaluator is None:  # one per key: its gate keeps the reference cases
+        key, device = ProblemKey.from_text(key_text), torch.device(device_text)
+        evaluator = _evaluators[(key_text, device_text)] = Evaluator(
+            key, device, all_strategies_for(device, SearchSpace(key, device)), workers=1)
+    if strategy not in evaluator.strategies:
         return f"unknown strategy {strategy!r}"
-    gate = _gates.get((key_text, device_text))
-    if gate is None:
-        gate = _gates[(key_text, device_text)] = Gate(ProblemKey.from_text(key_text), device)
     try:
-        if device.type == "cuda":
-            with torch.cuda.device(device):
-                gate.check(impl, params)
-                torch.cuda.synchronize(device)
-        else:
-            gate.check(impl, params)
+        evaluator.check(Candidate(strategy, params))
     except Exception as exc:  # noqa: BLE001 - reported as the candidate's failure
         return describe(exc)
     return None

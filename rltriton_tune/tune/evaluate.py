@@ -80,7 +80,8 @@ class Evaluator:
             self._bench = Bench(self.key, self.device, self.seed)
         return self._bench
 
-    def _prepare_and_check(self, cand: Candidate) -> None:
+    def check(self, cand: Candidate) -> None:
+        """Compile ``cand`` and gate it against the reference; raise on any failure."""
         strategy = self.strategies[cand.strategy]
         if self.device.type == "cuda":
             with torch.cuda.device(self.device):
@@ -111,7 +112,7 @@ class Evaluator:
             if self.workers > 1 and len(candidates) > 1:
                 if self._threads is None:
                     self._threads = cf.ThreadPoolExecutor(self.workers, "rltriton-tune-compile")
-                futures = [self._threads.submit(self._prepare_and_check, c) for c in candidates]
+                futures = [self._threads.submit(self.check, c) for c in candidates]
                 for i, fut in enumerate(futures):
                     try:
                         fut.result(timeout=self.compile_timeout_s)
@@ -122,7 +123,7 @@ class Evaluator:
             else:
                 for i, cand in enumerate(candidates):
                     try:
-                        self._prepare_and_check(cand)
+                        self.check(cand)
                     except Exception as exc:  # noqa: BLE001
                         errors[i] = describe(exc)
         timed = self._time_in_rounds({i: c for i, c in enumerate(candidates) if i not in errors},

@@ -85,14 +85,13 @@ class IsolatedEvaluator:
 
 def _child_main() -> None:
     from rltriton_tune.tune.evaluate import Evaluator
-    from rltriton_tune.tune.space import search_strategies
+    from rltriton_tune.tune.space import SearchSpace
+    from rltriton_tune.tune.study import all_strategies_for
 
     request = json.loads(sys.stdin.read())
     key = ProblemKey.from_text(request["key"])
     device = torch.device(request["device"])
-    from rltriton_tune.dispatch.registry import all_strategies
-
-    strategies = {**all_strategies(), **search_strategies(device)}
+    strategies = all_strategies_for(device, SearchSpace(key, device))
     evaluator = Evaluator(key, device, strategies, seed=request["seed"], workers=1,
                           time_budget_s=request["budget_s"])
     for i, c in enumerate(request["candidates"]):
