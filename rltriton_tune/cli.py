@@ -234,12 +234,6 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def _least(*limits: float | None) -> float | None:
-    """The smallest of the limits given (None: no limit)."""
-    given = [x for x in limits if x is not None]
-    return min(given) if given else None
-
-
 def _speedup(entry_us: float, base: float | None) -> str:
     return "-" if not base else f"{base / entry_us:.2f}x"
 
@@ -310,7 +304,13 @@ def cmd_tune(args) -> int:
 
     from rltriton_tune.tune.compile_pool import compile_pool_for
     from rltriton_tune.tune.space import SearchSpace
-    from rltriton_tune.tune.study import finalize, finished_trials, open_study, run_trials
+    from rltriton_tune.tune.study import (
+        finalize,
+        finished_trials,
+        open_study,
+        run_trials,
+        tightest,
+    )
     from rltriton_tune.tuning_db import Entry
 
     deadline = None if args.max_seconds is None else time.monotonic() + args.max_seconds
@@ -362,7 +362,7 @@ def cmd_tune(args) -> int:
                     incomplete.append(f"{key.as_text()}: not started")
                     continue
                 try:
-                    run_trials(key, device, trials=trials, timeout_s=_least(args.timeout, left),
+                    run_trials(key, device, trials=trials, timeout_s=tightest(args.timeout, left),
                                study=studies[key], isolate=args.isolate, seed=args.seed,
                                space=spaces[key], pool=pool, on_trial=lambda _t: bar.update(1))
                     done = len(finished_trials(studies[key]))

@@ -25,7 +25,7 @@ def _worker(key_texts: list[str], device: str, index: int, trials: int,
     import torch
 
     from rltriton_tune.tune.compile_pool import compile_pool_for
-    from rltriton_tune.tune.study import run_trials
+    from rltriton_tune.tune.study import run_trials, tightest
 
     if torch.device(device).type == "cuda":
         torch.cuda.set_device(torch.device(device))  # every launch and allocation on this GPU
@@ -36,9 +36,9 @@ def _worker(key_texts: list[str], device: str, index: int, trials: int,
             if left is not None and left <= 0:
                 queue.put(("key-done", text))
                 continue
-            limit = min((x for x in (left, timeout_s) if x is not None), default=None)
             try:
-                run_trials(key, torch.device(device), trials=trials, timeout_s=limit,
+                run_trials(key, torch.device(device), trials=trials,
+                           timeout_s=tightest(left, timeout_s),
                            storage=storage, isolate=isolate, seed=seed, pool=pool,
                            shared=True, on_trial=lambda _t, k=text: queue.put(("trial", k)))
             except Exception as exc:  # noqa: BLE001 - report and go on with the next key

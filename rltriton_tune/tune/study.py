@@ -88,6 +88,11 @@ def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False, states=FINISHED)
 
 
+def tightest(*limits: float | None) -> float | None:
+    """The smallest of the time limits given (``None``: no limit)."""
+    return min((x for x in limits if x is not None), default=None)
+
+
 def in_flight(study: optuna.Study, now: datetime | None = None) -> int:
     """Trials other workers are running now (started within :data:`STALE_AFTER_S`).
 
