@@ -43,6 +43,7 @@ from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES  # noqa: E402
 from rltriton_tune.call import Call, ProblemKey, flags_string  # noqa: E402
 from rltriton_tune.problems import data_bytes, random_inputs  # noqa: E402
 from rltriton_tune.strategy import InvalidConfig, Params  # noqa: E402
+from rltriton_tune.tune.measure import sleep_cycles  # noqa: E402
 
 GRID_N = (16, 256, 4096, 32768)
 GRID_T = (8, 32, 128, 512, 2048, 8192, 32768)
@@ -66,9 +67,9 @@ BASELINE_MAX_BYTES = 2 * 2**30
 #: (and above SLOW_FLOOR_US) is recorded from the probe alone, not graph-timed.
 SLOW_FACTOR = 20.0
 SLOW_FLOOR_US = 200.0
-#: GPU cycles the probe keeps the device busy before its start event (~1 ms at 2 GHz,
-#: longer than the host needs to enqueue the launch).
-PROBE_SLEEP_CYCLES = 2_000_000
+#: Seconds the probe keeps the device busy before its start event (longer than the host
+#: needs to enqueue the launch).
+PROBE_SLEEP_S = 1e-3
 #: Input copies of a slow candidate's graph are capped so one replay lasts about this long.
 REPLAY_TARGET_S = 0.004
 SWEEP_ORDER = ("tiled", "flat", "split", "sequential")
@@ -376,7 +377,7 @@ class Runner:
         if self.device.type != "cuda":
             return 0.0
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(PROBE_SLEEP_CYCLES)
+        torch.cuda._sleep(sleep_cycles(PROBE_SLEEP_S))
         start.record()
         launcher(call)
         end.record()

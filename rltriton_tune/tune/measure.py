@@ -160,7 +160,7 @@ def _time_cuda_eager(launcher: Launcher, calls: Sequence[Call], device: torch.de
     host_s = 0.0
     deadline = time.perf_counter() + budget_s
     while len(times) < 3 or (len(times) < 100 and time.perf_counter() < deadline):
-        torch.cuda._sleep(_sleep_cycles(host_s * 1.5 + 1e-4))
+        torch.cuda._sleep(sleep_cycles(host_s * 1.5 + 1e-4))
         t0 = time.perf_counter()
         start.record()
         for call in calls:
@@ -179,7 +179,8 @@ def _time_cuda_eager(launcher: Launcher, calls: Sequence[Call], device: torch.de
 SLEEP_CLOCK_HZ = 2.0e9
 
 
-def _sleep_cycles(seconds: float) -> int:
+def sleep_cycles(seconds: float) -> int:
+    """Cycles for ``torch.cuda._sleep`` to keep the GPU busy at least ``seconds`` (max 1 s)."""
     return int(min(seconds, 1.0) * SLEEP_CLOCK_HZ)
 
 
