@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from rltriton_tune.tune.bench import summarize, to_markdown  # noqa: E402
+from rltriton_tune.tune.bench import format_ratio, summarize, to_markdown  # noqa: E402
 
 BEGIN, END = "<!-- performance:begin -->", "<!-- performance:end -->"
 #: Shapes of the README's short table (GAE, float32, env-major), where present.
@@ -34,21 +34,19 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def _x(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
-
-
 def headline(summary: dict[str, Any]) -> list[str]:
+    ratio = {name: format_ratio(summary[name]) for name in (
+        "worst_vs_oracle", "geomean_speedup_flat", "min_speedup_flat", "geomean_speedup_compile")}
     return [
         "| measure | value | target |", "|---|---:|---:|",
         f"| cells (held-out) | {summary['cells']} ({summary['held_out_cells']}) | |",
         f"| dispatched within 5% of the oracle | {_pct(summary['within_5pct_of_oracle'])} "
         f"of {summary['oracle_cells']} | >= 95% |",
-        f"| worst dispatched / oracle | {_x(summary['worst_vs_oracle'])} | |",
-        f"| geomean speedup over the flat heuristic | {_x(summary['geomean_speedup_flat'])} "
+        f"| worst dispatched / oracle | {ratio['worst_vs_oracle']} | |",
+        f"| geomean speedup over the flat heuristic | {ratio['geomean_speedup_flat']} "
         "| >= 1.5x |",
-        f"| worst cell vs the flat heuristic | {_x(summary['min_speedup_flat'])} | >= 0.97x |",
-        f"| geomean speedup over torch.compile | {_x(summary['geomean_speedup_compile'])} "
+        f"| worst cell vs the flat heuristic | {ratio['min_speedup_flat']} | >= 0.97x |",
+        f"| geomean speedup over torch.compile | {ratio['geomean_speedup_compile']} "
         "| >= 2x |",
     ]
 
@@ -93,7 +91,7 @@ def readme_block(reports: list[tuple[Path, dict[str, Any]]], readme: Path) -> st
         t = r["device_us"]
         lines.append(f"| {shape[0]} x {shape[1]} | {t.get('dispatched', 0):.2f} | "
                      f"{t.get('flat_heuristic') or 0:.2f} | {r.get('compile_us') or 0:.2f} | "
-                     f"{r.get('floor_us') or 0:.2f} | {_x(r.get('speedup'))} |")
+                     f"{r.get('floor_us') or 0:.2f} | {format_ratio(r.get('speedup'))} |")
     for path, _ in reports:
         png = path.parent / "bench_gae.png"
         if png.exists():

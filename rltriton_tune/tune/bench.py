@@ -176,7 +176,7 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}" if x < 10 else f"{x:.1f}"
 
 
-def _ratio(x: float | None) -> str:
+def format_ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
@@ -211,11 +211,12 @@ def to_markdown(report: dict[str, Any]) -> str:
             if cuda:
                 cells += [_fmt(t.get(FLAT)), _fmt(r.get("compile_us"))]
                 cells += [_fmt(r.get("oracle_us"))] if oracle else []
-                cells += [_fmt(r.get("floor_us")), _ratio(r["speedup"]),
-                          _ratio(r.get("speedup_compile"))]
-                cells += [_ratio(r.get("vs_oracle"))] if oracle else []
+                cells += [_fmt(r.get("floor_us")), format_ratio(r["speedup"]),
+                          format_ratio(r.get("speedup_compile"))]
+                cells += [format_ratio(r.get("vs_oracle"))] if oracle else []
             else:
-                cells += [_fmt(t.get(f"torch_{m}")) for m in CPU_MODES] + [_ratio(r["speedup"])]
+                cells += [_fmt(t.get(f"torch_{m}")) for m in CPU_MODES]
+                cells.append(format_ratio(r["speedup"]))
             cells.append(_fmt(r.get("full_call_us")))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
