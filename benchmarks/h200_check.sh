@@ -2,8 +2,7 @@
 # One device session: environment, copy bandwidth, then every `gpu`-marked test.
 # Usage on the device machine (repo root, wheels carried in .whl/): bash benchmarks/h200_check.sh
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh" || exit 1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/env.txt"
 python3 - <<'PY' | tee -a "$OUT/env.txt"

@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GPU_TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-270} bash benchmarks/h200_check.sh
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+source benchmarks/device_env.sh || exit 1
 python3 benchmarks/dispatch_overhead.py --output "$OUT/dispatch_overhead_h200.json" 2>&1 | tail -30
 start=$(date +%s)
 RLTRITON_TUNE_DB="$OUT/db" timeout "${TUNE_TIMEOUT:-200}" python3 -m rltriton_tune.cli tune \

@@ -6,8 +6,7 @@
 #   OUT=... ALGOS=gae,vtrace,lambda_returns bash benchmarks/tuner_x2.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh" || exit 1
 OUT=${OUT:-/tmp/out}; W=/tmp/w; mkdir -p "$OUT" "$W"
 ALGOS=${ALGOS:-gae,vtrace,lambda_returns}
 nvidia-smi -L | tee "$W/env.txt"
