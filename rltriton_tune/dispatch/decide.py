@@ -201,8 +201,9 @@ def _profile_decision(key: ProblemKey, profiles: Any,
     return None, entry is not None
 
 
-def _heuristic_decision(key: ProblemKey, fingerprint: dict[str, Any],
-                        usable: dict[str, Strategy]) -> Decision | None:
+def heuristic_decision(key: ProblemKey, fingerprint: dict[str, Any],
+                       usable: dict[str, Strategy]) -> Decision | None:
+    """The first heuristic candidate for ``key`` that a ``usable`` strategy validates."""
     for name, overrides, why in heuristic.candidates(key, int(fingerprint.get("sm_count", 1))):
         impl = usable.get(name)
         params = None if impl is None else _validated(impl, key, overrides)
@@ -257,7 +258,7 @@ def decide(key: ProblemKey, device: torch.device | str, forced: Forced | None = 
         return found
     if device.type == "cpu":
         return _fallback(key, "cpu", usable)
-    decision = _heuristic_decision(key, fingerprint, usable)
+    decision = heuristic_decision(key, fingerprint, usable)
     if decision is not None:
         return decision
     reason = "no Triton config valid for this key"

@@ -169,17 +169,10 @@ def builtin_choice(key: ProblemKey, space: SearchSpace,
                    sm_count: int = DEFAULT_SM_COUNT) -> Candidate | None:
     """The built-in heuristic's first valid config for ``key`` in ``space``, ignoring
     profiles and needing no GPU (what a study starts from on a fresh machine)."""
-    from rltriton_tune.dispatch.heuristic import candidates
+    from rltriton_tune.dispatch.decide import heuristic_decision
 
-    for name, overrides, _why in candidates(key, sm_count):
-        impl = space.strategies.get(name)
-        if impl is None:
-            continue
-        try:
-            return space.validate(name, {**impl.default_params(key), **overrides})
-        except InvalidConfig:
-            continue
-    return None
+    decision = heuristic_decision(key, {"sm_count": sm_count}, space.strategies)
+    return None if decision is None else Candidate(decision.strategy, dict(decision.params))
 
 
 def related_choices(key: ProblemKey, device: torch.device) -> list[Candidate]:
