@@ -23,6 +23,28 @@ from rltriton_tune.strategy import Launcher
 
 BASELINE_SCANS = ("associative", "doubling")
 
+#: Every compiled graph shares one code object (``whole`` below), so dynamo counts
+#: each (key, scan, scalars) as a recompile of it. At its default limit of 8, the
+#: 9th baseline silently ran *eagerly* and was timed as if compiled (seen on the
+#: H200: benchmarks/NOTES.md). The baselines lift the limit for their own calls and
+#: make hitting it an error, so a timing is a compiled timing or no timing at all.
+RECOMPILE_LIMIT = 4096
+
+
+@functools.lru_cache(maxsize=1)
+def _dynamo_limits() -> dict[str, object]:
+    """Config overrides for baseline calls, under the names this torch has
+    (``recompile_limit`` is the newer name of ``cache_size_limit``)."""
+    import torch._dynamo.config as config
+
+    names = {"recompile_limit": "cache_size_limit",
+             "accumulated_recompile_limit": "accumulated_cache_size_limit"}
+    limits = {(new if hasattr(config, new) else old): RECOMPILE_LIMIT
+              for new, old in names.items()}
+    if hasattr(config, "fail_on_recompile_limit_hit"):
+        limits["fail_on_recompile_limit_hit"] = True
+    return limits
+
 
 def compile_usable() -> bool:
     """Whether ``torch.compile`` of the associative scan can run here (CUDA + dynamo)."""
@@ -76,6 +98,9 @@ def compiled_launcher(key: ProblemKey, scan: str = "associative") -> Launcher:
         if call.n == 0 or call.t == 0:
             return run.empty_outputs(call)
         fn = _compiled(key, scan, call.device.type, tuple(sorted(call.scalars.items())))
-        return fn(call, dict(call.tensors))
+        import torch._dynamo
+
+        with torch._dynamo.config.patch(_dynamo_limits()):
+            return fn(call, dict(call.tensors))
 
     return launch

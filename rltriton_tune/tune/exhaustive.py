@@ -59,9 +59,9 @@ def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool 
 
 def best_of(table: dict[str, dict[str, Any]], k: int = 1) -> list[Candidate]:
     """The ``k`` fastest configs of a sweep table."""
-    timed = sorted((v["device_us"], v["strategy"], v["params"]) for v in table.values()
-                   if v.get("device_us") is not None)
-    return [Candidate(s, dict(p)) for _, s, p in timed[:k]]
+    timed = sorted((v for v in table.values() if v.get("device_us") is not None),
+                   key=lambda v: (v["device_us"], v["strategy"], sorted(v["params"].items())))
+    return [Candidate(v["strategy"], dict(v["params"])) for v in timed[:k]]
 
 
 def cache_name(key: ProblemKey, device: torch.device) -> str:

@@ -80,3 +80,21 @@ def test_eager_modes_on_cuda(mode, algorithm, layout):
     assert all(o.is_cuda for o in outputs)
     cpu = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
     assert_matches(tuple(o.cpu() for o in outputs), expected(algorithm, cpu), "bfloat16")
+
+
+def test_compiled_baseline_compiles_every_key_past_dynamo_default_limit(monkeypatch):
+    """Each key gets its own graph: past dynamo's default recompile limit (8) the
+    baseline must not fall back to eager execution (it would be timed as compiled)."""
+    from torch._dynamo.utils import counters
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(fn, backend="eager", **kw))
+    torch._dynamo.reset()
+    counters.clear()
+    shapes = [(2, t) for t in range(3, 15)]  # 12 keys, one graph each
+    for n, t in shapes:
+        key = make_key("gae", n, t, "none", "env")
+        kwargs, call = make_case(key)
+        assert_matches(compiled_launcher(key, "doubling")(call), expected("gae", kwargs), "float32")
+    assert counters["stats"]["unique_graphs"] == len(shapes)
+    assert not torch._dynamo.config.fail_on_recompile_limit_hit  # patched only inside calls

@@ -42,3 +42,15 @@ def test_interrupted_sweep_resumes_from_its_partial_table(tmp_path, monkeypatch)
     assert first.label() not in seen and table[first.label()]["device_us"] == 123.0
     assert len(seen) == len(table) - 1
     assert not cache.with_suffix(".partial.json").exists()
+
+
+def test_best_of_orders_ties_without_comparing_params():
+    """Equal times of one strategy (common on fast keys) must not compare param dicts."""
+    table = {
+        "a": {"strategy": "flat", "params": {"BLOCK_N": 2}, "device_us": 1.5},
+        "b": {"strategy": "flat", "params": {"BLOCK_N": 1}, "device_us": 1.5},
+        "c": {"strategy": "tiled", "params": {"BLOCK_N": 1}, "device_us": 1.0},
+        "d": {"strategy": "split", "params": {}, "device_us": None},
+    }
+    assert [c.label() for c in exhaustive.best_of(table, 3)] == [
+        "tiled(BLOCK_N=1)", "flat(BLOCK_N=1)", "flat(BLOCK_N=2)"]
