@@ -2,8 +2,11 @@
 
 Each worker walks the same list of keys and runs trials on its own GPU until the
 study of the key holds the budget; the study storage (journal file or RDB)
-hands every worker distinct trials. Then each worker finalizes its share of the
-keys (re-measure, baselines, record) and reports a summary to the parent.
+hands every worker distinct trials. Key ``j`` belongs to worker ``j % workers``,
+which finalizes it (re-measure, baselines, record) right after its trials and
+reports a summary to the parent, while the other workers go on with the next
+key's trials: finalizing overlaps trials instead of trailing them (on the H200
+x2, finalizing every key after all trials left the run at 1.2x one GPU).
 """
 
 from __future__ import annotations
@@ -30,23 +33,21 @@ def _worker(key_texts: list[str], device: str, index: int, trials: int,
     if torch.device(device).type == "cuda":
         torch.cuda.set_device(torch.device(device))  # every launch and allocation on this GPU
     with compile_pool_for(torch.device(device), compile_workers, isolate, share) as pool:
-        for text in key_texts:
+        for position, text in enumerate(key_texts):
             key = ProblemKey.from_text(text)
             left = None if stop_at is None else stop_at - time.time()
-            if left is not None and left <= 0:
-                queue.put(("key-done", text))
-                continue
-            try:
-                run_trials(key, torch.device(device), trials=trials,
-                           timeout_s=tightest(left, timeout_s),
-                           storage=storage, isolate=isolate, seed=seed, pool=pool,
-                           shared=True, on_trial=lambda _t, k=text: queue.put(("trial", k)))
-            except Exception as exc:  # noqa: BLE001 - report and go on with the next key
-                queue.put(("error", f"{device} {text}: {type(exc).__name__}: {exc}"))
+            if left is None or left > 0:
+                try:
+                    run_trials(key, torch.device(device), trials=trials,
+                               timeout_s=tightest(left, timeout_s),
+                               storage=storage, isolate=isolate, seed=seed, pool=pool,
+                               shared=True, on_trial=lambda _t, k=text: queue.put(("trial", k)))
+                except Exception as exc:  # noqa: BLE001 - report and go on with the next key
+                    queue.put(("error", f"{device} {text}: {type(exc).__name__}: {exc}"))
             queue.put(("key-done", text))
-    for text in key_texts[index::share]:  # this worker's share of the finalizing
-        queue.put(("finalized", _finalize(text, torch.device(device), trials, timeout_s, storage,
-                                          isolate, seed, skip)))
+            if position % share == index:  # this worker's key: finalize it now
+                queue.put(("finalized", _finalize(text, torch.device(device), trials, timeout_s,
+                                                  storage, isolate, seed, skip)))
     queue.put(("worker-done", device))
 
 

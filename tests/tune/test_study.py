@@ -256,3 +256,19 @@ def test_parallel_workers_stop_at_max_seconds_and_report_incomplete_keys(tmp_pat
     summaries = {p["key"]: p for kind, p in events if kind == "finalized"}
     assert set(summaries) == {k.as_text() for k in keys}
     assert all("incomplete" in p and "entry" not in p for p in summaries.values())
+
+
+def test_worker_finalizes_each_key_right_after_its_trials(tmp_path):
+    """Finalizing overlaps the other workers' trials: a worker finalizes its key before
+    it starts the next key's trials (shown with one worker, where the order is fixed)."""
+    from rltriton_tune.tune.parallel import run_workers
+
+    storage = str(tmp_path / "shared.journal")
+    keys = [ProblemKey("gae", 4, 8), ProblemKey("discounted_returns", 4, 8)]
+    events = []
+    errors = run_workers(keys, ["cpu"], trials=3, timeout_s=None, storage=storage,
+                         on_event=lambda kind, p: events.append((kind, p)))
+    assert errors == []
+    order = [(kind, p if kind == "key-done" else p["key"]) for kind, p in events
+             if kind in ("key-done", "finalized")]
+    assert order == [(kind, key.as_text()) for key in keys for kind in ("key-done", "finalized")]
