@@ -34,7 +34,12 @@ def main(argv: list[str] | None = None) -> int:
                    "in the package's profiles folder matching the entries' fingerprint)")
     args = p.parse_args(argv)
     data = json.loads(args.entries.read_text())
-    rows = data["entries"] if isinstance(data, dict) else data
+    if isinstance(data, dict):  # a profile file: one fingerprint for all its entries
+        entries = data["entries"]
+        rows = [{**r, "fingerprint": data["fingerprint"]}
+                for r in (entries.values() if isinstance(entries, dict) else entries)]
+    else:
+        rows = data
     impls = strategies()
     path = args.profile
     if path is None:
