@@ -323,4 +323,6 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "geomean_speedup_flat": geomean(flat),
         "min_speedup_flat": min(flat) if flat else None,
         "geomean_speedup_compile": geomean(comp),
+        "min_speedup_compile": min(comp) if comp else None,
+        "compile_cells": len(comp),
     }
