@@ -1,0 +1,87 @@
+"""How well does a tuned entry transfer to a shape it was not tuned on? (offline)
+
+For each exhaustive table in ``search_quality/`` (every config of one key timed on
+the H200), drop that key's own entry from the shipped profile and ask the
+dispatcher what it would run there: the nearest entry's config (re-validated),
+or the built-in heuristic when no entry is near enough. The chosen config's time
+is looked up in the table and compared with the table's best, next to the
+built-in heuristic's choice. The flat kernel's ``num_stages`` is a no-op (no
+loop; NOTES.md), so flat configs are looked up at ``num_stages=1``. A config
+outside the swept space (valid, but never timed) shows as "-". No GPU needed.
+
+    python benchmarks/transfer_eval.py [--tables benchmarks/results/search_quality]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from rltriton_tune.call import ProblemKey  # noqa: E402
+from rltriton_tune.dispatch import decide  # noqa: E402
+from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
+from rltriton_tune.tune.space import Candidate  # noqa: E402
+from rltriton_tune.tuning_db import shipped_dir  # noqa: E402
+from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
+
+H200_SMS = 132
+
+
+def _label(strategy: str, params: dict) -> str:
+    if strategy == "flat":
+        params = {**params, "num_stages": 1}
+    return Candidate(strategy, dict(params)).label()
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def evaluate(table_path: Path, profile) -> dict:
+    stem = table_path.stem.removeprefix("exhaustive_").removesuffix("_cuda")
+    algorithm, shape = stem.rsplit("_", 1)
+    n, t = (int(x) for x in shape.split("x"))
+    key = ProblemKey(algorithm, n, t)
+    times: dict[str, float] = {}
+    for v in json.loads(table_path.read_text()).values():
+        if v["device_us"] is not None:
+            label = _label(v["strategy"], v["params"])
+            times[label] = min(times.get(label, v["device_us"]), v["device_us"])
+    best = min(times.values())
+    others = {k: e for k, e in profile.entries.items() if k != key.as_text()}
+    profiles = SimpleNamespace(entries=others, sources={k: "shipped" for k in others})
+    usable = triton_strategies()
+    heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
+    found, _ = decide._profile_decision(key, profiles, usable)
+    found = found or heuristic
+    mine = times.get(_label(found.strategy, found.params))
+    theirs = times.get(_label(heuristic.strategy, heuristic.params))
+    return {"key": key.as_text(), "source": found.source.split("@")[0],
+            "choice": _label(found.strategy, found.params), "best_us": best,
+            "ratio": None if mine is None else mine / best,
+            "heuristic_ratio": None if theirs is None else theirs / best}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tables", type=Path,
+                   default=Path(__file__).parent / "results" / "search_quality")
+    p.add_argument("--profile", type=Path, help="profile file (default: the shipped H200 one)")
+    args = p.parse_args(argv)
+    path = args.profile or next(shipped_dir().glob("cuda-nvidia-h200-*.json"))
+    profile = read_profile(path)
+    rows = [evaluate(f, profile) for f in sorted(args.tables.glob("exhaustive_*_cuda.json"))]
+    print(f"{'key':40s} {'chosen/best':>11s} {'heuristic/best':>14s}  source, choice")
+    for r in rows:
+        print(f"{r['key']:40s} {_ratio(r['ratio']):>11s} {_ratio(r['heuristic_ratio']):>14s}  "
+              f"{r['source']}, {r['choice']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
