@@ -17,7 +17,7 @@ source "$(dirname "$0")/device_env.sh" || exit 1
 bench() {  # gpu algorithm output [--oracle]
     left=$(( end - $(date +%s) )); [ "$left" -gt 30 ] || return
     CUDA_VISIBLE_DEVICES=$1 timeout "$left" python3 -m rltriton_tune.cli bench --algorithms "$2" \
-        --held-out --budget "${BUDGET:-0.05}" --compile-workers 16 --output "$3" "${@:4}" \
+        --held-out --resume --budget "${BUDGET:-0.05}" --compile-workers 16 --output "$3" "${@:4}" \
         > "$3.log" 2>&1
     echo "bench $2 ${*:4} on GPU $1: rc $? at $(( ${SECONDS_LEFT:-520} - end + $(date +%s) )) s" \
         | tee -a "$BENCH/times.txt"

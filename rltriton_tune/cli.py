@@ -182,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sweep each key's whole search space (slow; cached in OUTPUT/oracle)")
     b.add_argument("--compile-workers", type=int, metavar="N",
                    help="processes compiling the oracle sweep (default: one per CPU core)")
+    b.add_argument("--resume", action="store_true",
+                   help="keep the rows of OUTPUT/bench.json measured on this device with "
+                   "this software (the report is saved after every row)")
     b.add_argument("--budget", type=_positive(float), help="seconds of timing per config")
     b.add_argument("--device", help="cpu, cuda or cuda:N")
     b.add_argument("--output", type=Path, default=Path("bench-results"),
@@ -466,17 +469,29 @@ def cmd_bench(args) -> int:
 
     from rltriton_tune.tune.bench import HELD_OUT_SHAPES, run_bench, write_report
     from rltriton_tune.tune.compile_pool import compile_pool_for
+    from rltriton_tune.tuning_db.store import write_atomic
 
     device = resolve_device(args.device)
     shapes = args.shapes or PRESETS["default"]["shapes"]
     variants = (args.dtypes, args.layouts, args.truncations, args.actions)
     keys = _keys(args.algorithms, shapes, *variants)
     held_out = _keys(args.algorithms, HELD_OUT_SHAPES, *variants) if args.held_out else []
+    saved = args.output / "bench.json"
+    previous = None
+    if args.resume and saved.exists():
+        try:
+            previous = json.loads(saved.read_text())
+        except (OSError, ValueError) as exc:
+            print(f"{PROG}: warning: cannot resume from {saved} ({exc}); measuring every row",
+                  file=sys.stderr)
+    args.output.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=len(keys) + len(held_out), desc="bench", unit="key", file=sys.stderr)
     with compile_pool_for(device, args.compile_workers) as pool:
         report = run_bench(keys, device, held_out=held_out, budget_s=args.budget, pool=pool,
                            oracle_dir=args.output / "oracle" if args.oracle else None,
-                           progress=lambda _k: bar.update(1))
+                           progress=lambda _k: bar.update(1), previous=previous,
+                           checkpoint=lambda partial: write_atomic(
+                               saved, json.dumps(partial, indent=1) + "\n"))
     bar.close()
     for path in write_report(report, args.output):
         print(path)

@@ -136,6 +136,39 @@ def test_bench_on_cpu_writes_markdown_json_and_png(tmp_path, capsys):
         assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_bench_saves_every_row_and_resumes_where_it_stopped(tmp_path, capsys, monkeypatch):
+    out_dir = tmp_path / "bench"
+    argv = ["bench", "--algorithms", "gae", "--shapes", "8x8,16x8,4x4", "--budget", "0.005",
+            "--device", "cpu", "--output", str(out_dir)]
+    calls = []
+
+    def dies_on_third(key, device, seed=0, budget_s=0.1):
+        calls.append((key.n, key.t))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the run is cut short during the third row
+        return 1.0
+
+    monkeypatch.setattr("rltriton_tune.tune.bench.time_public", dies_on_third)
+    assert run(capsys, *argv, "--resume")[0] == 130
+    saved = json.loads((out_dir / "bench.json").read_text())
+    assert [(r["N"], r["T"]) for r in saved["rows"]] == [(8, 8), (16, 8)]
+
+    saved["rows"][0]["full_call_us"] = 12345.0  # marks a row that must be kept, not re-run
+    saved["rows"][1]["params"] = {"mode": "not-what-dispatch-chooses"}  # must be re-measured
+    (out_dir / "bench.json").write_text(json.dumps(saved))
+    calls.clear()
+    monkeypatch.setattr("rltriton_tune.tune.bench.time_public",
+                        lambda key, *a, **k: calls.append((key.n, key.t)) or 2.0)
+    assert run(capsys, *argv, "--resume")[0] == 0
+    rows = json.loads((out_dir / "bench.json").read_text())["rows"]
+    assert calls == [(16, 8), (4, 4)]
+    assert [r["full_call_us"] for r in rows] == [12345.0, 2.0, 2.0]
+
+    calls.clear()  # without --resume every row is measured again
+    assert run(capsys, *argv)[0] == 0
+    assert calls == [(8, 8), (16, 8), (4, 4)]
+
+
 def test_bench_with_oracle_and_held_out_shapes(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("rltriton_tune.tune.bench.HELD_OUT_SHAPES", [(5, 7), (3, 13)])
     out_dir = tmp_path / "bench"

@@ -86,25 +86,62 @@ def time_public(key: ProblemKey, device: torch.device, seed: int = 0,
     return statistics.median(rounds)
 
 
+def row_key(row: dict[str, Any]) -> ProblemKey:
+    """The problem key a report row measured."""
+    return ProblemKey(row["algorithm"], row["N"], row["T"], row["dtype"], row["layout"],
+                      row["flags"], row["A"])
+
+
+def reusable_rows(previous: dict[str, Any] | None, device: torch.device,
+                  oracle: bool) -> dict[ProblemKey, dict[str, Any]]:
+    """Rows of an earlier report that a resumed run can keep: same device name and
+    software, and with an oracle measurement when this run wants one."""
+    if not previous or previous.get("device_name") != _device_name(device) or \
+            previous.get("torch") != torch.__version__ or \
+            previous.get("triton") != _triton_version():
+        return {}
+    return {row_key(r): r for r in previous.get("rows", []) if not oracle or "oracle_us" in r}
+
+
 def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
               budget_s: float | None = None, held_out: Sequence[ProblemKey] = (),
               oracle_dir: Path | None = None, pool: CompilePool | None = None,
-              progress: Callable[[ProblemKey], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[ProblemKey], None] | None = None,
+              previous: dict[str, Any] | None = None,
+              checkpoint: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Measure every key (and each ``held_out`` key, marked so); return the JSON-able report.
 
     With ``oracle_dir``, each key's whole search space is swept (cached there) and
     its three best configs are re-measured next to the dispatched one: the oracle
-    is the fastest of those.
+    is the fastest of those. Rows of a ``previous`` report from the same device and
+    software, for the same dispatched choice, are kept instead of re-measured
+    (resuming a run cut short);
+    ``checkpoint`` receives the report so far after every row.
     """
     from rltriton_tune.dispatch.registry import all_strategies
 
     device = torch.device(device)
     strategies = all_strategies()
     bandwidth = copy_bandwidth(device)
-    rows = []
+    rows: list[dict[str, Any]] = []
     held = set(held_out)
+    kept = reusable_rows(previous, device, oracle_dir is not None)
+
+    def report() -> dict[str, Any]:
+        return {"device": str(device), "device_name": _device_name(device),
+                "copy_bandwidth_gbs": bandwidth / 1e9, "torch": torch.__version__,
+                "triton": _triton_version(), "python": platform.python_version(),
+                "date": time.strftime("%Y-%m-%d", time.gmtime()), "rows": rows}
+
     for key in [*keys, *(k for k in held_out if k not in keys)]:
         chosen, source = _dispatched(key, device)
+        old = kept.get(key)
+        if old is not None and old.get("held_out", False) == (key in held) and \
+                (old["strategy"], old["params"]) == (chosen.strategy, chosen.params):
+            rows.append(old)  # same choice measured before: keep it
+            if progress is not None:
+                progress(key)
+            continue
         cands = {DISPATCHED: chosen, **_contenders(key, device, strategies)}
         if oracle_dir is not None:
             table = sweep(key, device, Path(oracle_dir) / cache_name(key, device), pool, log=False)
@@ -137,12 +174,11 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
             row["compile_us"] = best_compile(row["device_us"])
         add_ratios(row, device.type)
         rows.append(row)
+        if checkpoint is not None:
+            checkpoint(report())
         if progress is not None:
             progress(key)
-    return {"device": str(device), "device_name": _device_name(device),
-            "copy_bandwidth_gbs": bandwidth / 1e9, "torch": torch.__version__,
-            "triton": _triton_version(), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d", time.gmtime()), "rows": rows}
+    return report()
 
 
 def add_ratios(row: dict[str, Any], device_type: str) -> None:

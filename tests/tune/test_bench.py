@@ -52,3 +52,20 @@ def test_drop_eager_compile_keeps_the_first_rows_and_says_why(tmp_path):
     assert "torch_compile" not in rows[1]["device_us"]
     assert "eagerly" in rows[1]["errors"]["torch_compile"]
     assert rows[1]["speedup"] == 2.0  # other baselines untouched
+
+
+def test_resume_keeps_rows_only_from_the_same_device_and_software():
+    import torch
+
+    from rltriton_tune.tune.bench import _device_name, _triton_version, reusable_rows, row_key
+
+    row = {"algorithm": "gae", "N": 8, "T": 4, "A": 0, "dtype": "float32", "layout": "env",
+           "flags": "none"}
+    cpu = torch.device("cpu")
+    same = {"device_name": _device_name(cpu), "torch": torch.__version__,
+            "triton": _triton_version(), "rows": [row]}
+    assert list(reusable_rows(same, cpu, oracle=False)) == [row_key(row)]
+    assert reusable_rows(same, cpu, oracle=True) == {}  # no oracle measured in that row
+    assert reusable_rows({**same, "device_name": "another GPU"}, cpu, oracle=False) == {}
+    assert reusable_rows({**same, "torch": "0.0"}, cpu, oracle=False) == {}
+    assert reusable_rows(None, cpu, oracle=False) == {}
