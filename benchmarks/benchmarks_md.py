@@ -50,6 +50,8 @@ def headline(summary: dict[str, Any]) -> list[str]:
         f"| geomean speedup over torch.compile | {ratio['geomean_speedup_compile']} "
         f"over {summary['compile_cells']} cells | >= 2x |",
         f"| worst cell vs torch.compile | {ratio['min_speedup_compile']} | |",
+        f"| built-in heuristic > 3% faster than dispatched | "
+        f"{summary.get('heuristic_better_cells', 0)} of {summary.get('heuristic_cells', 0)} | |",
     ]
 
 

@@ -29,11 +29,14 @@ from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator
 from rltriton_tune.tune.exhaustive import best_of, cache_name, sweep
 from rltriton_tune.tune.measure import copy_bandwidth
-from rltriton_tune.tune.space import Candidate
+from rltriton_tune.tune.space import DEFAULT_SM_COUNT, Candidate, SearchSpace, builtin_choice
 
 CPU_MODES = ("loop", "chunked", "doubling")
 DISPATCHED = "dispatched"
 ORACLE = "oracle"
+#: The dispatcher's built-in heuristic for the key, timed when the dispatched choice
+#: differs from it (on held-out shapes: is the nearest entry better than the heuristic?).
+HEURISTIC = "builtin_heuristic"
 #: Best configs of the exhaustive sweep re-measured next to the dispatched one.
 ORACLE_TOP = 3
 #: Shapes off every tuning grid (no powers of two), from one environment with a
@@ -60,6 +63,14 @@ def _contenders(key: ProblemKey, device: torch.device, strategies: dict) -> dict
     for mode in CPU_MODES:
         out[f"torch_{mode}"] = Candidate("torch", dict(impl.validate(key, {"mode": mode})))
     return out
+
+
+def _builtin(key: ProblemKey, device: torch.device) -> Candidate | None:
+    """The built-in heuristic's config for ``key`` on ``device``, ignoring profiles."""
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+
+    sm_count = int(device_fingerprint(device).get("sm_count") or DEFAULT_SM_COUNT)
+    return builtin_choice(key, SearchSpace(key, device), sm_count)
 
 
 def time_public(key: ProblemKey, device: torch.device, seed: int = 0,
@@ -143,6 +154,9 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
                 progress(key)
             continue
         cands = {DISPATCHED: chosen, **_contenders(key, device, strategies)}
+        builtin = _builtin(key, device) if device.type == "cuda" else None
+        if builtin is not None and builtin.label() != chosen.label():
+            cands[HEURISTIC] = builtin  # what the profile's choice is worth over the heuristic
         if oracle_dir is not None:
             table = sweep(key, device, Path(oracle_dir) / cache_name(key, device), pool, log=False)
             for i, cand in enumerate(best_of(table, ORACLE_TOP)):
@@ -163,6 +177,8 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
             "full_call_us": time_public(key, device),
             "errors": {n: o.error for n, o in outs.items() if not o.ok},
         }
+        if builtin is not None:
+            row["heuristic_us"] = times.get(HEURISTIC, times[DISPATCHED])
         if oracle_dir is not None:
             found = [(t, n) for n, t in times.items() if t is not None
                      and (n.startswith(ORACLE) or n == DISPATCHED)]
@@ -221,8 +237,11 @@ def to_markdown(report: dict[str, Any]) -> str:
     rows = report["rows"]
     cuda = report["device"].startswith("cuda")
     oracle = any("oracle_us" in r for r in rows)
+    builtin = any("heuristic_us" in r for r in rows)
     if cuda:
-        cols = ["algorithm", "N x T", "chosen", "dispatched", "flat heuristic", "torch.compile"]
+        cols = ["algorithm", "N x T", "chosen", "dispatched", "flat heuristic"]
+        cols += ["built-in heuristic"] if builtin else []
+        cols += ["torch.compile"]
         cols += ["oracle"] if oracle else []
         cols += ["HBM floor", "vs flat", "vs compile"] + (["/ oracle"] if oracle else [])
     else:
@@ -245,7 +264,9 @@ def to_markdown(report: dict[str, Any]) -> str:
             cells = [r["algorithm"], f"{r['N']} x {r['T']}", f"{r['strategy']}({params})",
                      _fmt(t.get(DISPATCHED))]
             if cuda:
-                cells += [_fmt(t.get(FLAT)), _fmt(r.get("compile_us"))]
+                cells += [_fmt(t.get(FLAT))]
+                cells += [_fmt(r.get("heuristic_us"))] if builtin else []
+                cells += [_fmt(r.get("compile_us"))]
                 cells += [_fmt(r.get("oracle_us"))] if oracle else []
                 cells += [_fmt(r.get("floor_us")), format_ratio(r["speedup"]),
                           format_ratio(r.get("speedup_compile"))]
@@ -341,7 +362,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     ``within_5pct_of_oracle``: share of rows with an oracle whose dispatched time
     is at most 5% above it; speedups are geometric means of dispatched over the
-    flat heuristic and over torch.compile, with the worst cell for the former.
+    flat heuristic and over torch.compile, with the worst cells; ``heuristic_better_cells``:
+    rows where the built-in heuristic measured more than 3% faster than the dispatched choice.
     """
     def geomean(xs: list[float]) -> float | None:
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
@@ -349,6 +371,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     flat = [r["speedup"] for r in rows if r.get("speedup")]
     comp = [r["speedup_compile"] for r in rows if r.get("speedup_compile")]
     oracle = [r["vs_oracle"] for r in rows if r.get("vs_oracle")]
+    heur = [(r["device_us"][DISPATCHED], r["heuristic_us"]) for r in rows
+            if r.get("heuristic_us") and r["device_us"].get(DISPATCHED)]
     return {
         "cells": len(rows),
         "held_out_cells": sum(1 for r in rows if r.get("held_out")),
@@ -361,4 +385,6 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "geomean_speedup_compile": geomean(comp),
         "min_speedup_compile": min(comp) if comp else None,
         "compile_cells": len(comp),
+        "heuristic_cells": len(heur),
+        "heuristic_better_cells": sum(h < d / 1.03 for d, h in heur),
     }

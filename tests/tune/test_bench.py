@@ -69,3 +69,19 @@ def test_resume_keeps_rows_only_from_the_same_device_and_software():
     assert reusable_rows({**same, "device_name": "another GPU"}, cpu, oracle=False) == {}
     assert reusable_rows({**same, "torch": "0.0"}, cpu, oracle=False) == {}
     assert reusable_rows(None, cpu, oracle=False) == {}
+
+
+def test_builtin_heuristic_column_and_count():
+    from rltriton_tune.tune.bench import to_markdown
+
+    rows = [_row(2.0, 3.0, None, None), _row(2.0, 3.0, None, None), _row(1.0, 1.0, None, None)]
+    rows[0]["heuristic_us"] = 1.5   # the heuristic beats the profile's choice
+    rows[1]["heuristic_us"] = 1.99  # within 3%: not counted
+    s = summarize(rows)
+    assert s["heuristic_cells"] == 2 and s["heuristic_better_cells"] == 1
+    for r, n in zip(rows, (8, 16, 32), strict=True):
+        r.update(algorithm="gae", N=n, T=8, strategy="flat", params={}, full_call_us=20.0)
+    report = {"device": "cuda:0", "device_name": "GPU", "torch": "x", "copy_bandwidth_gbs": 1.0,
+              "rows": rows}
+    md = to_markdown(report)
+    assert "| built-in heuristic |" in md and "| 1.50 |" in md
