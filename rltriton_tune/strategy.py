@@ -30,6 +30,8 @@ class Strategy(Protocol):
 
     #: Strategy name used in profiles, ``force`` and the CLI.
     name: str
+    #: Whether the tuner searches it (False: runs only when forced or named by a profile).
+    searchable: bool
 
     def available(self, device: torch.device) -> bool:
         """Whether this strategy can run on ``device`` in this process."""

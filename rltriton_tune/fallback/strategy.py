@@ -52,6 +52,7 @@ class TorchStrategy:
     """Torch implementations of every estimator; ``params = {"mode", "chunk"}``."""
 
     name = "torch"
+    searchable = True
 
     def available(self, device: torch.device) -> bool:
         return True

@@ -6,7 +6,7 @@ Triton modules lazily and returns ``{}`` when Triton is missing.
 * ``builders``: per-estimator ``coeffs``/``finish`` jit functions (alpha, beta,
   boundary carry, second output), shared by every core.
 * ``scan``: the combine operator and carry helpers.
-* ``flat``, ``tiled``, ``split``, ``sequential``: one core + its Strategy each.
+* ``flat``, ``tiled``, ``split``, ``sequential``, ``lookback``: one core + its Strategy each.
 * ``launch``: host-side argument packing and the strategy base class.
 """
 
@@ -20,7 +20,7 @@ from rltriton_tune.strategy import Strategy
 __all__ = ["KERNEL_ABI", "STRATEGY_NAMES", "strategies", "triton_available"]
 
 #: Names of the Triton strategies, in the order they are listed everywhere.
-STRATEGY_NAMES = ("flat", "tiled", "split", "sequential")
+STRATEGY_NAMES = ("flat", "tiled", "split", "sequential", "lookback")
 
 
 @lru_cache(maxsize=1)
@@ -37,11 +37,13 @@ def triton_available() -> bool:
 @lru_cache(maxsize=1)
 def _load() -> dict[str, Strategy]:
     from rltriton_tune.kernels.flat import FlatStrategy
+    from rltriton_tune.kernels.lookback import LookbackStrategy
     from rltriton_tune.kernels.sequential import SequentialStrategy
     from rltriton_tune.kernels.split import SplitStrategy
     from rltriton_tune.kernels.tiled import TiledStrategy
 
-    found = [FlatStrategy(), TiledStrategy(), SplitStrategy(), SequentialStrategy()]
+    found = [FlatStrategy(), TiledStrategy(), SplitStrategy(), SequentialStrategy(),
+             LookbackStrategy()]
     return {s.name: s for s in found}
 
 

@@ -133,6 +133,7 @@ class TritonStrategy:
     """
 
     name: str = ""
+    searchable: bool = True
 
     def __init__(self) -> None:
         self._cache: dict[tuple[ProblemKey, tuple[tuple[str, Any], ...]], Launcher] = {}

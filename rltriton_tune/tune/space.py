@@ -43,7 +43,8 @@ def search_strategies(device: torch.device) -> dict[str, Strategy]:
     from rltriton_tune.dispatch.registry import torch_strategies, triton_strategies
 
     if device.type == "cuda":
-        found = {n: s for n, s in triton_strategies().items() if s.available(device)}
+        found = {n: s for n, s in triton_strategies().items()
+                 if getattr(s, "searchable", True) and s.available(device)}
         if found:
             return found
     return {n: s for n, s in torch_strategies().items() if s.available(device)}

@@ -1,0 +1,174 @@
+"""``lookback`` strategy: one pass over long sequences with a decoupled look-back.
+
+``split`` reads the inputs twice in two launches. Here each program takes a
+ticket (an atomic counter, so tickets follow the order programs actually start),
+which names its (row block, chunk) with chunks numbered in scan order; it
+scans its BLOCK_T chunk from a zero carry and publishes the chunk's aggregate
+(y at the chunk's outgoing edge, product of beta), then walks back over the
+chunks before it, composing their aggregates until it meets one that has
+published its inclusive value (the true carry at its edge). With that carry it
+finishes the chunk still held in registers, stores the outputs and publishes
+its own inclusive value. One launch, one read of the inputs, one write of the
+outputs; in memory besides them only the per-chunk aggregates and flags.
+
+A program waits only on tickets taken before its own, by programs already
+running, so the chain always advances. Waits are bounded (``MAX_SPINS``
+polls): past that the program gives up and writes NaN rather than hang.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.launch import (
+    TILE_BUDGET,
+    FastLaunch,
+    Packer,
+    TritonStrategy,
+    next_pow2,
+    pow2_range,
+    require,
+)
+from rltriton_tune.kernels.scan import edges, row_block, scan_tile, take, time_block
+from rltriton_tune.strategy import Launcher, Params
+
+#: Polls of one predecessor's flag before a program gives up (NaN outputs, no hang).
+MAX_SPINS = 1 << 20
+
+#: Flag values: nothing yet, aggregate published, inclusive value published.
+AGGREGATE, INCLUSIVE = 1, 2
+
+#: Whether programs publish inclusive values. Tests turn it off: the interpreter runs
+#: programs one after another, so every predecessor would already be inclusive and the
+#: aggregate-composing path would go untested; without inclusive values every program
+#: composes all its predecessors' aggregates (same results, only slower).
+PUBLISH_INCLUSIVE = True
+
+
+@triton.jit
+def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
+                    saa, osn, ost, S0, S1, S2, S3, STATE, AGG, NC,
+                    COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
+                    F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                    F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
+                    PUBLISH_INCLUSIVE: tl.constexpr):
+    # STATE[0]: ticket counter; STATE[1 + k * n_blocks + rb]: flag of chunk k of row block rb.
+    # AGG [3, NC, N]: aggregate alpha, aggregate beta, inclusive value, per chunk and row.
+    n_blocks = tl.cdiv(N, BLOCK_N)
+    ticket = tl.atomic_add(STATE, 1)
+    rb = ticket % n_blocks
+    k = ticket // n_blocks  # position of the chunk in scan order
+    if REVERSE:
+        chunk = NC - 1 - k
+    else:
+        chunk = k
+    rows = row_block(rb, BLOCK_N, BIG)
+    ts = time_block(chunk * BLOCK_T, BLOCK_T, BIG)
+    feed, out = edges(BLOCK_T, REVERSE)
+    a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                  saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+    zero = tl.zeros([BLOCK_N], tl.float32)
+    y, p = scan_tile(a, b, zero, feed, REVERSE)
+    agg_a = take(y, out)
+    agg_b = take(p, out)
+    r = tl.reshape(rows, [BLOCK_N])
+    m = r < N
+    plane = NC * N
+    mine = k * N + r
+    if BIG:
+        plane = plane.to(tl.int64)
+        mine = k.to(tl.int64) * N + r
+    flags = STATE + 1 + rb
+    if PUBLISH_INCLUSIVE:
+        publish_aggregate = k > 0  # the first chunk's aggregate is its inclusive value
+    else:
+        publish_aggregate = k >= 0
+    if publish_aggregate:  # later chunks need not wait for this one's carry
+        tl.store(AGG + mine, agg_a, mask=m)
+        tl.store(AGG + plane + mine, agg_b, mask=m)
+        tl.debug_barrier()
+        tl.atomic_xchg(flags + k * n_blocks, AGGREGATE, sem="release")
+    # Look back: carry = acc_a + acc_b * (inclusive value of the chunk before those composed).
+    acc_a = zero
+    acc_b = zero + 1.0
+    nan = tl.full([BLOCK_N], float("nan"), tl.float32)
+    j = k - 1
+    looking = j >= 0
+    while looking:
+        flag = tl.atomic_add(flags + j * n_blocks, 0, sem="acquire")
+        spins = 0
+        while (flag == 0) & (spins < MAX_SPINS):
+            flag = tl.atomic_add(flags + j * n_blocks, 0, sem="acquire")
+            spins += 1
+        inclusive = flag == INCLUSIVE
+        at = j * N + r
+        if BIG:
+            at = j.to(tl.int64) * N + r
+        first = tl.load(AGG + tl.where(inclusive, 2 * plane, 0) + at, mask=m, other=0.0,
+                        volatile=True)
+        second = tl.load(AGG + plane + at, mask=m, other=0.0, volatile=True)
+        acc_a = acc_a + acc_b * first
+        acc_b = tl.where(inclusive, 0.0, acc_b * second)
+        acc_a = tl.where(flag == 0, nan, acc_a)  # gave up waiting: poison, not hang
+        j -= 1
+        looking = (j >= 0) & (flag == AGGREGATE)
+    carry = acc_a
+    if PUBLISH_INCLUSIVE:
+        tl.store(AGG + 2 * plane + mine, agg_a + agg_b * carry, mask=m)
+        tl.debug_barrier()
+        tl.atomic_xchg(flags + k * n_blocks, INCLUSIVE, sem="release")
+    y = y + p * carry[:, None]
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san,
+           sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+
+
+class LookbackStrategy(TritonStrategy):
+    name = "lookback"
+    #: Not in the tuner's search space until measured on a GPU (benchmarks/NOTES.md);
+    #: ``force("lookback", ...)`` runs it.
+    searchable = False
+
+    def space(self, key: ProblemKey) -> dict[str, list[int]]:
+        bt = next_pow2(key.t)
+        return {
+            "BLOCK_N": pow2_range(1, max(1, min(16, next_pow2(key.n)))),
+            "BLOCK_T": pow2_range(min(64, bt), min(4096, bt)),
+            "num_warps": pow2_range(1, 16),
+        }
+
+    def tile_elems(self, key: ProblemKey, p: Params) -> int:
+        return p["BLOCK_N"] * p["BLOCK_T"]
+
+    def check(self, key: ProblemKey, p: Params) -> None:
+        bn, bt = p["BLOCK_N"], p["BLOCK_T"]
+        require(bn * bt <= TILE_BUDGET, self.name,
+                f"BLOCK_N={bn} x BLOCK_T={bt} exceeds the tile budget {TILE_BUDGET}")
+        programs = triton.cdiv(key.n, bn) * triton.cdiv(key.t, bt)
+        require(programs < 2**31 - 1, self.name, f"grid of {programs} programs is too large")
+
+    def default_params(self, key: ProblemKey) -> Params:
+        bt = min(1024, max(next_pow2(key.t), 1))
+        return {"BLOCK_N": 1, "BLOCK_T": bt, "num_warps": max(1, min(8, bt // 128))}
+
+    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+        bn, bt = params["BLOCK_N"], params["BLOCK_T"]
+        pack = Packer(key, bn * bt)
+        n_blocks, n_chunks = triton.cdiv(key.n, bn), triton.cdiv(key.t, bt)
+        grid = (n_blocks * n_chunks,)
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, MAX_SPINS=MAX_SPINS,
+                      PUBLISH_INCLUSIVE=PUBLISH_INCLUSIVE, num_warps=params["num_warps"])
+        kernel = FastLaunch(lookback_kernel, grid, consts)
+
+        def launch(call: Call):
+            args, outs = pack.args(call)
+            device = outs[0].device
+            state = torch.zeros(1 + n_blocks * n_chunks, dtype=torch.int32, device=device)
+            agg = torch.empty((3, n_chunks, key.n), dtype=torch.float32, device=device)
+            kernel([*args, state, agg, n_chunks])
+            return outs
+
+        return launch
