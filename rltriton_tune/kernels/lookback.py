@@ -39,7 +39,8 @@ from rltriton_tune.strategy import Launcher, Params
 MAX_SPINS = 1 << 20
 
 #: Flag values: nothing yet, aggregate published, inclusive value published.
-AGGREGATE, INCLUSIVE = 1, 2
+AGGREGATE = tl.constexpr(1)
+INCLUSIVE = tl.constexpr(2)
 
 #: Whether programs publish inclusive values. Tests turn it off: the interpreter runs
 #: programs one after another, so every predecessor would already be inclusive and the

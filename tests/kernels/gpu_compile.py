@@ -1,0 +1,152 @@
+"""Compile every strategy's kernels for a GPU target on a machine without a GPU.
+
+The interpreter suite checks what the kernels compute, not that Triton's GPU
+compiler accepts them (a non-constexpr global, for one, is fine in the
+interpreter and a compile error on the GPU). This runs each strategy's real
+launcher with FastLaunch swapped for a recorder, then compiles every recorded
+launch (kernel, argument types, constexprs, options) to a cubin for sm_90 with
+the installed Triton and its bundled ptxas. Run with TRITON_INTERPRET unset:
+
+    python tests/kernels/gpu_compile.py [--arch 90] [--algorithms gae,...]
+
+Exit status 0 when everything compiled; one line per failure otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # cases.py beside this file
+
+import torch  # noqa: E402
+
+TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16",
+         torch.float64: "*fp64", torch.bool: "*i1", torch.uint8: "*u8", torch.int8: "*i8",
+         torch.int32: "*i32", torch.int64: "*i64"}
+#: Launch options among the recorded constexprs (the rest are kernel parameters).
+OPTIONS = ("num_warps", "num_stages")
+
+
+def _signature(kernel: Any, args: list[Any], consts: dict[str, Any]) -> dict[str, str]:
+    values = iter(args)
+    sig = {}
+    for name in kernel.arg_names:
+        if name in consts:
+            sig[name] = "constexpr"
+            continue
+        value = next(values)
+        if isinstance(value, torch.Tensor):
+            sig[name] = TYPES[value.dtype]
+        elif isinstance(value, bool):
+            sig[name] = "i1"
+        elif isinstance(value, int):
+            sig[name] = "i32" if -2**31 <= value < 2**31 else "i64"
+        elif isinstance(value, float):
+            sig[name] = "fp32"
+        else:
+            raise TypeError(f"argument {name}: unexpected {type(value).__name__}")
+    return sig
+
+
+def recorded_launches(strategy: str, key: Any, params: dict[str, Any]) -> list[tuple]:
+    """(kernel, args, consts) of every launch ``strategy`` makes for ``key`` (none run)."""
+    from rltriton_tune.estimators import prepare_call
+    from rltriton_tune.kernels import launch, strategies
+    from rltriton_tune.problems import random_inputs
+
+    launches: list[tuple] = []
+
+    class Recorder:
+        def __init__(self, kernel, grid, consts):
+            self.kernel, self.consts = kernel, consts
+
+        def __call__(self, args):
+            launches.append((self.kernel, list(args), dict(self.consts)))
+
+    impl = strategies()[strategy]
+    module = sys.modules[type(impl).__module__]
+    saved = module.FastLaunch, launch.FastLaunch
+    module.FastLaunch = launch.FastLaunch = Recorder
+    try:
+        call = prepare_call(key.algorithm, **random_inputs(key, "cpu", 0))
+        type(impl)()._launcher(key, impl.validate(key, params))(call)
+    finally:
+        module.FastLaunch, launch.FastLaunch = saved
+    return launches
+
+
+def compile_one(strategy: str, key_text: str, params: dict[str, Any], arch: int) -> list[str]:
+    """Compile ``strategy``'s launches for ``key_text``; the error lines (empty: all compiled)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from rltriton_tune.call import ProblemKey
+
+    key = ProblemKey.from_text(key_text)
+    errors = []
+    for kernel, args, consts in recorded_launches(strategy, key, params):
+        options = {k: consts.pop(k) for k in OPTIONS if k in consts}
+        try:
+            src = ASTSource(fn=kernel, signature=_signature(kernel, args, consts),
+                            constexprs=consts)
+            triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
+        except Exception as exc:  # noqa: BLE001 - report every failure, then fail
+            first = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+            errors.append(f"{strategy} {key_text} {kernel.__name__}: {type(exc).__name__}: "
+                          f"{first[:400]}")
+    return errors
+
+
+def cases(algorithms: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """Each strategy at its default config for every estimator (its richest flag set,
+    float32 env-major), plus bfloat16 time-major for the first estimator."""
+    from cases import FLAG_SETS
+
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.kernels import STRATEGY_NAMES, strategies
+
+    out = []
+    for i, alg in enumerate(algorithms):
+        a = 5 if alg == "retrace" else 0
+        keys = [ProblemKey(alg, 48, 300, "float32", "env", FLAG_SETS[alg][-1], a)]
+        if i == 0:
+            keys.append(ProblemKey(alg, 48, 300, "bfloat16", "time", FLAG_SETS[alg][-1], a))
+        for key in keys:
+            for name in STRATEGY_NAMES:
+                out.append((name, key.as_text(), dict(strategies()[name].default_params(key))))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rltriton_tune.algorithms import ALGORITHMS
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--arch", type=int, default=90, help="CUDA compute capability x 10")
+    p.add_argument("--algorithms", default=",".join(ALGORITHMS))
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    args = p.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        print("gpu_compile: unset TRITON_INTERPRET (kernels must be JIT functions)",
+              file=sys.stderr)
+        return 2
+    todo = cases(args.algorithms.split(","))
+    with cf.ProcessPoolExecutor(args.workers) as pool:
+        results = list(pool.map(compile_one, *zip(*todo, strict=True),
+                                [args.arch] * len(todo)))
+    errors = [line for lines in results for line in lines]
+    for line in errors:
+        print(line)
+    print(f"gpu_compile: {len(todo) - sum(1 for r in results if r)} of {len(todo)} "
+          f"(strategy, key) cases compiled for sm_{args.arch}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
