@@ -26,10 +26,11 @@ KEYS = {
     "episodic_prefix_sum": ProblemKey("episodic_prefix_sum", 50, 64, flags="starts_at"),
 }
 
-#: None = dispatch's own choice; then each Triton strategy forced (split with short chunks
-#: so it really splits; sequential on time-major inputs).
+#: None = dispatch's own choice; then each Triton strategy forced (split and lookback with
+#: short chunks so they really split, and the look-back's zeroed flags must be part of the
+#: graph; sequential on time-major inputs).
 CHOICES = [None, ("flat", {}), ("tiled", {}), ("split", {"CHUNK_T": 16, "BLOCK_T": 16}),
-           ("sequential", {})]
+           ("sequential", {}), ("lookback", {"BLOCK_T": 16})]
 
 
 def as_tuple(x):
