@@ -45,7 +45,7 @@ def headline(summary: dict[str, Any]) -> list[str]:
         f"of {summary['oracle_cells']} | >= 95% |",
         f"| worst dispatched / oracle | {ratio['worst_vs_oracle']} | |",
         f"| geomean speedup over the flat heuristic | {ratio['geomean_speedup_flat']} "
-        "| >= 1.5x |",
+        f"over {summary.get('flat_cells', '?')} cells | >= 1.5x |",
         f"| worst cell vs the flat heuristic | {ratio['min_speedup_flat']} | >= 0.97x |",
         f"| geomean speedup over torch.compile | {ratio['geomean_speedup_compile']} "
         f"over {summary['compile_cells']} cells | >= 2x |",
@@ -53,6 +53,20 @@ def headline(summary: dict[str, Any]) -> list[str]:
         f"| built-in heuristic > 3% faster than dispatched | "
         f"{summary.get('heuristic_better_cells', 0)} of {summary.get('heuristic_cells', 0)} | |",
     ]
+
+
+def missing(rows: list[dict[str, Any]]) -> list[str]:
+    """Why cells lack a measurement: each recorded error message with its count."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for name, error in (row.get("errors") or {}).items():
+            text = f"{name}: {error}"
+            counts[text] = counts.get(text, 0) + 1
+    if not counts:
+        return []
+    lines = ["Measurements missing from some cells (as recorded in the JSON):", ""]
+    lines += [f"- {n} cell(s): {text}" for text, n in sorted(counts.items())]
+    return [*lines, ""]
 
 
 def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path) -> str:
@@ -63,7 +77,7 @@ def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path) -> s
              f"measured {first.get('date', '?')} with `rltriton-tune bench` (raw JSON next to "
              "each table's heatmaps). Regenerate: `python benchmarks/benchmarks_md.py "
              "<bench.json ...> --output BENCHMARKS.md --readme README.md`.", "",
-             "## Summary, all runs", "", *headline(summarize(rows)), ""]
+             "## Summary, all runs", "", *headline(summarize(rows)), "", *missing(rows)]
     for path, rep in reports:
         rel = os.path.relpath(path.parent, output.parent)
         body = to_markdown(rep).split("\n", 2)[2]  # drop the per-run title

@@ -382,6 +382,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "worst_vs_oracle": max(oracle) if oracle else None,
         "geomean_speedup_flat": geomean(flat),
         "min_speedup_flat": min(flat) if flat else None,
+        "flat_cells": len(flat),
         "geomean_speedup_compile": geomean(comp),
         "min_speedup_compile": min(comp) if comp else None,
         "compile_cells": len(comp),

@@ -26,7 +26,7 @@ def test_ratios_and_summary_by_hand():
     assert s["geomean_speedup_flat"] == pytest.approx(math.prod([2.0, 1.0, 0.9]) ** (1 / 3))
     assert s["min_speedup_flat"] == pytest.approx(0.9)
     assert s["geomean_speedup_compile"] == pytest.approx(math.sqrt(4.0 * 4.0))
-    assert s["compile_cells"] == 2 and s["min_speedup_compile"] == 4.0
+    assert s["compile_cells"] == 2 and s["min_speedup_compile"] == 4.0 and s["flat_cells"] == 3
 
 
 def test_summary_of_rows_without_baselines_is_empty_not_an_error():
