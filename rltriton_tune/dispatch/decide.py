@@ -12,7 +12,9 @@ import math
 import os
 import threading
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import torch
@@ -184,21 +186,43 @@ def _profile_decision(key: ProblemKey, profiles: Any,
             path = profiles.sources.get(text, "?")
             return Decision(key, entry.strategy, params, f"profile:{path}",
                             f"exact entry, {entry.device_time_us} us"), True
+    for found in nearest_decisions(key, profiles, usable):
+        return found, entry is not None
+    return None, entry is not None
+
+
+def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
+                      max_distance: float = MAX_DISTANCE) -> Iterator[Decision]:
+    """Other entries of ``key``'s family within ``max_distance``, nearest first, each as
+    the decision that reuses its config (re-validated for ``key``; invalid ones skipped)."""
+    text = key.as_text()
     ranked = sorted(
         ((_distance(key, other), other.as_text(), other_text)
          for other, other_text in _family_index(profiles).get(key.family(), ())
          if other_text != text),
     )
     for dist, _, other_text in ranked:
-        if dist > MAX_DISTANCE:
-            break
+        if dist > max_distance:
+            return
         other_entry = profiles.entries[other_text]
         params = _from_entry(key, other_entry, usable)
         if params is not None:
             path = profiles.sources.get(other_text, "?")
-            return Decision(key, other_entry.strategy, params, f"nearest:{other_text}@{path}",
-                            f"log2 distance {dist:.2f}, config re-validated"), entry is not None
-    return None, entry is not None
+            yield Decision(key, other_entry.strategy, params, f"nearest:{other_text}@{path}",
+                           f"log2 distance {dist:.2f}, config re-validated")
+
+
+def transfer_alternatives(key: ProblemKey, device: torch.device | str,
+                          count: int = 2) -> list[Decision]:
+    """The configs of the ``count`` tuned entries nearest to ``key`` after the one dispatch
+    would reuse (for measuring how well nearest-entry transfer generalises)."""
+    device = normalize_device(device)
+    usable, reason = _candidates(key, device)
+    profiles = None if reason is not None else _load_profiles(device_fingerprint(device))
+    if profiles is None:
+        return []
+    found = list(islice(nearest_decisions(key, profiles, usable), count + 1))
+    return found[1:] if profiles.entries.get(key.as_text()) is None else found[:count]
 
 
 def heuristic_decision(key: ProblemKey, fingerprint: dict[str, Any],

@@ -37,6 +37,8 @@ ORACLE = "oracle"
 #: The dispatcher's built-in heuristic for the key, timed when the dispatched choice
 #: differs from it (on held-out shapes: is the nearest entry better than the heuristic?).
 HEURISTIC = "builtin_heuristic"
+#: Configs of the next-nearest tuned entries, timed on held-out shapes.
+ALTERNATIVE = "alternative"
 #: Best configs of the exhaustive sweep re-measured next to the dispatched one.
 ORACLE_TOP = 3
 #: Shapes off every tuning grid (no powers of two), from one environment with a
@@ -71,6 +73,14 @@ def _builtin(key: ProblemKey, device: torch.device) -> Candidate | None:
 
     sm_count = int(device_fingerprint(device).get("sm_count") or DEFAULT_SM_COUNT)
     return builtin_choice(key, SearchSpace(key, device), sm_count)
+
+
+def _alternatives(key: ProblemKey, device: torch.device) -> dict[str, Candidate]:
+    """Entry key text -> config, for the two entries nearest after the dispatched one."""
+    from rltriton_tune.dispatch.decide import transfer_alternatives
+
+    return {d.source.split("@")[0]: Candidate(d.strategy, dict(d.params))
+            for d in transfer_alternatives(key, device)}
 
 
 def time_public(key: ProblemKey, device: torch.device, seed: int = 0,
@@ -157,6 +167,9 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
         builtin = _builtin(key, device) if device.type == "cuda" else None
         if builtin is not None and builtin.label() != chosen.label():
             cands[HEURISTIC] = builtin  # what the profile's choice is worth over the heuristic
+        alternatives = _alternatives(key, device) if key in held else {}
+        for i, cand in enumerate(alternatives.values()):
+            cands[f"{ALTERNATIVE}_{i}"] = cand
         if oracle_dir is not None:
             table = sweep(key, device, Path(oracle_dir) / cache_name(key, device), pool, log=False)
             for i, cand in enumerate(best_of(table, ORACLE_TOP)):
@@ -172,13 +185,17 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
             "algorithm": key.algorithm, "N": key.n, "T": key.t, "A": key.a, "dtype": key.dtype,
             "layout": key.layout, "flags": key.flags, "strategy": chosen.strategy,
             "params": chosen.params, "source": source, "held_out": key in held,
-            "device_us": {n: t for n, t in times.items() if not n.startswith(ORACLE)},
+            "device_us": {n: t for n, t in times.items()
+                          if not n.startswith((ORACLE, ALTERNATIVE))},
             "host_us": outs[DISPATCHED].timing.host_us if outs[DISPATCHED].ok else None,
             "full_call_us": time_public(key, device),
             "errors": {n: o.error for n, o in outs.items() if not o.ok},
         }
         if builtin is not None:
             row["heuristic_us"] = times.get(HEURISTIC, times[DISPATCHED])
+        if alternatives:  # next-nearest entries' configs: other transfer choices, measured
+            row["alternatives"] = {source: times.get(f"{ALTERNATIVE}_{i}")
+                                   for i, source in enumerate(alternatives)}
         if oracle_dir is not None:
             found = [(t, n) for n, t in times.items() if t is not None
                      and (n.startswith(ORACLE) or n == DISPATCHED)]
@@ -363,7 +380,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ``within_5pct_of_oracle``: share of rows with an oracle whose dispatched time
     is at most 5% above it; speedups are geometric means of dispatched over the
     flat heuristic and over torch.compile, with the worst cells; ``heuristic_better_cells``:
-    rows where the built-in heuristic measured more than 3% faster than the dispatched choice.
+    rows where the built-in heuristic measured more than 3% faster than the dispatched choice;
+    ``alternative_better_cells``: the same for the best next-nearest entry's config.
     """
     def geomean(xs: list[float]) -> float | None:
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
@@ -373,6 +391,9 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     oracle = [r["vs_oracle"] for r in rows if r.get("vs_oracle")]
     heur = [(r["device_us"][DISPATCHED], r["heuristic_us"]) for r in rows
             if r.get("heuristic_us") and r["device_us"].get(DISPATCHED)]
+    alt = [(r["device_us"][DISPATCHED], min(ts)) for r in rows
+           if r["device_us"].get(DISPATCHED)
+           and (ts := [t for t in (r.get("alternatives") or {}).values() if t])]
     return {
         "cells": len(rows),
         "held_out_cells": sum(1 for r in rows if r.get("held_out")),
@@ -388,4 +409,6 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "compile_cells": len(comp),
         "heuristic_cells": len(heur),
         "heuristic_better_cells": sum(h < d / 1.03 for d, h in heur),
+        "alternative_cells": len(alt),
+        "alternative_better_cells": sum(a < d / 1.03 for d, a in alt),
     }

@@ -219,3 +219,21 @@ def test_heuristic_tiles_count_retraces_actions():
     retrace = candidates(ProblemKey("retrace", 4096, 32, flags="trunc", a=8), 132)[0]
     assert gae[:2] == ("flat", {"BLOCK_N": 16, "num_warps": 4})
     assert retrace[:2] == ("flat", {"BLOCK_N": 2, "num_warps": 4})  # 512 / (32 * 8)
+
+
+def test_transfer_alternatives_are_the_next_nearest_entries(profiles, fake_gpu):
+    from rltriton_tune.dispatch.decide import transfer_alternatives
+
+    profiles.write(FAKE_FP, [(key(256, 128), "flat", {"BLOCK_N": 1}),       # distance 0.36
+                            (key(256, 32), "tiled", {"BLOCK_N": 2}),        # distance 1.64
+                            (key(512, 128), "flat", {"BLOCK_N": 4}),        # distance 1.06
+                            (key(1024, 128), "flat", {"BLOCK_N": 8})])      # 2.03: too far
+    query = key(256, 100)
+    assert key(256, 128).as_text() in decide(query, FAKE_GPU).source  # dispatch takes nearest
+    found = transfer_alternatives(query, FAKE_GPU)
+    assert [d.source.split("@")[0] for d in found] == [
+        f"nearest:{key(512, 128).as_text()}", f"nearest:{key(256, 32).as_text()}"]
+    assert [d.strategy for d in found] == ["flat", "tiled"]
+    # With an exact entry, dispatch uses it and the alternatives start at the nearest other.
+    exact = transfer_alternatives(key(256, 128), FAKE_GPU, count=1)
+    assert [d.source.split("@")[0] for d in exact] == [f"nearest:{key(512, 128).as_text()}"]

@@ -77,8 +77,10 @@ def test_builtin_heuristic_column_and_count():
     rows = [_row(2.0, 3.0, None, None), _row(2.0, 3.0, None, None), _row(1.0, 1.0, None, None)]
     rows[0]["heuristic_us"] = 1.5   # the heuristic beats the profile's choice
     rows[1]["heuristic_us"] = 1.99  # within 3%: not counted
+    rows[2]["alternatives"] = {"nearest:a": 0.5, "nearest:b": None}  # twice as fast
     s = summarize(rows)
     assert s["heuristic_cells"] == 2 and s["heuristic_better_cells"] == 1
+    assert s["alternative_cells"] == 1 and s["alternative_better_cells"] == 1
     for r, n in zip(rows, (8, 16, 32), strict=True):
         r.update(algorithm="gae", N=n, T=8, strategy="flat", params={}, full_call_us=20.0)
     report = {"device": "cuda:0", "device_name": "GPU", "torch": "x", "copy_bandwidth_gbs": 1.0,
