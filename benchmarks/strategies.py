@@ -72,7 +72,9 @@ SLOW_FLOOR_US = 200.0
 PROBE_SLEEP_S = 1e-3
 #: Input copies of a slow candidate's graph are capped so one replay lasts about this long.
 REPLAY_TARGET_S = 0.004
-SWEEP_ORDER = ("tiled", "flat", "split", "sequential")
+SWEEP_ORDER = ("tiled", "flat", "split", "sequential", "lookback")
+#: Below this T a look-back scan has one chunk per row: a tiled kernel with extra steps.
+LOOKBACK_MIN_T = 512
 
 
 @dataclass
@@ -183,6 +185,9 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
         return out
     if name == "sequential":
         return [{"BLOCK_N": bn, "num_warps": w} for bn, w in ((64, 1), (256, 4))]
+    if name == "lookback":
+        return [{"BLOCK_N": bn, "BLOCK_T": min(bt, bt_all), "num_warps": w}
+                for bn, bt, w in ((1, 256, 2), (1, 1024, 8), (4, 256, 4), (16, 128, 8))]
     raise ValueError(f"unknown strategy {name!r}")
 
 
@@ -195,7 +200,7 @@ def sweep(key: ProblemKey, strategies: dict[str, Any]) -> tuple[list[Candidate],
     seen: set[tuple] = set()
     for name in SWEEP_ORDER:
         impl = strategies.get(name)
-        if impl is None:
+        if impl is None or (name == "lookback" and key.t < LOOKBACK_MIN_T):
             continue
         wanted = [impl.default_params(key), *hand_picked(name, key)]
         if key.layout == "time" and name == "sequential":
