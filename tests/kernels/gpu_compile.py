@@ -81,17 +81,26 @@ def recorded_launches(strategy: str, key: Any, params: dict[str, Any]) -> list[t
     return launches
 
 
-def compile_one(strategy: str, key_text: str, params: dict[str, Any], arch: int) -> list[str]:
-    """Compile ``strategy``'s launches for ``key_text``; the error lines (empty: all compiled)."""
+def compile_one(strategy: str, key_text: str, params: dict[str, Any], arch: int,
+                big: bool = False) -> list[str]:
+    """Compile ``strategy``'s launches for ``key_text`` (with 64-bit offsets when ``big``);
+    the error lines (empty: all compiled)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from rltriton_tune.call import ProblemKey
+    from rltriton_tune.kernels import launch
 
     key = ProblemKey.from_text(key_text)
     errors = []
-    for kernel, args, consts in recorded_launches(strategy, key, params):
+    limit = launch.INT32_LIMIT
+    launch.INT32_LIMIT = 0 if big else limit  # 0: the launcher picks 64-bit offsets
+    try:
+        launches = recorded_launches(strategy, key, params)
+    finally:
+        launch.INT32_LIMIT = limit
+    for kernel, args, consts in launches:
         options = {k: consts.pop(k) for k in OPTIONS if k in consts}
         try:
             src = ASTSource(fn=kernel, signature=_signature(kernel, args, consts),
@@ -99,14 +108,15 @@ def compile_one(strategy: str, key_text: str, params: dict[str, Any], arch: int)
             triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
         except Exception as exc:  # noqa: BLE001 - report every failure, then fail
             first = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
-            errors.append(f"{strategy} {key_text} {kernel.__name__}: {type(exc).__name__}: "
-                          f"{first[:400]}")
+            errors.append(f"{strategy} {key_text}{' (int64 offsets)' if big else ''} "
+                          f"{kernel.__name__}: {type(exc).__name__}: {first[:400]}")
     return errors
 
 
-def cases(algorithms: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+def cases(algorithms: list[str]) -> list[tuple[str, str, dict[str, Any], bool]]:
     """Each strategy at its default config for every estimator (its richest flag set,
-    float32 env-major), plus bfloat16 time-major for the first estimator."""
+    float32 env-major, and time-major with 64-bit offsets), plus bfloat16 time-major for
+    the first estimator."""
     from cases import FLAG_SETS
 
     from rltriton_tune.call import ProblemKey
@@ -115,12 +125,15 @@ def cases(algorithms: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
     out = []
     for i, alg in enumerate(algorithms):
         a = 5 if alg == "retrace" else 0
-        keys = [ProblemKey(alg, 48, 300, "float32", "env", FLAG_SETS[alg][-1], a)]
+        keys = [(ProblemKey(alg, 48, 300, "float32", "env", FLAG_SETS[alg][-1], a), False),
+                (ProblemKey(alg, 48, 300, "float32", "time", FLAG_SETS[alg][-1], a), True)]
         if i == 0:
-            keys.append(ProblemKey(alg, 48, 300, "bfloat16", "time", FLAG_SETS[alg][-1], a))
-        for key in keys:
+            keys.append((ProblemKey(alg, 48, 300, "bfloat16", "time", FLAG_SETS[alg][-1], a),
+                         False))
+        for key, big in keys:
             for name in STRATEGY_NAMES:
-                out.append((name, key.as_text(), dict(strategies()[name].default_params(key))))
+                out.append((name, key.as_text(), dict(strategies()[name].default_params(key)),
+                            big))
     return out
 
 
@@ -138,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     todo = cases(args.algorithms.split(","))
     with cf.ProcessPoolExecutor(args.workers) as pool:
-        results = list(pool.map(compile_one, *zip(*todo, strict=True),
-                                [args.arch] * len(todo)))
+        names, keys, params, bigs = zip(*todo, strict=True)
+        results = list(pool.map(compile_one, names, keys, params, [args.arch] * len(todo),
+                                bigs))
     errors = [line for lines in results for line in lines]
     for line in errors:
         print(line)

@@ -32,4 +32,4 @@ def test_every_strategy_compiles_for_sm90(tmp_path):
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     compiled, total = map(int, re.search(r"(\d+) of (\d+)", done.stderr).groups())
-    assert compiled == total >= 5 * 7  # every strategy x every estimator
+    assert compiled == total >= 5 * 7 * 2  # every strategy x estimator, 32- and 64-bit offsets
