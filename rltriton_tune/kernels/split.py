@@ -26,7 +26,15 @@ from rltriton_tune.kernels.launch import (
     pow2_range,
     require,
 )
-from rltriton_tune.kernels.scan import edges, row_block, scan_tile, take, tile_start, time_block
+from rltriton_tune.kernels.scan import (
+    edges,
+    row_block,
+    scan_span,
+    scan_tile,
+    take,
+    tile_start,
+    time_block,
+)
 from rltriton_tune.strategy import Launcher, Params
 
 #: Most chunks per row: phase 2 composes up to this many aggregates per program.
@@ -108,16 +116,9 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
         y, _ = scan_tile(ka, kb, carry, cfeed, REVERSE)
         carry = take(y, cout)
     # Rescan the chunk from that carry.
-    feed, out = edges(BLOCK_T, REVERSE)
-    n_tiles = tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T)
-    for i in range(0, n_tiles):
-        ts = time_block(tile_start(i, n_tiles, c0, BLOCK_T, REVERSE), BLOCK_T, BIG)
-        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
-                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
-        y, _ = scan_tile(a, b, carry, feed, REVERSE)
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san,
-               sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
-        carry = take(y, out)
+    scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn,
+              ost, S0, S1, S2, S3, rows, carry, c0, tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T),
+              COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, BIG, BLOCK_T)
 
 
 class SplitStrategy(TritonStrategy):

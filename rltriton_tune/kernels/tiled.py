@@ -20,7 +20,7 @@ from rltriton_tune.kernels.launch import (
     pow2_range,
     require,
 )
-from rltriton_tune.kernels.scan import edges, row_block, scan_tile, take, tile_start, time_block
+from rltriton_tune.kernels.scan import row_block, scan_span
 from rltriton_tune.strategy import Launcher, Params
 
 
@@ -32,17 +32,10 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, sa
                  F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
     rows = row_block(tl.program_id(0), BLOCK_N, BIG)
-    feed, out = edges(BLOCK_T, REVERSE)
-    n_tiles = tl.cdiv(T, BLOCK_T)
-    carry = tl.zeros([BLOCK_N], tl.float32)
-    for i in range(0, n_tiles):
-        ts = time_block(tile_start(i, n_tiles, 0, BLOCK_T, REVERSE), BLOCK_T, BIG)
-        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
-                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
-        y, _ = scan_tile(a, b, carry, feed, REVERSE)
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san,
-               sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
-        carry = take(y, out)
+    scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn,
+              ost, S0, S1, S2, S3, rows, tl.zeros([BLOCK_N], tl.float32), 0,
+              tl.cdiv(T, BLOCK_T), COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
+              BLOCK_A, BIG, BLOCK_T)
 
 
 class TiledStrategy(TritonStrategy):
