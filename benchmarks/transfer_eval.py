@@ -57,8 +57,7 @@ def evaluate(table_path: Path, profile) -> dict:
     profiles = SimpleNamespace(entries=others, sources={k: "shipped" for k in others})
     usable = triton_strategies()
     heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
-    found, _ = decide._profile_decision(key, profiles, usable)
-    found = found or heuristic
+    found = next(decide.nearest_decisions(key, profiles, usable), heuristic)
     mine = times.get(_label(found.strategy, found.params))
     theirs = times.get(_label(heuristic.strategy, heuristic.params))
     return {"key": key.as_text(), "source": found.source.split("@")[0],
