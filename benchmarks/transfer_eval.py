@@ -58,12 +58,16 @@ def evaluate(table_path: Path, profile) -> dict:
     usable = triton_strategies()
     heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
     found = next(decide.nearest_decisions(key, profiles, usable), heuristic)
-    mine = times.get(_label(found.strategy, found.params))
-    theirs = times.get(_label(heuristic.strategy, heuristic.params))
+    raw = next(decide.nearest_decisions(key, profiles, usable, adapt=False), heuristic)
+
+    def ratio(d) -> float | None:
+        mine = times.get(_label(d.strategy, d.params))
+        return None if mine is None else mine / best
+
     return {"key": key.as_text(), "source": found.source.split("@")[0],
             "choice": _label(found.strategy, found.params), "best_us": best,
-            "ratio": None if mine is None else mine / best,
-            "heuristic_ratio": None if theirs is None else theirs / best}
+            "ratio": ratio(found), "unmoved_ratio": ratio(raw),
+            "heuristic_ratio": ratio(heuristic)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,10 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     path = args.profile or next(shipped_dir().glob("cuda-nvidia-h200-*.json"))
     profile = read_profile(path)
     rows = [evaluate(f, profile) for f in sorted(args.tables.glob("exhaustive_*_cuda.json"))]
-    print(f"{'key':40s} {'chosen/best':>11s} {'heuristic/best':>14s}  source, choice")
+    print(f"{'key':40s} {'chosen/best':>11s} {'unmoved/best':>12s} {'heuristic/best':>14s}"
+          "  source, choice")
     for r in rows:
-        print(f"{r['key']:40s} {_ratio(r['ratio']):>11s} {_ratio(r['heuristic_ratio']):>14s}  "
-              f"{r['source']}, {r['choice']}")
+        print(f"{r['key']:40s} {_ratio(r['ratio']):>11s} {_ratio(r['unmoved_ratio']):>12s} "
+              f"{_ratio(r['heuristic_ratio']):>14s}  {r['source']}, {r['choice']}")
     return 0
 
 

@@ -50,6 +50,13 @@ class Strategy(Protocol):
         """A reasonable config for ``key`` without tuning."""
         ...
 
+    def transfer(self, source: ProblemKey, target: ProblemKey,
+                 params: Params) -> tuple[str, Params]:
+        """``params`` tuned for ``source``, moved to the shape of ``target`` (dispatch's
+        nearest-entry lookup), as (strategy name, params): a config may have a faster
+        equivalent on another strategy. The result is validated for ``target`` afterwards."""
+        ...
+
     def prepare(self, key: ProblemKey, params: Params) -> Launcher:
         """Build (and cache whatever can be cached for) a launcher for ``key``."""
         ...

@@ -13,7 +13,7 @@ import os
 import threading
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
@@ -192,37 +192,71 @@ def _profile_decision(key: ProblemKey, profiles: Any,
 
 
 def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
-                      max_distance: float = MAX_DISTANCE) -> Iterator[Decision]:
+                      max_distance: float = MAX_DISTANCE, adapt: bool = True) -> Iterator[Decision]:
     """Other entries of ``key``'s family within ``max_distance``, nearest first, each as
-    the decision that reuses its config (re-validated for ``key``; invalid ones skipped)."""
+    the decision that reuses its config: moved to ``key``'s shape by the strategy's
+    ``transfer`` (unless ``adapt`` is False, or the moved config is invalid) and
+    re-validated for ``key``; entries with no valid config are skipped."""
     text = key.as_text()
     ranked = sorted(
-        ((_distance(key, other), other.as_text(), other_text)
+        ((_distance(key, other), other.as_text(), other, other_text)
          for other, other_text in _family_index(profiles).get(key.family(), ())
          if other_text != text),
+        key=lambda r: r[:2],
     )
-    for dist, _, other_text in ranked:
+    for dist, _, other, other_text in ranked:
         if dist > max_distance:
             return
         other_entry = profiles.entries[other_text]
-        params = _from_entry(key, other_entry, usable)
+        impl = usable.get(other_entry.strategy)
+        if impl is None:
+            continue
+        unmoved = _validated(impl, key, dict(other_entry.params))
+        name, params = other_entry.strategy, unmoved
+        moved = _moved(impl, other, key, dict(other_entry.params), usable) if adapt else None
+        if moved is not None and moved != (name, unmoved):
+            name, params = moved
         if params is not None:
             path = profiles.sources.get(other_text, "?")
-            yield Decision(key, other_entry.strategy, params, f"nearest:{other_text}@{path}",
-                           f"log2 distance {dist:.2f}, config re-validated")
+            how = "config re-validated" if params is unmoved else \
+                f"config moved to this shape (tuned: {other_entry.strategy} {other_entry.params})"
+            yield Decision(key, name, params, f"nearest:{other_text}@{path}",
+                           f"log2 distance {dist:.2f}, {how}")
+
+
+def _moved(impl: Strategy, source: ProblemKey, key: ProblemKey, params: dict[str, Any],
+           usable: dict[str, Strategy]) -> tuple[str, dict[str, Any]] | None:
+    """``impl.transfer`` of an entry's config, validated for ``key``; None if unusable."""
+    transfer = getattr(impl, "transfer", None)
+    if transfer is None:
+        return None
+    try:
+        name, moved = transfer(source, key, params)
+    except (InvalidConfig, KeyError, TypeError, ValueError):
+        return None
+    target = usable.get(name)
+    valid = None if target is None else _validated(target, key, moved)
+    return None if valid is None else (name, valid)
 
 
 def transfer_alternatives(key: ProblemKey, device: torch.device | str,
                           count: int = 2) -> list[Decision]:
     """The configs of the ``count`` tuned entries nearest to ``key`` after the one dispatch
-    would reuse (for measuring how well nearest-entry transfer generalises)."""
+    would reuse, preceded by that entry's config unmoved (source ``unmoved:...``) when
+    ``transfer`` changed it: for measuring how well nearest-entry transfer generalises."""
     device = normalize_device(device)
     usable, reason = _candidates(key, device)
     profiles = None if reason is not None else _load_profiles(device_fingerprint(device))
     if profiles is None:
         return []
     found = list(islice(nearest_decisions(key, profiles, usable), count + 1))
-    return found[1:] if profiles.entries.get(key.as_text()) is None else found[:count]
+    if profiles.entries.get(key.as_text()) is not None:
+        return found[:count]
+    unmoved = next(nearest_decisions(key, profiles, usable, adapt=False), None)
+    extra = [] if unmoved is None or not found or \
+        (unmoved.strategy, unmoved.params) == (found[0].strategy, found[0].params) else \
+        [replace(unmoved, source=f"unmoved:{unmoved.source.removeprefix('nearest:')}")]
+    return extra + found[1:]
 
 
 def heuristic_decision(key: ProblemKey, fingerprint: dict[str, Any],

@@ -85,6 +85,10 @@ class TorchStrategy:
             return {"mode": mode, "chunk": scans.default_chunk(key.t)}
         return {"mode": mode}
 
+    def transfer(self, source: ProblemKey, target: ProblemKey,
+                 params: Params) -> tuple[str, Params]:
+        return self.name, dict(params)  # modes and chunk sizes are re-validated for the target
+
     def prepare(self, key: ProblemKey, params: Params) -> Launcher:
         p = self.validate(key, params)
         mode = p["mode"]

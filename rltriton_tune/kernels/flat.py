@@ -18,6 +18,7 @@ from rltriton_tune.kernels.launch import (
     next_pow2,
     pow2_range,
     require,
+    rescale_tile,
 )
 from rltriton_tune.kernels.scan import combine, row_block, time_block
 from rltriton_tune.strategy import Launcher, Params
@@ -82,6 +83,16 @@ class FlatStrategy(TritonStrategy):
 
     def default_params(self, key: ProblemKey) -> Params:
         return rl_triton_params(key.t)
+
+    def transfer(self, source: ProblemKey, target: ProblemKey,
+                 params: Params) -> tuple[str, Params]:
+        """A row is one next_pow2(T) tile: keep the tile's size as T moves (see
+        :func:`rescale_tile`)."""
+        span_from, span_to = next_pow2(source.t), next_pow2(target.t)
+        if span_from == span_to:
+            return self.name, dict(params)
+        return self.name, rescale_tile(params, span_from, span_to, target,
+                                       min(64, next_pow2(target.n), TILE_BUDGET // span_to))
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)

@@ -35,6 +35,9 @@ MAX_ELEMS_PER_THREAD = 64
 #: Elements of the [BLOCK_N, BLOCK_T, BLOCK_A] tile Retrace's expectation uses.
 ACTION_TILE_BUDGET = 2**12
 
+#: Programs a config moved to a shorter row keeps at least (about two waves of an H200's
+#: 132 SMs): more rows per program must not starve the GPU of programs.
+MIN_PROGRAMS = 256
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 SLOTS = 8
 SCALARS = 4
@@ -55,6 +58,26 @@ def pow2_range(lo: int, hi: int) -> list[int]:
             out.append(p)
         p *= 2
     return out
+
+
+def rescale_tile(params: Params, span_from: int, span_to: int, target: ProblemKey,
+                 max_rows: int) -> Params:
+    """``params`` (with ``BLOCK_N`` rows and ``num_warps``) whose tile spans ``span_from``
+    steps per row, moved to a tile of ``span_to`` steps per row of ``target``.
+
+    Tuned configs are mostly a tile size and a thread count for it, so the tile's element
+    count is kept: a shorter span takes more rows, as long as ``target`` still gets
+    :data:`MIN_PROGRAMS` programs (or the source's rows); a longer one takes fewer rows
+    and, once a row outgrows the tile, keeps the elements per thread (more warps).
+    """
+    tile = params["BLOCK_N"] * span_from
+    if span_to <= span_from:
+        spread = max(params["BLOCK_N"], next_pow2(target.n) // MIN_PROGRAMS)
+        return {**params, "BLOCK_N": max(1, min(max_rows, tile // span_to, spread))}
+    per_thread = max(1, tile // (32 * params["num_warps"]))
+    rows = max(1, min(max_rows, tile // span_to))
+    warps = next_pow2(max(1, rows * span_to // (32 * per_thread)))
+    return {**params, "BLOCK_N": rows, "num_warps": min(32, warps)}
 
 
 def is_pow2(x: int) -> bool:
@@ -150,6 +173,12 @@ class TritonStrategy:
 
     def check(self, key: ProblemKey, params: Params) -> None:
         raise NotImplementedError
+
+    def transfer(self, source: ProblemKey, target: ProblemKey,
+                 params: Params) -> tuple[str, Params]:
+        """Unchanged by default: chunk loops and split/lookback chunks do not depend on the
+        shape beyond what ``validate`` adjusts."""
+        return self.name, dict(params)
 
     def validate(self, key: ProblemKey, params: Params) -> Params:
         if key.dtype not in SUPPORTED_DTYPES:

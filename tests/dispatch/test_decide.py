@@ -237,3 +237,41 @@ def test_transfer_alternatives_are_the_next_nearest_entries(profiles, fake_gpu):
     # With an exact entry, dispatch uses it and the alternatives start at the nearest other.
     exact = transfer_alternatives(key(256, 128), FAKE_GPU, count=1)
     assert [d.source.split("@")[0] for d in exact] == [f"nearest:{key(512, 128).as_text()}"]
+
+
+def test_nearest_entry_config_is_moved_by_its_strategy(profiles, fake_gpu):
+    from rltriton_tune.dispatch.decide import transfer_alternatives
+
+    calls = []
+
+    def transfer(source, target, params):  # "tiled" configs move to flat with 4 rows
+        calls.append((source, target, dict(params)))
+        return "flat", {"BLOCK_N": 4, "num_warps": params["num_warps"]}
+
+    fake_gpu["tiled"].transfer = transfer
+    tuned = {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4}
+    profiles.write(FAKE_FP, [(key(4096, 32), "tiled", tuned)])
+    d = decide(key(3000, 40), FAKE_GPU)
+    assert (d.strategy, d.params) == ("flat", {"BLOCK_N": 4, "num_warps": 4})
+    assert d.source.startswith(f"nearest:{key(4096, 32).as_text()}@")
+    assert "moved to this shape" in d.detail and "tiled" in d.detail
+    assert calls == [(key(4096, 32), key(3000, 40), tuned)]
+    # The bench's alternatives start with the entry's config as tuned.
+    found = transfer_alternatives(key(3000, 40), FAKE_GPU)
+    assert [(a.strategy, a.params) for a in found] == [("tiled", tuned)]
+    assert found[0].source.startswith(f"unmoved:{key(4096, 32).as_text()}@")
+
+
+@pytest.mark.parametrize("result", [ValueError("boom"), ("flat", {"BLOCK_N": 8192}),
+                                    ("no_such_strategy", {})])
+def test_a_move_that_fails_keeps_the_config_as_tuned(profiles, fake_gpu, result):
+    def transfer(source, target, params):
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    fake_gpu["tiled"].transfer = transfer
+    profiles.write(FAKE_FP, [(key(4096, 32), "tiled", {"BLOCK_N": 16, "BLOCK_T": 32})])
+    d = decide(key(3000, 40), FAKE_GPU)  # BLOCK_N=8192 > N: invalid, like an unknown name
+    assert (d.strategy, d.params) == ("tiled", {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4})
+    assert "re-validated" in d.detail

@@ -1,0 +1,106 @@
+"""Moving a tuned config to another shape (``Strategy.transfer``), hand-computed cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.fallback.strategy import TorchStrategy
+from rltriton_tune.kernels import strategies
+from rltriton_tune.kernels.launch import rescale_tile
+
+
+def key(n, t, algorithm="gae"):
+    return ProblemKey(algorithm, n, t)
+
+
+@pytest.fixture(scope="module")
+def triton_strategies():
+    return strategies()
+
+
+def moved(strategies_by_name, name, source, target, params):
+    impl = strategies_by_name[name]
+    to, params = impl.transfer(source, target, params)
+    return to, strategies_by_name[to].validate(target, params)
+
+
+def test_shorter_row_keeps_the_tile_with_more_rows():
+    # 128-step rows, 1 row, 2 warps -> 32-step rows: 4 rows keep the 128-element tile.
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 2}, 128, 32, key(32768, 32), 64)
+    assert out == {"BLOCK_N": 4, "num_warps": 2}
+
+
+def test_shorter_row_keeps_enough_programs():
+    # 512-element tile moved to 128-step rows would take 4 rows; N=300 allows 2 for 256
+    # programs (next_pow2(300) = 512 rows / 256 programs).
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 4}, 512, 128, key(300, 100), 64)
+    assert out == {"BLOCK_N": 2, "num_warps": 4}
+    # A source with more rows than that keeps its own.
+    out = rescale_tile({"BLOCK_N": 8, "num_warps": 4}, 32, 8, key(300, 8), 64)
+    assert out["BLOCK_N"] == 8
+
+
+def test_longer_row_drops_rows_then_adds_warps():
+    # 128-element tile, 2 warps = 2 elements per thread; 512-step rows need 8 warps.
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 2}, 128, 512, key(4096, 512), 64)
+    assert out == {"BLOCK_N": 1, "num_warps": 8}
+    # 4 rows of 64 steps (256 elements, 4 warps) -> 2 rows of 128 steps, same warps.
+    out = rescale_tile({"BLOCK_N": 4, "num_warps": 4}, 64, 128, key(4096, 100), 64)
+    assert out == {"BLOCK_N": 2, "num_warps": 4}
+    # Warps are capped at 32.
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 32}, 512, 65536, key(16, 65536), 64)
+    assert out["num_warps"] == 32
+
+
+def test_flat_moves_its_row_tile(triton_strategies):
+    assert moved(triton_strategies, "flat", key(32768, 128), key(32768, 32),
+                 {"BLOCK_N": 1, "num_warps": 2, "num_stages": 1}) == \
+        ("flat", {"BLOCK_N": 4, "num_warps": 2, "num_stages": 1})
+    assert moved(triton_strategies, "flat", key(256, 32), key(256, 100),
+                 {"BLOCK_N": 1, "num_warps": 2, "num_stages": 3}) == \
+        ("flat", {"BLOCK_N": 1, "num_warps": 4, "num_stages": 3})
+    # Same next_pow2(T): nothing to move.
+    same = {"BLOCK_N": 2, "num_warps": 8, "num_stages": 1}
+    assert moved(triton_strategies, "flat", key(4096, 512), key(3000, 300), same) == \
+        ("flat", same)
+
+
+def test_one_tile_tiled_config_becomes_flat(triton_strategies):
+    # 4096x32's tiled (16 rows x 32 steps, 4 warps) moved to T=8: the flat kernel with
+    # 16 rows of 8 steps (N=4096 leaves 16 rows for 256 programs).
+    assert moved(triton_strategies, "tiled", key(4096, 32), key(4096, 8),
+                 {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4, "num_stages": 1}) == \
+        ("flat", {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1})
+    # ... and to T=40 (64-step rows): 8 rows keep the 512-element tile.
+    assert moved(triton_strategies, "tiled", key(4096, 32), key(3000, 40),
+                 {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4, "num_stages": 1}) == \
+        ("flat", {"BLOCK_N": 8, "num_warps": 4, "num_stages": 1})
+
+
+def test_tiled_chunk_loop_is_kept_or_cut_to_the_row(triton_strategies):
+    loop = {"BLOCK_N": 2, "BLOCK_T": 256, "num_warps": 4, "num_stages": 1}
+    assert moved(triton_strategies, "tiled", key(4096, 8192), key(3000, 6000), loop) == \
+        ("tiled", loop)
+    # T=100 is shorter than the chunk: a 128-step chunk, rows up to the 512-element tile.
+    assert moved(triton_strategies, "tiled", key(4096, 8192), key(4096, 100), loop) == \
+        ("tiled", {"BLOCK_N": 4, "BLOCK_T": 128, "num_warps": 4, "num_stages": 1})
+
+
+@pytest.mark.parametrize("name", ["split", "sequential", "lookback"])
+def test_other_strategies_keep_their_config(triton_strategies, name):
+    params = triton_strategies[name].default_params(key(16, 32768))
+    assert triton_strategies[name].transfer(key(16, 32768), key(24, 12000), params) == \
+        (name, params)
+
+
+def test_torch_strategy_keeps_its_config():
+    params = {"mode": "chunked", "chunk": 64}
+    assert TorchStrategy().transfer(key(16, 4096), key(20, 3000), params) == ("torch", params)
+
+
+def test_transfer_does_not_modify_the_entry(triton_strategies):
+    params = {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4, "num_stages": 1}
+    before = dict(params)
+    triton_strategies["tiled"].transfer(key(4096, 32), key(4096, 8), params)
+    assert params == before
