@@ -180,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also measure shapes off every tuning grid (non-powers of two)")
     b.add_argument("--oracle", action="store_true",
                    help="sweep each key's whole search space (slow; cached in OUTPUT/oracle)")
+    b.add_argument("--oracle-seconds", type=_positive(float), metavar="S",
+                   help="stop each key's oracle sweep after S seconds (the row is marked "
+                   "incomplete; a later --oracle run resumes the sweep)")
     b.add_argument("--compile-workers", type=int, metavar="N",
                    help="processes compiling the oracle sweep (default: one per CPU core)")
     b.add_argument("--resume", action="store_true",
@@ -489,6 +492,7 @@ def cmd_bench(args) -> int:
     with compile_pool_for(device, args.compile_workers) as pool:
         report = run_bench(keys, device, held_out=held_out, budget_s=args.budget, pool=pool,
                            oracle_dir=args.output / "oracle" if args.oracle else None,
+                           oracle_seconds=args.oracle_seconds,
                            progress=lambda _k: bar.update(1), previous=previous,
                            checkpoint=lambda partial: write_atomic(
                                saved, json.dumps(partial, indent=1) + "\n"))

@@ -34,6 +34,8 @@ from rltriton_tune.tune.space import DEFAULT_SM_COUNT, Candidate, SearchSpace, b
 CPU_MODES = ("loop", "chunked", "doubling")
 DISPATCHED = "dispatched"
 ORACLE = "oracle"
+#: Source prefix of the alternative that is the nearest entry's config as tuned.
+UNMOVED = "unmoved:"
 #: The dispatcher's built-in heuristic for the key, timed when the dispatched choice
 #: differs from it (on held-out shapes: is the nearest entry better than the heuristic?).
 HEURISTIC = "builtin_heuristic"
@@ -121,7 +123,8 @@ def reusable_rows(previous: dict[str, Any] | None, device: torch.device,
             previous.get("torch") != torch.__version__ or \
             previous.get("triton") != _triton_version():
         return {}
-    return {row_key(r): r for r in previous.get("rows", []) if not oracle or "oracle_us" in r}
+    return {row_key(r): r for r in previous.get("rows", [])
+            if not oracle or ("oracle_us" in r and r.get("oracle_complete", True))}
 
 
 def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
@@ -129,14 +132,16 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
               oracle_dir: Path | None = None, pool: CompilePool | None = None,
               progress: Callable[[ProblemKey], None] | None = None,
               previous: dict[str, Any] | None = None,
-              checkpoint: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              checkpoint: Callable[[dict[str, Any]], None] | None = None,
+              oracle_seconds: float | None = None) -> dict[str, Any]:
     """Measure every key (and each ``held_out`` key, marked so); return the JSON-able report.
 
     With ``oracle_dir``, each key's whole search space is swept (cached there) and
     its three best configs are re-measured next to the dispatched one: the oracle
     is the fastest of those. Rows of a ``previous`` report from the same device and
     software, for the same dispatched choice, are kept instead of re-measured
-    (resuming a run cut short);
+    (resuming a run cut short); ``oracle_seconds`` caps each key's sweep (the row then
+    says ``oracle_complete: false`` and the summary leaves it out);
     ``checkpoint`` receives the report so far after every row.
     """
     from rltriton_tune.dispatch.registry import all_strategies
@@ -171,7 +176,8 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
         for i, cand in enumerate(alternatives.values()):
             cands[f"{ALTERNATIVE}_{i}"] = cand
         if oracle_dir is not None:
-            table = sweep(key, device, Path(oracle_dir) / cache_name(key, device), pool, log=False)
+            cache = Path(oracle_dir) / cache_name(key, device)
+            table = sweep(key, device, cache, pool, log=False, max_seconds=oracle_seconds)
             for i, cand in enumerate(best_of(table, ORACLE_TOP)):
                 cands[f"{ORACLE}_{i}"] = cand
         evaluator = Evaluator(key, device, strategies, workers=1, time_budget_s=budget_s)
@@ -202,6 +208,8 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
             best_t, best_n = min(found) if found else (None, None)
             row["oracle_us"] = best_t
             row["oracle"] = None if best_n is None else cands[best_n].label()
+            row["oracle_complete"] = cache.exists()
+            row["oracle_configs"] = len(table)
         if device.type == "cuda":
             row["floor_us"] = data_bytes(key) / bandwidth * 1e6
             row["compile_us"] = best_compile(row["device_us"])
@@ -381,19 +389,27 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     is at most 5% above it; speedups are geometric means of dispatched over the
     flat heuristic and over torch.compile, with the worst cells; ``heuristic_better_cells``:
     rows where the built-in heuristic measured more than 3% faster than the dispatched choice;
-    ``alternative_better_cells``: the same for the best next-nearest entry's config.
+    ``alternative_better_cells``: the same for the best next-nearest entry's config;
+    ``unmoved_better_cells``: the same for the nearest entry's config as tuned (where
+    dispatch moved it to the query's shape). Only complete oracle sweeps count.
     """
     def geomean(xs: list[float]) -> float | None:
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
     flat = [r["speedup"] for r in rows if r.get("speedup")]
     comp = [r["speedup_compile"] for r in rows if r.get("speedup_compile")]
-    oracle = [r["vs_oracle"] for r in rows if r.get("vs_oracle")]
+    oracle = [r["vs_oracle"] for r in rows
+              if r.get("vs_oracle") and r.get("oracle_complete", True)]
     heur = [(r["device_us"][DISPATCHED], r["heuristic_us"]) for r in rows
             if r.get("heuristic_us") and r["device_us"].get(DISPATCHED)]
+    def others(r: dict[str, Any], unmoved: bool) -> list[float]:
+        return [t for s, t in (r.get("alternatives") or {}).items()
+                if t and s.startswith(UNMOVED) == unmoved]
+
     alt = [(r["device_us"][DISPATCHED], min(ts)) for r in rows
-           if r["device_us"].get(DISPATCHED)
-           and (ts := [t for t in (r.get("alternatives") or {}).values() if t])]
+           if r["device_us"].get(DISPATCHED) and (ts := others(r, False))]
+    unmoved = [(r["device_us"][DISPATCHED], min(ts)) for r in rows
+               if r["device_us"].get(DISPATCHED) and (ts := others(r, True))]
     return {
         "cells": len(rows),
         "held_out_cells": sum(1 for r in rows if r.get("held_out")),
@@ -411,4 +427,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "heuristic_better_cells": sum(h < d / 1.03 for d, h in heur),
         "alternative_cells": len(alt),
         "alternative_better_cells": sum(a < d / 1.03 for d, a in alt),
+        "unmoved_cells": len(unmoved),
+        "unmoved_better_cells": sum(a < d / 1.03 for d, a in unmoved),
+        "unmoved_worse_cells": sum(a > d * 1.03 for d, a in unmoved),
+        "oracle_incomplete_cells": sum(1 for r in rows if r.get("oracle_complete") is False),
     }

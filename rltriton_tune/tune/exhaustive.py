@@ -8,6 +8,7 @@ interrupted sweep resumes where it stopped.
 from __future__ import annotations
 
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -23,11 +24,18 @@ from rltriton_tune.tune.study import all_strategies_for
 
 #: Seconds of timing per config and round (shorter than the tuner's: many configs).
 SWEEP_BUDGET_S = 0.03
+#: Configs per batch without a compile pool (the table is saved after each batch).
+BATCH = 16
 
 
 def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool | None = None,
-          log: bool = True) -> dict[str, dict[str, Any]]:
-    """label -> {"strategy", "params", "device_us" (None if it failed), "error"}."""
+          log: bool = True, max_seconds: float | None = None) -> dict[str, dict[str, Any]]:
+    """label -> {"strategy", "params", "device_us" (None if it failed), "error"}.
+
+    With ``max_seconds``, stops after the batch that passes it and returns the partial
+    table (``cache`` is then not written: a later call resumes the sweep). Configs are
+    swept in a seeded random order, so a partial table samples every strategy.
+    """
     if cache.exists():
         return json.loads(cache.read_text())
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -35,9 +43,10 @@ def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool 
     table: dict[str, dict[str, Any]] = json.loads(partial.read_text()) if partial.exists() else {}
     space = SearchSpace(key, device)
     todo = [c for c in space.enumerate() if c.label() not in table]
+    random.Random(0).shuffle(todo)
     evaluator = Evaluator(key, device, all_strategies_for(device, space),
                           time_budget_s=SWEEP_BUDGET_S, workers=1, pool=pool)
-    step = 4 * pool.workers if pool is not None else 16
+    step = 4 * pool.workers if pool is not None else BATCH
     started = time.perf_counter()
     try:
         for start in range(0, len(todo), step):
@@ -46,6 +55,9 @@ def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool 
                     "strategy": out.candidate.strategy, "params": out.candidate.params,
                     "device_us": out.timing.device_us if out.ok else None, "error": out.error}
             partial.write_text(json.dumps(table))
+            if max_seconds is not None and time.perf_counter() - started > max_seconds \
+                    and start + step < len(todo):
+                return table
             if log:
                 left = max(0, len(todo) - start - step)
                 print(f"  {key.as_text()}: {len(table)} configs done, {left} left "

@@ -21,6 +21,7 @@ def test_ratios_and_summary_by_hand():
     assert rows[2]["vs_oracle"] == 1.25 and rows[2]["speedup_compile"] is None
     s = summarize(rows)
     assert s["cells"] == 3 and s["held_out_cells"] == 1 and s["oracle_cells"] == 3
+    assert s["oracle_incomplete_cells"] == 0
     assert s["within_5pct_of_oracle"] == pytest.approx(2 / 3)  # 1.0 and 1.026 pass, 1.25 not
     assert s["worst_vs_oracle"] == 1.25
     assert s["geomean_speedup_flat"] == pytest.approx(math.prod([2.0, 1.0, 0.9]) ** (1 / 3))
@@ -69,6 +70,10 @@ def test_resume_keeps_rows_only_from_the_same_device_and_software():
     assert reusable_rows({**same, "device_name": "another GPU"}, cpu, oracle=False) == {}
     assert reusable_rows({**same, "torch": "0.0"}, cpu, oracle=False) == {}
     assert reusable_rows(None, cpu, oracle=False) == {}
+    capped = {**same, "rows": [{**row, "oracle_us": 1.0, "oracle_complete": False}]}
+    assert reusable_rows(capped, cpu, oracle=True) == {}  # its sweep goes on
+    done = {**same, "rows": [{**row, "oracle_us": 1.0, "oracle_complete": True}]}
+    assert list(reusable_rows(done, cpu, oracle=True)) == [row_key(row)]
 
 
 def test_builtin_heuristic_column_and_count():
@@ -87,3 +92,21 @@ def test_builtin_heuristic_column_and_count():
               "rows": rows}
     md = to_markdown(report)
     assert "| built-in heuristic |" in md and "| 1.50 |" in md
+
+
+def test_incomplete_oracle_cells_are_left_out_of_the_oracle_share():
+    rows = [_row(10.0, 20.0, None, 10.0), _row(5.0, 5.0, None, 4.0)]
+    rows[1]["oracle_complete"] = False  # its sweep was cut: 4.0 is not the oracle
+    s = summarize(rows)
+    assert s["oracle_cells"] == 1 and s["within_5pct_of_oracle"] == 1.0
+    assert s["oracle_incomplete_cells"] == 1 and s["worst_vs_oracle"] == 1.0
+
+
+def test_unmoved_config_is_counted_apart_from_the_other_entries():
+    rows = [_row(2.0, 3.0, None, None), _row(2.0, 3.0, None, None)]
+    rows[0]["alternatives"] = {"unmoved:k": 3.0, "nearest:a": 1.0}
+    rows[1]["alternatives"] = {"unmoved:k": 1.0}
+    s = summarize(rows)
+    assert s["unmoved_cells"] == 2 and s["unmoved_better_cells"] == 1
+    assert s["unmoved_worse_cells"] == 1
+    assert s["alternative_cells"] == 1 and s["alternative_better_cells"] == 1

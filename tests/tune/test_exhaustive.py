@@ -54,3 +54,16 @@ def test_best_of_orders_ties_without_comparing_params():
     }
     assert [c.label() for c in exhaustive.best_of(table, 3)] == [
         "tiled(BLOCK_N=1)", "flat(BLOCK_N=1)", "flat(BLOCK_N=2)"]
+
+
+def test_capped_sweep_returns_a_partial_table_and_resumes(tmp_path, monkeypatch):
+    cache = tmp_path / "t.json"
+    labels = {c.label() for c in SearchSpace(KEY, CPU).enumerate()}
+    monkeypatch.setattr(exhaustive, "BATCH", 2)
+    part = exhaustive.sweep(KEY, CPU, cache, log=False, max_seconds=0)
+    assert len(part) == 2 and not cache.exists()  # one batch, then stopped
+    assert cache.with_suffix(".partial.json").exists()
+    assert all(v["device_us"] > 0 for v in part.values())
+    table = exhaustive.sweep(KEY, CPU, cache, log=False)  # uncapped: finishes the rest
+    assert set(table) == labels and cache.exists()
+    assert all(table[k] == v for k, v in part.items())

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call on nvidia-h200-x2: two job lists run side by side, $JOBS0 on GPU 0 and
+# $JOBS1 on GPU 1, each job in order until $SECONDS_LEFT runs out (a cut job resumes in the
+# next call: bench --resume, oracle partial tables, the tuner's journal in $DB). Results
+# accumulate in $CARRY (carry it to the next call); a tarball of it lands in $OUT.
+# Jobs: lookback | bench:ALG | oracle:ALG (bench --oracle, $ORACLE_SECONDS per key; bench
+#       runs see only the shipped profile) |
+#       tune:DTYPE:LAYOUT:TRUNCATIONS (default preset, all estimators, $TRIALS trials).
+# Usage: JOBS0="bench:gae tune:float32:env:on" JOBS1="lookback bench:vtrace" \
+#        SECONDS_LEFT=540 bash benchmarks/dual_gpu.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source "$(dirname "$0")/device_env.sh" || exit 1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+CARRY=$(realpath -m "${CARRY:-devcarry}"); mkdir -p "$CARRY/bench" "$CARRY/logs"
+export RLTRITON_TUNE_DB="$CARRY/db"
+end=$(( $(date +%s) + ${SECONDS_LEFT:-540} ))
+job() {  # gpu job
+    local gpu=$1 spec=$2 left start rc
+    left=$(( end - $(date +%s) )); [ "$left" -gt 25 ] || { echo "$spec: no time left"; return; }
+    start=$(date +%s)
+    IFS=: read -r kind a b c <<< "$spec"
+    case $kind in
+    lookback) CUDA_VISIBLE_DEVICES=$gpu OUT=$CARRY/lookback TEST_SECONDS=150 \
+        PROBE_SECONDS=$(( left < 300 ? left - 160 : 140 )) timeout "$left" \
+        bash benchmarks/lookback_gpu.sh > "$CARRY/logs/lookback.log" 2>&1 ;;
+    bench|oracle) local extra=(); [ "$kind" = oracle ] && \
+        extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers 8)
+        RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \
+        python3 -m rltriton_tune.cli bench \
+        --algorithms "$a" --held-out --resume --budget "${BUDGET:-0.05}" "${extra[@]}" \
+        --output "$CARRY/bench/${a}_$kind" > "$CARRY/logs/${kind}_$a.log" 2>&1 ;;
+    tune) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m rltriton_tune.cli tune \
+        --preset default --algorithms all --trials "${TRIALS:-6}" --dtypes "$a" --layouts "$b" \
+        --truncations "$c" --devices 0 --no-compile-baseline --max-seconds "$(( left - 15 ))" \
+        --no-progress > "$CARRY/logs/tune_${a}_${b}_$c.log" 2>&1 ;;
+    *) echo "unknown job $spec"; return ;;
+    esac
+    rc=$?
+    echo "GPU $gpu $spec: rc $rc in $(( $(date +%s) - start )) s" | tee -a "$CARRY/times.txt"
+}
+(for j in ${JOBS0:-}; do job 0 "$j"; done) &
+(for j in ${JOBS1:-}; do job 1 "$j"; done) &
+wait
+nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$CARRY/logs/nvidia_smi.txt" 2>&1
+tar czf "$OUT/carry.tgz" -C "$(dirname "$CARRY")" "$(basename "$CARRY")"
+tail -n 30 "$CARRY/times.txt"
