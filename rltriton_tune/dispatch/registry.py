@@ -7,11 +7,12 @@ tests can substitute strategies and devices.
 
 from __future__ import annotations
 
+from rltriton_tune.kernels import STRATEGY_NAMES
 from rltriton_tune.strategy import Strategy
 
 #: Names of the Triton scan strategies (known even when Triton is missing, so
 #: ``force("tiled")`` on a machine without Triton gives a precise error).
-TRITON_STRATEGIES = ("flat", "tiled", "split", "sequential")
+TRITON_STRATEGIES = STRATEGY_NAMES
 
 #: Oldest CUDA compute capability the Triton backend compiles for.
 MIN_CAPABILITY = (7, 0)

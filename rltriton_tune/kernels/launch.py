@@ -38,6 +38,10 @@ ACTION_TILE_BUDGET = 2**12
 #: Programs a config moved to a shorter row keeps at least (about two waves of an H200's
 #: 132 SMs): more rows per program must not starve the GPU of programs.
 MIN_PROGRAMS = 256
+#: Warps a moved config grows to at most. On the H200 held-out bench (2026-11-30), flat
+#: configs moved from 16 to 32 warps ran 1.1-1.6x slower than at 16 in 12 of 14 cells
+#: (100x3000, 6000x3000, 24x12000; benchmarks/NOTES.md).
+MAX_MOVED_WARPS = 16
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 SLOTS = 8
 SCALARS = 4
@@ -68,7 +72,8 @@ def rescale_tile(params: Params, span_from: int, span_to: int, target: ProblemKe
     Tuned configs are mostly a tile size and a thread count for it, so the tile's element
     count is kept: a shorter span takes more rows, as long as ``target`` still gets
     :data:`MIN_PROGRAMS` programs (or the source's rows); a longer one takes fewer rows
-    and, once a row outgrows the tile, keeps the elements per thread (more warps).
+    and, once a row outgrows the tile, keeps the elements per thread (more warps, up to
+    :data:`MAX_MOVED_WARPS`).
     """
     tile = params["BLOCK_N"] * span_from
     if span_to <= span_from:
@@ -77,7 +82,8 @@ def rescale_tile(params: Params, span_from: int, span_to: int, target: ProblemKe
     per_thread = max(1, tile // (32 * params["num_warps"]))
     rows = max(1, min(max_rows, tile // span_to))
     warps = next_pow2(max(1, rows * span_to // (32 * per_thread)))
-    return {**params, "BLOCK_N": rows, "num_warps": min(32, warps)}
+    return {**params, "BLOCK_N": rows,
+            "num_warps": max(params["num_warps"], min(MAX_MOVED_WARPS, warps))}
 
 
 def is_pow2(x: int) -> bool:

@@ -14,7 +14,7 @@ from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import explain, force, memo
 from rltriton_tune.dispatch.forcing import parse_env
 from rltriton_tune.estimators import ESTIMATORS
-from rltriton_tune.kernels import triton_available
+from rltriton_tune.kernels import STRATEGY_NAMES, triton_available
 from rltriton_tune.problems import random_inputs
 from rltriton_tune.reference import reference
 
@@ -119,7 +119,7 @@ def test_bad_env_force_is_a_clear_error(monkeypatch, text, match):
 
 
 @needs_interpreter
-@pytest.mark.parametrize("strategy", ["flat", "tiled", "split", "sequential"])
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)  # every strategy can be forced
 def test_forced_triton_strategy_matches_the_reference(strategy):
     layout = "time" if strategy == "sequential" else "env"
     keys = [ProblemKey("gae", 5, 17, layout=layout, flags="trunc"),

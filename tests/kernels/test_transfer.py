@@ -48,8 +48,10 @@ def test_longer_row_drops_rows_then_adds_warps():
     # 4 rows of 64 steps (256 elements, 4 warps) -> 2 rows of 128 steps, same warps.
     out = rescale_tile({"BLOCK_N": 4, "num_warps": 4}, 64, 128, key(4096, 100), 64)
     assert out == {"BLOCK_N": 2, "num_warps": 4}
-    # Warps are capped at 32.
-    out = rescale_tile({"BLOCK_N": 1, "num_warps": 32}, 512, 65536, key(16, 65536), 64)
+    # Moving adds warps up to 16 only; a source with more keeps its own.
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 16}, 2048, 4096, key(6000, 3000), 64)
+    assert out == {"BLOCK_N": 1, "num_warps": 16}
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 32}, 8192, 65536, key(16, 65536), 64)
     assert out["num_warps"] == 32
 
 
