@@ -54,7 +54,13 @@ def headline(summary: dict[str, Any]) -> list[str]:
         ("built-in heuristic > 3% faster than dispatched", "heuristic_better_cells",
          "heuristic_cells"),
         ("a next-nearest entry's config > 3% faster (held-out)", "alternative_better_cells",
-         "alternative_cells")) if summary.get(cells)]
+         "alternative_cells"),
+        ("nearest entry's config as tuned (not moved) > 3% faster (held-out)",
+         "unmoved_better_cells", "unmoved_cells"),
+        ("nearest entry's config as tuned (not moved) > 3% slower (held-out)",
+         "unmoved_worse_cells", "unmoved_cells")) if summary.get(cells)] + (
+        [f"| oracle sweeps cut short (left out above) | {summary['oracle_incomplete_cells']} | |"]
+        if summary.get("oracle_incomplete_cells") else [])
 
 
 def missing(rows: list[dict[str, Any]]) -> list[str]:
@@ -71,7 +77,11 @@ def missing(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path) -> str:
+def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path,
+                  oracle_runs: list[tuple[Path, dict[str, Any]]] = ()) -> str:
+    """The page: all-runs summary, then each run; ``oracle_runs`` (re-measurements of
+    some cells with an exhaustive sweep) follow as their own sections, outside the
+    all-runs summary so that no cell counts twice."""
     rows = [r for _, rep in reports for r in rep["rows"]]
     first = reports[0][1]
     lines = ["# Benchmarks", "",
@@ -80,7 +90,7 @@ def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path) -> s
              "each table's heatmaps). Regenerate: `python benchmarks/benchmarks_md.py "
              "<bench.json ...> --output BENCHMARKS.md --readme README.md`.", "",
              "## Summary, all runs", "", *headline(summarize(rows)), "", *missing(rows)]
-    for path, rep in reports:
+    for path, rep in [*reports, *oracle_runs]:
         rel = os.path.relpath(path.parent, output.parent)
         body = to_markdown(rep).split("\n", 2)[2]  # drop the per-run title
         lines += [f"## Run: `{rel}`", "", *headline(summarize(rep["rows"])), "",
@@ -139,9 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("reports", type=Path, nargs="+", help="bench.json files")
     p.add_argument("--output", type=Path, default=Path("BENCHMARKS.md"))
     p.add_argument("--readme", type=Path, help="README to update between the markers")
+    p.add_argument("--oracle-runs", type=Path, nargs="*", default=[],
+                   help="bench.json files of --oracle runs, shown apart from the summary")
     args = p.parse_args(argv)
     reports = [(path, json.loads(path.read_text())) for path in args.reports]
-    args.output.write_text(benchmarks_md(reports, args.output))
+    oracles = [(path, json.loads(path.read_text())) for path in args.oracle_runs]
+    args.output.write_text(benchmarks_md(reports, args.output, oracles))
     print(args.output)
     if args.readme:
         args.readme.write_text(replace_block(args.readme.read_text(),

@@ -292,7 +292,8 @@ def to_markdown(report: dict[str, Any]) -> str:
                 cells += [_fmt(t.get(FLAT))]
                 cells += [_fmt(r.get("heuristic_us"))] if builtin else []
                 cells += [_fmt(r.get("compile_us"))]
-                cells += [_fmt(r.get("oracle_us"))] if oracle else []
+                partial = " (partial)" if r.get("oracle_complete") is False else ""
+                cells += [_fmt(r.get("oracle_us")) + partial] if oracle else []
                 cells += [_fmt(r.get("floor_us")), format_ratio(r["speedup"]),
                           format_ratio(r.get("speedup_compile"))]
                 cells += [format_ratio(r.get("vs_oracle"))] if oracle else []
