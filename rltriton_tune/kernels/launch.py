@@ -39,8 +39,9 @@ ACTION_TILE_BUDGET = 2**12
 #: 132 SMs): more rows per program must not starve the GPU of programs.
 MIN_PROGRAMS = 256
 #: Warps a moved config grows to at most. On the H200 held-out bench (2026-11-30), flat
-#: configs moved from 16 to 32 warps ran 1.1-1.6x slower than at 16 in 12 of 14 cells
-#: (100x3000, 6000x3000, 24x12000; benchmarks/NOTES.md).
+#: configs moved from 16 to 32 warps ran > 3% slower than at 16 in 10 of 15 cells (up to
+#: 1.8x, at 100x3000, 6000x3000, 24x12000) and > 3% faster in 4 (V-trace, Retrace; up to
+#: 1.27x); benchmarks/NOTES.md.
 MAX_MOVED_WARPS = 16
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 SLOTS = 8
