@@ -53,7 +53,7 @@ def headline(summary: dict[str, Any]) -> list[str]:
     ] + [f"| {label} | {summary[better]} of {summary[cells]} | |" for label, better, cells in (
         ("built-in heuristic > 3% faster than dispatched", "heuristic_better_cells",
          "heuristic_cells"),
-        ("a next-nearest entry's config > 3% faster (held-out)", "alternative_better_cells",
+        ("a nearby tuned entry's config > 3% faster (held-out)", "alternative_better_cells",
          "alternative_cells"),
         ("nearest entry's config as tuned (not moved) > 3% faster (held-out)",
          "unmoved_better_cells", "unmoved_cells"),

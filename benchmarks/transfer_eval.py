@@ -1,9 +1,9 @@
 """How well does a tuned entry transfer to a shape it was not tuned on? (offline)
 
 For each exhaustive table in ``search_quality/`` (every config of one key timed on
-the H200), drop that key's own entry from the shipped profile and ask the
-dispatcher what it would run there: the nearest entry's config (re-validated),
-or the built-in heuristic when no entry is near enough. The chosen config's time
+the H200), drop that key's own entry from the shipped profile and take the
+nearest entry within ``decide.SURVEY_DISTANCE`` (moved to the key's shape, as
+dispatch moves it), or the built-in heuristic when none is that near. The chosen config's time
 is looked up in the table and compared with the table's best, next to the
 built-in heuristic's choice. The flat kernel's ``num_stages`` is a no-op (no
 loop; NOTES.md), so flat configs are looked up at ``num_stages=1``. A config
@@ -57,8 +57,9 @@ def evaluate(table_path: Path, profile) -> dict:
     profiles = SimpleNamespace(entries=others, sources={k: "shipped" for k in others})
     usable = triton_strategies()
     heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
-    found = next(decide.nearest_decisions(key, profiles, usable), heuristic)
-    raw = next(decide.nearest_decisions(key, profiles, usable, adapt=False), heuristic)
+    radius = decide.SURVEY_DISTANCE  # the entry's transfer, even where dispatch would not
+    found = next(decide.nearest_decisions(key, profiles, usable, radius), heuristic)
+    raw = next(decide.nearest_decisions(key, profiles, usable, radius, adapt=False), heuristic)
 
     def ratio(d) -> float | None:
         mine = times.get(_label(d.strategy, d.params))

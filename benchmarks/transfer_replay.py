@@ -49,7 +49,8 @@ def timed_configs(row: dict, profiles, usable) -> dict[tuple, float]:
     heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
     if heuristic is not None and row.get("heuristic_us"):
         found[_config(heuristic.strategy, heuristic.params)] = row["heuristic_us"]
-    unmoved = next(decide.nearest_decisions(key, profiles, usable, adapt=False), None)
+    unmoved = next(decide.nearest_decisions(key, profiles, usable, decide.SURVEY_DISTANCE,
+                                            adapt=False), None)
     for source, t in (row.get("alternatives") or {}).items():
         if source.startswith("unmoved:") and t and unmoved is not None:
             found[_config(unmoved.strategy, unmoved.params)] = t

@@ -25,11 +25,18 @@ from rltriton_tune.dispatch.fingerprint import device_fingerprint, normalize_dev
 from rltriton_tune.dispatch.forcing import Forced
 from rltriton_tune.strategy import InvalidConfig, Strategy
 
-#: Largest (log2 N, log2 T) Euclidean distance at which a tuned entry is reused:
-#: a factor 4 in one dimension (or ~2.8 in both). Further away the H200 table's
-#: best configs differ (4096x32 -> (4, 16, 4) but 4096x128 -> (4, 64, 1)), so the
-#: heuristic is the better guess.
-MAX_DISTANCE = 2.0
+#: Largest (log2 N, log2 T) Euclidean distance at which a tuned entry is reused: a
+#: factor of about 1.4 in N and T. Further away the built-in heuristic is the better
+#: guess: on the H200 held-out bench (84 float32 cells off the grid, 0.6-1.9 from the
+#: nearest entry; benchmarks/NOTES.md, session 4) the heuristic's configs ran 1.30x
+#: faster than the flat baseline (geometric mean, worst 0.70x) and the nearest entries'
+#: configs, moved, 1.19x (worst 0.53x); the heuristic was > 3% faster in 30 cells, the
+#: entry in 8. The best configs change across regime boundaries (few rows and long T,
+#: 2^23 elements) that the heuristic's rules know and a nearby entry does not.
+MAX_DISTANCE = 0.5
+
+#: Distance within which ``transfer_alternatives`` offers entries to measure.
+SURVEY_DISTANCE = 2.0
 
 FALLBACK = "torch"
 
@@ -192,11 +199,14 @@ def _profile_decision(key: ProblemKey, profiles: Any,
 
 
 def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
-                      max_distance: float = MAX_DISTANCE, adapt: bool = True) -> Iterator[Decision]:
+                      max_distance: float | None = None,
+                      adapt: bool = True) -> Iterator[Decision]:
     """Other entries of ``key``'s family within ``max_distance``, nearest first, each as
     the decision that reuses its config: moved to ``key``'s shape by the strategy's
     ``transfer`` (unless ``adapt`` is False, or the moved config is invalid) and
-    re-validated for ``key``; entries with no valid config are skipped."""
+    re-validated for ``key``; entries with no valid config are skipped.
+    ``max_distance`` defaults to :data:`MAX_DISTANCE`."""
+    max_distance = MAX_DISTANCE if max_distance is None else max_distance
     text = key.as_text()
     ranked = sorted(
         ((_distance(key, other), other.as_text(), other, other_text)
@@ -239,24 +249,27 @@ def _moved(impl: Strategy, source: ProblemKey, key: ProblemKey, params: dict[str
     return None if valid is None else (name, valid)
 
 
-def transfer_alternatives(key: ProblemKey, device: torch.device | str,
-                          count: int = 2) -> list[Decision]:
-    """The configs of the ``count`` tuned entries nearest to ``key`` after the one dispatch
-    would reuse, preceded by that entry's config unmoved (source ``unmoved:...``) when
-    ``transfer`` changed it: for measuring how well nearest-entry transfer generalises."""
+def transfer_alternatives(key: ProblemKey, device: torch.device | str, count: int = 3,
+                          max_distance: float = SURVEY_DISTANCE) -> list[Decision]:
+    """The configs of the ``count`` tuned entries nearest to ``key`` (within
+    ``max_distance``) other than the one dispatch reuses, each moved to ``key``'s shape,
+    then the nearest one's config unmoved (source ``unmoved:...``) where ``transfer``
+    changed it: for measuring how well tuned entries generalise to other shapes."""
     device = normalize_device(device)
     usable, reason = _candidates(key, device)
     profiles = None if reason is not None else _load_profiles(device_fingerprint(device))
     if profiles is None:
         return []
-    found = list(islice(nearest_decisions(key, profiles, usable), count + 1))
-    if profiles.entries.get(key.as_text()) is not None:
-        return found[:count]
-    unmoved = next(nearest_decisions(key, profiles, usable, adapt=False), None)
-    extra = [] if unmoved is None or not found or \
-        (unmoved.strategy, unmoved.params) == (found[0].strategy, found[0].params) else \
-        [replace(unmoved, source=f"unmoved:{unmoved.source.removeprefix('nearest:')}")]
-    return extra + found[1:]
+    chosen, _ = _profile_decision(key, profiles, usable)
+    used = None if chosen is None else chosen.source
+    survey = list(islice(nearest_decisions(key, profiles, usable, max_distance), count + 1))
+    found = [d for d in survey if d.source != used][:count]
+    unmoved = next(nearest_decisions(key, profiles, usable, max_distance, adapt=False), None)
+    if survey and unmoved is not None and unmoved.source == survey[0].source and \
+            (unmoved.strategy, unmoved.params) != (survey[0].strategy, survey[0].params):
+        found.append(replace(unmoved,
+                             source=f"unmoved:{unmoved.source.removeprefix('nearest:')}"))
+    return found
 
 
 def heuristic_decision(key: ProblemKey, fingerprint: dict[str, Any],

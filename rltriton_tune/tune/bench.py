@@ -39,7 +39,7 @@ UNMOVED = "unmoved:"
 #: The dispatcher's built-in heuristic for the key, timed when the dispatched choice
 #: differs from it (on held-out shapes: is the nearest entry better than the heuristic?).
 HEURISTIC = "builtin_heuristic"
-#: Configs of the next-nearest tuned entries, timed on held-out shapes.
+#: Configs of the tuned entries near a held-out shape (moved to it), timed there.
 ALTERNATIVE = "alternative"
 #: Best configs of the exhaustive sweep re-measured next to the dispatched one.
 ORACLE_TOP = 3
@@ -199,7 +199,7 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
         }
         if builtin is not None:
             row["heuristic_us"] = times.get(HEURISTIC, times[DISPATCHED])
-        if alternatives:  # next-nearest entries' configs: other transfer choices, measured
+        if alternatives:  # nearby entries' configs: other transfer choices, measured
             row["alternatives"] = {source: times.get(f"{ALTERNATIVE}_{i}")
                                    for i, source in enumerate(alternatives)}
         if oracle_dir is not None:
@@ -390,7 +390,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     is at most 5% above it; speedups are geometric means of dispatched over the
     flat heuristic and over torch.compile, with the worst cells; ``heuristic_better_cells``:
     rows where the built-in heuristic measured more than 3% faster than the dispatched choice;
-    ``alternative_better_cells``: the same for the best next-nearest entry's config;
+    ``alternative_better_cells``: the same for the best config of the tuned entries near
+    the key (moved to its shape; held-out keys only);
     ``unmoved_better_cells``: the same for the nearest entry's config as tuned (where
     dispatch moved it to the query's shape). Only complete oracle sweeps count.
     """

@@ -22,6 +22,12 @@ def key(n, t, **kw):
     return ProblemKey("gae", n, t, **kw)
 
 
+@pytest.fixture
+def wide_radius(monkeypatch):
+    """Reuse entries up to log2 distance 2, so lookup logic can be tested on coarse grids."""
+    monkeypatch.setattr(decide_module, "MAX_DISTANCE", 2.0)
+
+
 def test_exact_profile_entry_wins(profiles, fake_gpu):
     path = profiles.write(FAKE_FP, [(key(4096, 32), "tiled", {"BLOCK_N": 8, "BLOCK_T": 16})])
     d = decide(key(4096, 32), FAKE_GPU)
@@ -36,7 +42,7 @@ def test_profile_for_another_fingerprint_is_not_used(profiles, fake_gpu):
     assert decide(key(4096, 32), FAKE_GPU).source == "heuristic"
 
 
-def test_nearest_entry_is_revalidated_for_the_new_shape(profiles, fake_gpu):
+def test_nearest_entry_is_revalidated_for_the_new_shape(profiles, fake_gpu, wide_radius):
     # Nearest (distance 1) has BLOCK_N=64 > N=32: invalid, skipped; next one is used.
     near = (key(64, 128), "tiled", {"BLOCK_N": 64, "BLOCK_T": 64})
     farther = (key(16, 256), "flat", {"BLOCK_N": 16, "num_warps": 1})
@@ -47,7 +53,7 @@ def test_nearest_entry_is_revalidated_for_the_new_shape(profiles, fake_gpu):
     assert d.source == f"nearest:{key(16, 256).as_text()}@{path}"
 
 
-def test_nearest_prefers_the_closest_valid_entry(profiles, fake_gpu):
+def test_nearest_prefers_the_closest_valid_entry(profiles, fake_gpu, wide_radius):
     profiles.write(FAKE_FP, [(key(64, 64), "flat", {"BLOCK_N": 1}),
                             (key(128, 128), "tiled", {"BLOCK_N": 2})])
     d = decide(key(128, 64), FAKE_GPU)  # distance 1 to both; tie broken by key text
@@ -56,7 +62,7 @@ def test_nearest_prefers_the_closest_valid_entry(profiles, fake_gpu):
     assert d.strategy == "tiled" and key(128, 128).as_text() in d.source
 
 
-def test_nearest_ignores_far_entries_and_other_families(profiles, fake_gpu):
+def test_nearest_ignores_far_entries_and_other_families(profiles, fake_gpu, wide_radius):
     profiles.write(FAKE_FP, [
         (key(4096, 2048), "flat", {"BLOCK_N": 1}),               # 16x away in T
         (key(4096, 32, dtype="float16"), "flat", {"BLOCK_N": 1}),  # other dtype
@@ -107,7 +113,7 @@ def test_cpu_without_profile_uses_fallback_defaults():
     assert d.source == "fallback:cpu"
 
 
-def test_cpu_profile_chooses_among_cpu_strategies(profiles):
+def test_cpu_profile_chooses_among_cpu_strategies(profiles, wide_radius):
     from rltriton_tune.dispatch import registry
 
     impl = registry.torch_strategies()["torch"]
@@ -239,7 +245,7 @@ def test_transfer_alternatives_are_the_next_nearest_entries(profiles, fake_gpu):
     assert [d.source.split("@")[0] for d in exact] == [f"nearest:{key(512, 128).as_text()}"]
 
 
-def test_nearest_entry_config_is_moved_by_its_strategy(profiles, fake_gpu):
+def test_nearest_entry_config_is_moved_by_its_strategy(profiles, fake_gpu, wide_radius):
     from rltriton_tune.dispatch.decide import transfer_alternatives
 
     calls = []
@@ -264,7 +270,7 @@ def test_nearest_entry_config_is_moved_by_its_strategy(profiles, fake_gpu):
 
 @pytest.mark.parametrize("result", [ValueError("boom"), ("flat", {"BLOCK_N": 8192}),
                                     ("no_such_strategy", {})])
-def test_a_move_that_fails_keeps_the_config_as_tuned(profiles, fake_gpu, result):
+def test_a_move_that_fails_keeps_the_config_as_tuned(profiles, fake_gpu, result, wide_radius):
     def transfer(source, target, params):
         if isinstance(result, Exception):
             raise result
@@ -275,3 +281,15 @@ def test_a_move_that_fails_keeps_the_config_as_tuned(profiles, fake_gpu, result)
     d = decide(key(3000, 40), FAKE_GPU)  # BLOCK_N=8192 > N: invalid, like an unknown name
     assert (d.strategy, d.params) == ("tiled", {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4})
     assert "re-validated" in d.detail
+
+
+def test_entries_are_reused_within_half_a_doubling_only(profiles, fake_gpu):
+    from rltriton_tune.dispatch.decide import transfer_alternatives
+
+    profiles.write(FAKE_FP, [(key(4096, 32), "tiled", {"BLOCK_N": 16, "BLOCK_T": 32})])
+    assert decide(key(3500, 36), FAKE_GPU).source.startswith("nearest:")  # distance 0.28
+    assert decide(key(4096, 48), FAKE_GPU).source == "heuristic"  # 0.58: the heuristic
+    assert decide(key(3000, 40), FAKE_GPU).source == "heuristic"  # 0.55
+    # The bench still measures the entry's config there (up to distance 2).
+    (alt,) = transfer_alternatives(key(3000, 40), FAKE_GPU)
+    assert alt.source.startswith(f"nearest:{key(4096, 32).as_text()}@")
