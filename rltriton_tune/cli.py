@@ -176,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
                    default=list(algos), help="comma list or 'all' (default: all)")
     b.add_argument("--shapes", type=_shapes, help="NxT list (default: the default preset grid)")
     _add_key_options(b)
-    b.add_argument("--held-out", action="store_true",
-                   help="also measure shapes off every tuning grid (non-powers of two)")
+    b.add_argument("--held-out", nargs="?", const=True, default=None, type=_shapes,
+                   metavar="NxT,...", help="also measure shapes off every tuning grid "
+                   "(default: a built-in list of 14 non-powers of two; or the shapes given)")
     b.add_argument("--oracle", action="store_true",
                    help="sweep each key's whole search space (slow; cached in OUTPUT/oracle)")
     b.add_argument("--oracle-seconds", type=_positive(float), metavar="S",
@@ -478,7 +479,8 @@ def cmd_bench(args) -> int:
     shapes = args.shapes or PRESETS["default"]["shapes"]
     variants = (args.dtypes, args.layouts, args.truncations, args.actions)
     keys = _keys(args.algorithms, shapes, *variants)
-    held_out = _keys(args.algorithms, HELD_OUT_SHAPES, *variants) if args.held_out else []
+    extra = HELD_OUT_SHAPES if args.held_out is True else args.held_out or []
+    held_out = _keys(args.algorithms, extra, *variants)
     saved = args.output / "bench.json"
     previous = None
     if args.resume and saved.exists():

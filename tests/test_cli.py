@@ -41,7 +41,7 @@ def test_every_verb_has_help(verb, capsys):
     [], ["frobnicate"], ["tune", "--algorithms", "gea"], ["tune", "--shapes", "4096by128"],
     ["tune", "--trials", "0"], ["tune", "--dtypes", "int8"], ["tune", "--layouts", "row"],
     ["show", "--format", "xml"], ["export"], ["bench", "--shapes", "0x8"],
-    ["tune", "--devices", "a,b"],
+    ["tune", "--devices", "a,b"], ["bench", "--held-out", "5x"],
 ])
 def test_bad_arguments_print_usage_and_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -189,6 +189,17 @@ def test_bench_with_oracle_and_held_out_shapes(tmp_path, capsys, monkeypatch):
     md = (out_dir / "bench.md").read_text()
     assert "## Tuning grid" in md and "## Held-out shapes" in md and "| gae | 5 x 7 |" in md
     assert (out_dir / "bench_gae_time.png").exists()  # held-out rows stay out of heatmaps
+
+
+def test_bench_held_out_shapes_can_be_given(tmp_path, capsys):
+    out_dir = tmp_path / "bench"
+    code, _, _ = run(capsys, "bench", "--algorithms", "discounted_returns", "--shapes", "8x8",
+                     "--held-out", "5x7,3x13", "--budget", "0.005", "--device", "cpu",
+                     "--output", str(out_dir))
+    assert code == 0
+    rows = json.loads((out_dir / "bench.json").read_text())["rows"]
+    assert [(r["N"], r["T"], r["held_out"]) for r in rows] == [
+        (8, 8, False), (5, 7, True), (3, 13, True)]
 
 
 def test_doctor_reports_fingerprint_profiles_and_decisions(capsys):
