@@ -36,11 +36,20 @@ LONG_T = 8192
 #: within 9% of the best of 382-1392 configs at GAE 4096x8, 16384x16, 32768x32, 1024x64,
 #: 256x128, 4096x512 and V-trace 4096x8, 32768x32, 256x128 (GAE 32768x32: it is the
 #: best config, 6.63 us; the tiled rule it replaced measured 8.45). Measured up to T = 512.
-#: Retrace's tile also holds A values per step, so its rows are divided by next_pow2(A):
-#: the first sweep found wide Retrace tiles slow (4096x128: 8 rows 41.1 us vs 1 row 26.1).
 FLAT_TILE = 512
 FLAT_MAX_ROWS = 16
 FLAT_TILE_MAX_T = 512
+
+#: Per-action estimators (Retrace) load A values per step, a different balance of
+#: loads to scan work: one row per program at every size, with a warp per this many
+#: tile elements (next_pow2(T) * next_pow2(A)) up to T = FLAT_TILE_MAX_T, the rl-triton
+#: warps above (the flat defaults). H200 bench,
+#: Retrace A=8 (benchmarks/results/bench_h200/retrace): 32768x32 one row, one warp
+#: 40.0 us against 62.5 for the 512-element rule; 50000x20 52.5 vs 88.0; 3000x40 two
+#: warps 9.8 vs 12.1; 777x77 four warps 6.0 vs 6.7 at two; only 10000x12 went the other
+#: way (12.2 vs 11.5). Above 2^23 elements the tiled rule loses to one flat row per
+#: program: 32768x2048 5062 vs 3046 us, 6000x3000 1706 vs 1200 us.
+ACTION_ELEMS_PER_WARP = 256
 
 #: Time-major rollouts up to this many steps use the sequential kernel:
 #: 32768x8 sequential 2.7 vs tiled 3.1 us, 32768x32 7.1 vs 7.5 us; from T=128 on
@@ -67,14 +76,22 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                                     "(16x32768: flat 95.8, tiled 42.3, torch scan 30.7 us)"))
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},
                        "few rows, long T: tiled (1, 1024, 8) (16x32768: 42.3 us)"))
+    elif key.a and t > FLAT_TILE_MAX_T:
+        ranked.append(("flat", {"BLOCK_N": 1},
+                       f"per-action inputs (A={key.a}), T>{FLAT_TILE_MAX_T}: flat, one row "
+                       "per program at every size (6000x3000: 1200 vs tiled 1706 us)"))
+    elif key.a:
+        warps = max(1, min(32, _next_pow2(t) * _next_pow2(key.a) // ACTION_ELEMS_PER_WARP))
+        ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
+                       f"per-action inputs (A={key.a}): flat, one row per program, "
+                       f"{warps} warps (32768x32: 40.0 vs 62.5 us for 2 rows, 4 warps)"))
     elif n * t >= LARGE_ELEMENTS:
         block_t, warps = (1024, 4) if n <= 4096 else (256, 1)
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": block_t, "num_warps": warps},
                        f"N*T>=2^23: tiled (1, {block_t}, {warps}) (4096x2048: 41.0 vs flat 49.8; "
                        "32768x2048: 267.8 vs 373.7 us)"))
     elif t <= FLAT_TILE_MAX_T:
-        # Per-action inputs (Retrace) put A values per step in the tile: count them.
-        width = _next_pow2(t) * (_next_pow2(key.a) if key.a else 1)
+        width = _next_pow2(t)
         rows = max(1, min(FLAT_MAX_ROWS, FLAT_TILE // width, _next_pow2(n)))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
                        f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "

@@ -224,7 +224,27 @@ def test_heuristic_tiles_count_retraces_actions():
     gae = candidates(ProblemKey("gae", 4096, 32), 132)[0]
     retrace = candidates(ProblemKey("retrace", 4096, 32, flags="trunc", a=8), 132)[0]
     assert gae[:2] == ("flat", {"BLOCK_N": 16, "num_warps": 4})
-    assert retrace[:2] == ("flat", {"BLOCK_N": 2, "num_warps": 4})  # 512 / (32 * 8)
+    assert retrace[:2] == ("flat", {"BLOCK_N": 1, "num_warps": 1})  # 32 * 8 elements
+
+
+@pytest.mark.parametrize(("n", "t", "a", "strategy", "params"), [
+    (32768, 32, 8, "flat", {"BLOCK_N": 1, "num_warps": 1}),     # 256 tile elements: 1 warp
+    (777, 77, 8, "flat", {"BLOCK_N": 1, "num_warps": 4}),       # 128 * 8 = 1024: 4 warps
+    (1000, 200, 3, "flat", {"BLOCK_N": 1, "num_warps": 4}),     # 256 * 4 = 1024
+    (32768, 2048, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),  # large: no tiled rule
+    (6000, 3000, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),   # rl-triton warps for 4096
+    (16, 32768, 8, "split", {}),                                # few rows, long T: as GAE
+])
+def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
+    from rltriton_tune.dispatch.heuristic import candidates
+    from rltriton_tune.kernels import strategies
+
+    name, overrides, why = candidates(ProblemKey("retrace", n, t, flags="trunc", a=a), 132)[0]
+    assert name == strategy and why
+    impl = strategies()[name]
+    full = impl.validate(ProblemKey("retrace", n, t, flags="trunc", a=a),
+                         {**impl.default_params(ProblemKey("retrace", n, t, a=a)), **overrides})
+    assert params.items() <= full.items()
 
 
 def test_transfer_alternatives_are_the_next_nearest_entries(profiles, fake_gpu):
