@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("entries", type=Path, help="show --format json output or a profile file")
     p.add_argument("--method", help="provenance for entries without one (e.g. optuna)")
+    p.add_argument("--replace", action="store_true",
+                   help="take every entry, faster or not than the recorded one (for entries "
+                   "measured side by side with the current entry's config, e.g. "
+                   "entries_from_bench.py output: recorded times of other sessions differ)")
     p.add_argument("--profile", type=Path, help="shipped profile file (default: the one "
                    "in the package's profiles folder matching the entries' fingerprint)")
     args = p.parse_args(argv)
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         text = entry.key.as_text()
         current = profile.entries.get(text)
-        if current is None or entry.device_time_us < current.device_time_us:
+        if current is None or args.replace or entry.device_time_us < current.device_time_us:
             profile.entries[text] = entry
             taken += 1
     write_atomic(path, dumps(profile.to_json()))

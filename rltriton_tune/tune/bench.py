@@ -199,9 +199,13 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
         }
         if builtin is not None:
             row["heuristic_us"] = times.get(HEURISTIC, times[DISPATCHED])
+            row["heuristic"] = {"strategy": builtin.strategy, "params": dict(builtin.params)}
         if alternatives:  # nearby entries' configs: other transfer choices, measured
             row["alternatives"] = {source: times.get(f"{ALTERNATIVE}_{i}")
                                    for i, source in enumerate(alternatives)}
+            row["alternative_configs"] = {
+                source: {"strategy": cand.strategy, "params": dict(cand.params)}
+                for source, cand in alternatives.items()}
         if oracle_dir is not None:
             found = [(t, n) for n, t in times.items() if t is not None
                      and (n.startswith(ORACLE) or n == DISPATCHED)]

@@ -1,0 +1,104 @@
+"""Profile entries from a bench run: tuning-grid cells where the built-in heuristic's
+config measured more than 3% faster than the shipped entry's, in the same row.
+
+A bench row times the dispatched config (the exact entry, on the grid) and the
+built-in heuristic's side by side, so such a row is direct evidence that the entry
+is stale. Output: entries (``show --format json`` form, ``"method": "bench"``) for
+``ship_entries.py``, which keeps an entry only where it measured faster. Rows from
+before bench recorded the heuristic's config (``row["heuristic"]``) get it from the
+heuristic module at ``--heuristic-rev`` (the commit the run was made with).
+
+    python benchmarks/entries_from_bench.py benchmarks/results/bench_h200/*/bench.json \
+        --heuristic-rev a22ad95 --output /tmp/bench_entries.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from rltriton_tune.call import ProblemKey  # noqa: E402
+from rltriton_tune.kernels import strategies  # noqa: E402
+from rltriton_tune.strategy import InvalidConfig  # noqa: E402
+from rltriton_tune.tuning_db import shipped_dir  # noqa: E402
+from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
+
+H200_SMS = 132
+MARGIN = 1.03
+
+
+def heuristic_at(rev: str):
+    """The ``dispatch.heuristic`` module as it was at git revision ``rev``."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(["git", "show", f"{rev}:rltriton_tune/dispatch/heuristic.py"],
+                            cwd=root, check=True, capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "heuristic_at_rev.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("heuristic_at_rev", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def first_valid(module, key: ProblemKey, impls) -> tuple[str, dict] | None:
+    for name, overrides, _ in module.candidates(key, H200_SMS):
+        impl = impls.get(name)
+        if impl is None:
+            continue
+        try:
+            return name, impl.validate(key, {**impl.default_params(key), **overrides})
+        except InvalidConfig:
+            continue
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("reports", type=Path, nargs="+", help="bench.json files")
+    p.add_argument("--heuristic-rev", help="git revision the run was made with (for rows "
+                   "without a recorded heuristic config)")
+    p.add_argument("--output", type=Path, required=True)
+    args = p.parse_args(argv)
+    impls = strategies()
+    old = heuristic_at(args.heuristic_rev) if args.heuristic_rev else None
+    fingerprint = read_profile(next(shipped_dir().glob("cuda-nvidia-h200-*.json"))).fingerprint
+    out = []
+    for path in args.reports:
+        report = json.loads(path.read_text())
+        for row in report["rows"]:
+            mine, theirs = row["device_us"].get("dispatched"), row.get("heuristic_us")
+            if row.get("held_out") or not row["source"].startswith("profile:") or \
+                    not mine or not theirs or theirs * MARGIN >= mine:
+                continue
+            key = ProblemKey(row["algorithm"], row["N"], row["T"], a=row["A"],
+                             dtype=row["dtype"], layout=row["layout"], flags=row["flags"])
+            config = row.get("heuristic")
+            choice = (config["strategy"], config["params"]) if config else \
+                first_valid(old, key, impls) if old else None
+            if choice is None:
+                print(f"{key.as_text()}: heuristic config unknown, skipped", file=sys.stderr)
+                continue
+            out.append({"algorithm": key.algorithm, "N": key.n, "T": key.t, "A": key.a,
+                        "dtype": key.dtype, "layout": key.layout, "flags": key.flags,
+                        "strategy": choice[0], "params": dict(choice[1]),
+                        "device_time_us": theirs, "runner_up": {
+                            "strategy": row["strategy"], "params": row["params"],
+                            "device_time_us": mine},
+                        "baselines": {"flat_heuristic": row["device_us"].get("flat_heuristic")},
+                        "trials": 2, "date": report.get("date", ""), "method": "bench",
+                        "fingerprint": fingerprint})
+            print(f"{key.as_text()}: {choice[0]} {choice[1]} {theirs:.2f} us "
+                  f"(entry's config {mine:.2f} us)")
+    args.output.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
