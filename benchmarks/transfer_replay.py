@@ -1,13 +1,15 @@
-"""Score today's dispatch on a bench run's held-out rows, using only that run's timings.
+"""Score today's dispatch on a bench run's rows, using only that run's timings.
 
-A held-out bench row times the dispatched config, the built-in heuristic's, the flat
-baseline's and the nearest entry's config as tuned (``unmoved:``). This script asks the
-current dispatcher (shipped profile, no GPU) what it would run on each held-out key
-and, where that config is one the row timed, takes its time from the row: a rule
-change can be scored without new device time, on exactly the configs it picks. Cells
-whose new choice was not timed are counted and left out.
+A bench row times the dispatched config, the built-in heuristic's, the flat baseline's
+and, on held-out shapes, nearby entries' configs. This script asks the current
+dispatcher (shipped profile, no GPU) what it would run on each key and, where that
+config is one the row timed, takes its time from the row: a rule or profile change
+can be scored without new device time, on exactly the configs it picks. Cells whose
+new choice was not timed are counted and left out. Grid and held-out cells are
+scored apart.
 
-    python benchmarks/transfer_replay.py devcarry/bench/*_bench/bench.json
+    python benchmarks/transfer_replay.py benchmarks/results/bench_h200/*/bench.json \
+        --heuristic-rev a22ad95
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from entries_from_bench import first_valid, heuristic_at  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.dispatch import decide  # noqa: E402
@@ -37,18 +41,37 @@ def _config(strategy: str, params: dict) -> tuple:
     return strategy, tuple(sorted(params.items()))
 
 
-def timed_configs(row: dict, profiles, usable) -> dict[tuple, float]:
-    """Config -> device time of every config the row measured that can be named."""
+def _as_dict(decision) -> dict | None:
+    if decision is None or isinstance(decision, tuple):
+        return None if decision is None else {"strategy": decision[0],
+                                              "params": dict(decision[1])}
+    return {"strategy": decision.strategy, "params": dict(decision.params)}
+
+
+def timed_configs(row: dict, profiles, usable, heuristic_then=None) -> dict[tuple, float]:
+    """Config -> device time of every config the row measured that can be named.
+
+    ``heuristic_then``: the heuristic module of the run's revision, for rows that do not
+    record the heuristic's config (without it, today's heuristic is assumed unchanged).
+    """
     key = ProblemKey(row["algorithm"], row["N"], row["T"], a=row["A"], dtype=row["dtype"],
                      layout=row["layout"], flags=row["flags"])
     times = row["device_us"]
     found = {_config(row["strategy"], row["params"]): times["dispatched"]}
+    for source, config in (row.get("alternative_configs") or {}).items():
+        t = (row.get("alternatives") or {}).get(source)
+        if t:
+            found[_config(config["strategy"], config["params"])] = t
     if times.get("flat_heuristic"):
         found[_config("flat", {"BLOCK_N": 1, **rl_triton_params(row["T"])})] = \
             times["flat_heuristic"]
-    heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
+    heuristic = row.get("heuristic")
+    if heuristic is None and heuristic_then is not None:
+        heuristic = _as_dict(first_valid(heuristic_then, key, usable))
+    elif heuristic is None:
+        heuristic = _as_dict(decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable))
     if heuristic is not None and row.get("heuristic_us"):
-        found[_config(heuristic.strategy, heuristic.params)] = row["heuristic_us"]
+        found[_config(heuristic["strategy"], heuristic["params"])] = row["heuristic_us"]
     unmoved = next(decide.nearest_decisions(key, profiles, usable, decide.SURVEY_DISTANCE,
                                             adapt=False), None)
     for source, t in (row.get("alternatives") or {}).items():
@@ -60,26 +83,32 @@ def timed_configs(row: dict, profiles, usable) -> dict[tuple, float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("reports", type=Path, nargs="+", help="bench.json files")
+    p.add_argument("--heuristic-rev", help="git revision the run was made with (rows "
+                   "without a recorded heuristic config are read with its heuristic)")
     args = p.parse_args(argv)
+    then_module = heuristic_at(args.heuristic_rev) if args.heuristic_rev else None
     profile = read_profile(next(shipped_dir().glob("cuda-nvidia-h200-*.json")))
     profiles = SimpleNamespace(entries=profile.entries,
                                sources={k: "shipped" for k in profile.entries})
     usable = triton_strategies()
-    then, now, untimed, changed = [], [], [], 0
+    scores: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
+    untimed, changed = [], 0
     for path in args.reports:
         for row in json.loads(path.read_text())["rows"]:
             flat = row["device_us"].get("flat_heuristic")
-            if not row.get("held_out") or not flat:
+            if not flat:
                 continue
             key = ProblemKey(row["algorithm"], row["N"], row["T"], a=row["A"],
                              dtype=row["dtype"], layout=row["layout"], flags=row["flags"])
-            d = next(decide.nearest_decisions(key, profiles, usable), None) or \
+            d = decide.exact_or_nearest(key, profiles, usable) or \
                 decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
-            t = timed_configs(row, profiles, usable).get(_config(d.strategy, d.params))
+            t = timed_configs(row, profiles, usable, then_module).get(
+                _config(d.strategy, d.params))
             if t is None:
                 untimed.append(f"{key.as_text()}: {d.strategy} {d.params}")
                 continue
             changed += _config(d.strategy, d.params) != _config(row["strategy"], row["params"])
+            then, now = scores[bool(row.get("held_out"))]
             then.append(flat / row["device_us"]["dispatched"])
             now.append(flat / t)
 
@@ -88,9 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         return (f"{name}: geomean {g:.3f}x over flat, worst {min(xs):.3f}x, "
                 f"{sum(x < 0.97 for x in xs)} of {len(xs)} cells below 0.97x")
 
-    print(line("as measured", then))
-    print(line("current dispatch", now) + f" ({changed} choices changed)")
-    print(f"{len(untimed)} held-out cells whose current choice was not timed in the run:")
+    for held_out, (then, now) in scores.items():
+        if then:
+            group = "held-out" if held_out else "grid"
+            print(line(f"{group}, as measured", then))
+            print(line(f"{group}, current dispatch", now))
+    print(f"{changed} choices changed; {len(untimed)} cells whose current choice was not "
+          "timed in the run:")
     for u in untimed:
         print("  " + u)
     return 0

@@ -198,6 +198,13 @@ def _profile_decision(key: ProblemKey, profiles: Any,
     return None, entry is not None
 
 
+def exact_or_nearest(key: ProblemKey, profiles: Any,
+                     usable: dict[str, Strategy]) -> Decision | None:
+    """What ``profiles`` say for ``key``: its exact entry, else the nearest entry within
+    :data:`MAX_DISTANCE`, else None (for offline tools that replay dispatch)."""
+    return _profile_decision(key, profiles, usable)[0]
+
+
 def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
                       max_distance: float | None = None,
                       adapt: bool = True) -> Iterator[Decision]:
