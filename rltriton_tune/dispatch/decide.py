@@ -249,7 +249,7 @@ def _moved(impl: Strategy, source: ProblemKey, key: ProblemKey, params: dict[str
         return None
     try:
         name, moved = transfer(source, key, params)
-    except (InvalidConfig, KeyError, TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - a foreign profile's params must never break a call
         return None
     target = usable.get(name)
     valid = None if target is None else _validated(target, key, moved)

@@ -288,8 +288,8 @@ def test_nearest_entry_config_is_moved_by_its_strategy(profiles, fake_gpu, wide_
     assert found[0].source.startswith(f"unmoved:{key(4096, 32).as_text()}@")
 
 
-@pytest.mark.parametrize("result", [ValueError("boom"), ("flat", {"BLOCK_N": 8192}),
-                                    ("no_such_strategy", {})])
+@pytest.mark.parametrize("result", [ValueError("boom"), ZeroDivisionError("num_warps=0"),
+                                    ("flat", {"BLOCK_N": 8192}), ("no_such_strategy", {})])
 def test_a_move_that_fails_keeps_the_config_as_tuned(profiles, fake_gpu, result, wide_radius):
     def transfer(source, target, params):
         if isinstance(result, Exception):

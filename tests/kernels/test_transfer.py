@@ -106,3 +106,21 @@ def test_transfer_does_not_modify_the_entry(triton_strategies):
     before = dict(params)
     triton_strategies["tiled"].transfer(key(4096, 32), key(4096, 8), params)
     assert params == before
+
+
+@pytest.mark.parametrize("params", [{"BLOCK_N": 0, "num_warps": 0, "num_stages": 1},
+                                    {"BLOCK_N": "x", "num_warps": 4},
+                                    {"num_warps": 4}])
+def test_foreign_params_in_a_profile_never_break_dispatch(params, monkeypatch):
+    """A broken entry's config is skipped (moved or not), whatever ``transfer`` raises."""
+    from types import SimpleNamespace
+
+    from rltriton_tune.dispatch import decide
+    from rltriton_tune.tuning_db import Entry
+
+    source = key(4096, 32)
+    entry = Entry(key=source, strategy="flat", params=params, device_time_us=1.0)
+    profiles = SimpleNamespace(entries={source.as_text(): entry},
+                               sources={source.as_text(): "foreign.json"})
+    found = list(decide.nearest_decisions(key(4096, 40), profiles, strategies()))
+    assert all(d.params.get("BLOCK_N", 1) >= 1 for d in found)
