@@ -110,3 +110,15 @@ def test_unmoved_config_is_counted_apart_from_the_other_entries():
     assert s["unmoved_cells"] == 2 and s["unmoved_better_cells"] == 1
     assert s["unmoved_worse_cells"] == 1
     assert s["alternative_cells"] == 1 and s["alternative_better_cells"] == 1
+
+
+def test_cut_oracle_sweeps_are_marked_partial_in_the_table():
+    from rltriton_tune.tune.bench import to_markdown
+
+    rows = [_row(2.0, 3.0, None, 1.9), _row(2.0, 3.0, None, 1.8)]
+    rows[1]["oracle_complete"] = False
+    for r, n in zip(rows, (8, 16), strict=True):
+        r.update(algorithm="gae", N=n, T=8, strategy="flat", params={}, full_call_us=20.0)
+    md = to_markdown({"device": "cuda:0", "device_name": "GPU", "torch": "x",
+                      "copy_bandwidth_gbs": 1.0, "rows": rows})
+    assert "| 1.90 |" in md and "| 1.80 (partial) |" in md
