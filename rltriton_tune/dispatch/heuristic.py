@@ -5,7 +5,9 @@ float32, env-major, torch 2.11, Triton 3.6; raw numbers in
 ``anchors/h200-2026-11-30.jsonl``) and, for env-major T <= 512, off this
 project's exhaustive H200 sweeps of GAE and V-trace (see ``FLAT_TILE``). The
 other estimators run the same scan cores with a few more loads per element, so
-the same shape rules are used for them. Each rule gives an ordered list of
+the same shape rules are used for them, except per-action ones (Retrace), which
+have their own rule from the H200 bench (see ``ACTION_ELEMS_PER_WARP``). Each rule
+gives an ordered list of
 candidates; dispatch keeps the first that the strategy validates for the key
 (merged over the strategy's ``default_params``), so a rule never produces an
 invalid config.
@@ -43,8 +45,8 @@ FLAT_TILE_MAX_T = 512
 #: Per-action estimators (Retrace) load A values per step, a different balance of
 #: loads to scan work: one row per program at every size, with a warp per this many
 #: tile elements (next_pow2(T) * next_pow2(A)) up to T = FLAT_TILE_MAX_T, the rl-triton
-#: warps above (the flat defaults). H200 bench,
-#: Retrace A=8 (benchmarks/results/bench_h200/retrace): 32768x32 one row, one warp
+#: warps above (the flat defaults). H200 bench, Retrace A=8
+#: (benchmarks/results/bench_h200/retrace): 32768x32 one row, one warp
 #: 40.0 us against 62.5 for the 512-element rule; 50000x20 52.5 vs 88.0; 3000x40 two
 #: warps 9.8 vs 12.1; 777x77 four warps 6.0 vs 6.7 at two; only 10000x12 went the other
 #: way (12.2 vs 11.5). Above 2^23 elements the tiled rule loses to one flat row per
