@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                         "device_time_us": theirs, "runner_up": {
                             "strategy": row["strategy"], "params": row["params"],
                             "device_time_us": mine},
-                        "baselines": {"flat_heuristic": row["device_us"].get("flat_heuristic")},
+                        "baselines": {name: t for name, t in row["device_us"].items()
+                                      if name == "flat_heuristic" and t},
                         "trials": 2, "date": report.get("date", ""), "method": "bench",
                         "fingerprint": fingerprint})
             print(f"{key.as_text()}: {choice[0]} {choice[1]} {theirs:.2f} us "
