@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from rltriton_tune.call import ProblemKey  # noqa: E402
+from rltriton_tune.dispatch.decide import heuristic_decision  # noqa: E402
 from rltriton_tune.kernels import strategies  # noqa: E402
-from rltriton_tune.strategy import InvalidConfig  # noqa: E402
+from rltriton_tune.tune.bench import row_key  # noqa: E402
 from rltriton_tune.tuning_db import shipped_dir  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 
@@ -47,18 +47,6 @@ def heuristic_at(rev: str):
     return module
 
 
-def first_valid(module, key: ProblemKey, impls) -> tuple[str, dict] | None:
-    for name, overrides, _ in module.candidates(key, H200_SMS):
-        impl = impls.get(name)
-        if impl is None:
-            continue
-        try:
-            return name, impl.validate(key, {**impl.default_params(key), **overrides})
-        except InvalidConfig:
-            continue
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("reports", type=Path, nargs="+", help="bench.json files")
@@ -77,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
             if row.get("held_out") or not row["source"].startswith("profile:") or \
                     not mine or not theirs or theirs * MARGIN >= mine:
                 continue
-            key = ProblemKey(row["algorithm"], row["N"], row["T"], a=row["A"],
-                             dtype=row["dtype"], layout=row["layout"], flags=row["flags"])
+            key = row_key(row)
             config = row.get("heuristic")
-            choice = (config["strategy"], config["params"]) if config else \
-                first_valid(old, key, impls) if old else None
+            if config is None and old is not None:
+                then = heuristic_decision(key, {"sm_count": H200_SMS}, impls, old.candidates)
+                config = None if then is None else {"strategy": then.strategy,
+                                                    "params": then.params}
+            choice = None if config is None else (config["strategy"], config["params"])
             if choice is None:
                 print(f"{key.as_text()}: heuristic config unknown, skipped", file=sys.stderr)
                 continue

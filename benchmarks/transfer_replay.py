@@ -23,16 +23,14 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from entries_from_bench import first_valid, heuristic_at  # noqa: E402
+from entries_from_bench import H200_SMS, heuristic_at  # noqa: E402
 
-from rltriton_tune.call import ProblemKey  # noqa: E402
-from rltriton_tune.dispatch import decide  # noqa: E402
+from rltriton_tune.dispatch import decide, heuristic  # noqa: E402
 from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
 from rltriton_tune.kernels.flat import rl_triton_params  # noqa: E402
+from rltriton_tune.tune.bench import row_key  # noqa: E402
 from rltriton_tune.tuning_db import shipped_dir  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
-
-H200_SMS = 132
 
 
 def _config(strategy: str, params: dict) -> tuple:
@@ -42,20 +40,17 @@ def _config(strategy: str, params: dict) -> tuple:
 
 
 def _as_dict(decision) -> dict | None:
-    if decision is None or isinstance(decision, tuple):
-        return None if decision is None else {"strategy": decision[0],
-                                              "params": dict(decision[1])}
+    if decision is None:
+        return None
     return {"strategy": decision.strategy, "params": dict(decision.params)}
 
 
-def timed_configs(row: dict, profiles, usable, heuristic_then=None) -> dict[tuple, float]:
+def timed_configs(key, row: dict, profiles, usable, heuristic_then=None) -> dict[tuple, float]:
     """Config -> device time of every config the row measured that can be named.
 
     ``heuristic_then``: the heuristic module of the run's revision, for rows that do not
     record the heuristic's config (without it, today's heuristic is assumed unchanged).
     """
-    key = ProblemKey(row["algorithm"], row["N"], row["T"], a=row["A"], dtype=row["dtype"],
-                     layout=row["layout"], flags=row["flags"])
     times = row["device_us"]
     found = {_config(row["strategy"], row["params"]): times["dispatched"]}
     for source, config in (row.get("alternative_configs") or {}).items():
@@ -65,13 +60,11 @@ def timed_configs(row: dict, profiles, usable, heuristic_then=None) -> dict[tupl
     if times.get("flat_heuristic"):
         found[_config("flat", {"BLOCK_N": 1, **rl_triton_params(row["T"])})] = \
             times["flat_heuristic"]
-    heuristic = row.get("heuristic")
-    if heuristic is None and heuristic_then is not None:
-        heuristic = _as_dict(first_valid(heuristic_then, key, usable))
-    elif heuristic is None:
-        heuristic = _as_dict(decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable))
-    if heuristic is not None and row.get("heuristic_us"):
-        found[_config(heuristic["strategy"], heuristic["params"])] = row["heuristic_us"]
+    rules = (heuristic_then or heuristic).candidates
+    builtin = row.get("heuristic") or _as_dict(
+        decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable, rules))
+    if builtin is not None and row.get("heuristic_us"):
+        found[_config(builtin["strategy"], builtin["params"])] = row["heuristic_us"]
     unmoved = next(decide.nearest_decisions(key, profiles, usable, decide.SURVEY_DISTANCE,
                                             adapt=False), None)
     for source, t in (row.get("alternatives") or {}).items():
@@ -98,11 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             flat = row["device_us"].get("flat_heuristic")
             if not flat:
                 continue
-            key = ProblemKey(row["algorithm"], row["N"], row["T"], a=row["A"],
-                             dtype=row["dtype"], layout=row["layout"], flags=row["flags"])
+            key = row_key(row)
             d = decide.exact_or_nearest(key, profiles, usable) or \
                 decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
-            t = timed_configs(row, profiles, usable, then_module).get(
+            t = timed_configs(key, row, profiles, usable, then_module).get(
                 _config(d.strategy, d.params))
             if t is None:
                 untimed.append(f"{key.as_text()}: {d.strategy} {d.params}")

@@ -12,7 +12,7 @@ import math
 import os
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
@@ -280,9 +280,12 @@ def transfer_alternatives(key: ProblemKey, device: torch.device | str, count: in
 
 
 def heuristic_decision(key: ProblemKey, fingerprint: dict[str, Any],
-                       usable: dict[str, Strategy]) -> Decision | None:
-    """The first heuristic candidate for ``key`` that a ``usable`` strategy validates."""
-    for name, overrides, why in heuristic.candidates(key, int(fingerprint.get("sm_count", 1))):
+                       usable: dict[str, Strategy],
+                       rules: Callable[[ProblemKey, int], list[heuristic.Candidate]] = (
+                           heuristic.candidates)) -> Decision | None:
+    """The first heuristic candidate for ``key`` that a ``usable`` strategy validates;
+    ``rules`` replaces the built-in rules (offline tools replay older ones)."""
+    for name, overrides, why in rules(key, int(fingerprint.get("sm_count", 1))):
         impl = usable.get(name)
         params = None if impl is None else _validated(impl, key, overrides)
         if params is not None:
