@@ -11,6 +11,7 @@ import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.launch import (
+    MAX_BLOCK_N,
     TILE_BUDGET,
     FastLaunch,
     Packer,
@@ -64,7 +65,7 @@ class FlatStrategy(TritonStrategy):
     def space(self, key: ProblemKey) -> dict[str, list[int]]:
         bt = next_pow2(key.t)
         return {
-            "BLOCK_N": pow2_range(1, max(1, min(64, next_pow2(key.n), TILE_BUDGET // bt))),
+            "BLOCK_N": pow2_range(1, max(1, min(MAX_BLOCK_N, next_pow2(key.n), TILE_BUDGET // bt))),
             "num_warps": pow2_range(1, 32),
             # The kernel has no loop for Triton to pipeline, so stages change nothing: the
             # H200 exhaustive tables show 0.2-1% between stage counts, their noise level
@@ -91,8 +92,7 @@ class FlatStrategy(TritonStrategy):
         span_from, span_to = next_pow2(source.t), next_pow2(target.t)
         if span_from == span_to:
             return self.name, dict(params)
-        return self.name, rescale_tile(params, span_from, span_to, target,
-                                       min(64, next_pow2(target.n), TILE_BUDGET // span_to))
+        return self.name, rescale_tile(params, span_from, span_to, target)
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)

@@ -35,6 +35,8 @@ MAX_ELEMS_PER_THREAD = 64
 #: Elements of the [BLOCK_N, BLOCK_T, BLOCK_A] tile Retrace's expectation uses.
 ACTION_TILE_BUDGET = 2**12
 
+#: Most rows per program in the flat and tiled search spaces.
+MAX_BLOCK_N = 64
 #: Programs a config moved to a shorter row keeps at least (about two waves of an H200's
 #: 132 SMs): more rows per program must not starve the GPU of programs.
 MIN_PROGRAMS = 256
@@ -65,17 +67,18 @@ def pow2_range(lo: int, hi: int) -> list[int]:
     return out
 
 
-def rescale_tile(params: Params, span_from: int, span_to: int, target: ProblemKey,
-                 max_rows: int) -> Params:
+def rescale_tile(params: Params, span_from: int, span_to: int, target: ProblemKey) -> Params:
     """``params`` (with ``BLOCK_N`` rows and ``num_warps``) whose tile spans ``span_from``
     steps per row, moved to a tile of ``span_to`` steps per row of ``target``.
 
     Tuned configs are mostly a tile size and a thread count for it, so the tile's element
-    count is kept: a shorter span takes more rows, as long as ``target`` still gets
+    count is kept: a shorter span takes more rows (within the row and tile bounds of the
+    flat and tiled spaces), as long as ``target`` still gets
     :data:`MIN_PROGRAMS` programs (or the source's rows); a longer one takes fewer rows
     and, once a row outgrows the tile, keeps the elements per thread (more warps, up to
     :data:`MAX_MOVED_WARPS`).
     """
+    max_rows = min(MAX_BLOCK_N, next_pow2(target.n), TILE_BUDGET // span_to)
     tile = params["BLOCK_N"] * span_from
     if span_to <= span_from:
         spread = max(params["BLOCK_N"], next_pow2(target.n) // MIN_PROGRAMS)

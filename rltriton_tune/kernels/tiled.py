@@ -12,6 +12,7 @@ import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.launch import (
+    MAX_BLOCK_N,
     TILE_BUDGET,
     FastLaunch,
     Packer,
@@ -44,7 +45,7 @@ class TiledStrategy(TritonStrategy):
 
     def space(self, key: ProblemKey) -> dict[str, list[int]]:
         return {
-            "BLOCK_N": pow2_range(1, max(1, min(64, next_pow2(key.n)))),
+            "BLOCK_N": pow2_range(1, max(1, min(MAX_BLOCK_N, next_pow2(key.n)))),
             "BLOCK_T": pow2_range(min(8, next_pow2(key.t)), min(4096, next_pow2(key.t))),
             "num_warps": pow2_range(1, 16),
             "num_stages": [1, 2, 3, 4],
@@ -72,17 +73,13 @@ class TiledStrategy(TritonStrategy):
         with the same tile and warps); a shorter one stays a chunk loop, cut to the row if
         longer. The tile's size is kept as its span changes (see :func:`rescale_tile`)."""
         span_from = params["BLOCK_T"]
-        max_rows = min(64, next_pow2(target.n))
         if span_from >= next_pow2(source.t):
-            span_to = next_pow2(target.t)
-            moved = rescale_tile(params, span_from, span_to, target,
-                                 min(max_rows, TILE_BUDGET // span_to))
+            moved = rescale_tile(params, span_from, next_pow2(target.t), target)
             return "flat", {k: moved[k] for k in ("BLOCK_N", "num_warps", "num_stages")}
         span_to = max(8, min(span_from, next_pow2(target.t)))
         if span_to == span_from:
             return self.name, dict(params)
-        moved = rescale_tile(params, span_from, span_to, target,
-                             min(max_rows, TILE_BUDGET // span_to))
+        moved = rescale_tile(params, span_from, span_to, target)
         return self.name, {**moved, "BLOCK_T": span_to}
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:

@@ -27,31 +27,31 @@ def moved(strategies_by_name, name, source, target, params):
 
 def test_shorter_row_keeps_the_tile_with_more_rows():
     # 128-step rows, 1 row, 2 warps -> 32-step rows: 4 rows keep the 128-element tile.
-    out = rescale_tile({"BLOCK_N": 1, "num_warps": 2}, 128, 32, key(32768, 32), 64)
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 2}, 128, 32, key(32768, 32))
     assert out == {"BLOCK_N": 4, "num_warps": 2}
 
 
 def test_shorter_row_keeps_enough_programs():
     # 512-element tile moved to 128-step rows would take 4 rows; N=300 allows 2 for 256
     # programs (next_pow2(300) = 512 rows / 256 programs).
-    out = rescale_tile({"BLOCK_N": 1, "num_warps": 4}, 512, 128, key(300, 100), 64)
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 4}, 512, 128, key(300, 100))
     assert out == {"BLOCK_N": 2, "num_warps": 4}
     # A source with more rows than that keeps its own.
-    out = rescale_tile({"BLOCK_N": 8, "num_warps": 4}, 32, 8, key(300, 8), 64)
+    out = rescale_tile({"BLOCK_N": 8, "num_warps": 4}, 32, 8, key(300, 8))
     assert out["BLOCK_N"] == 8
 
 
 def test_longer_row_drops_rows_then_adds_warps():
     # 128-element tile, 2 warps = 2 elements per thread; 512-step rows need 8 warps.
-    out = rescale_tile({"BLOCK_N": 1, "num_warps": 2}, 128, 512, key(4096, 512), 64)
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 2}, 128, 512, key(4096, 512))
     assert out == {"BLOCK_N": 1, "num_warps": 8}
     # 4 rows of 64 steps (256 elements, 4 warps) -> 2 rows of 128 steps, same warps.
-    out = rescale_tile({"BLOCK_N": 4, "num_warps": 4}, 64, 128, key(4096, 100), 64)
+    out = rescale_tile({"BLOCK_N": 4, "num_warps": 4}, 64, 128, key(4096, 100))
     assert out == {"BLOCK_N": 2, "num_warps": 4}
     # Moving adds warps up to 16 only; a source with more keeps its own.
-    out = rescale_tile({"BLOCK_N": 1, "num_warps": 16}, 2048, 4096, key(6000, 3000), 64)
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 16}, 2048, 4096, key(6000, 3000))
     assert out == {"BLOCK_N": 1, "num_warps": 16}
-    out = rescale_tile({"BLOCK_N": 1, "num_warps": 32}, 8192, 65536, key(16, 65536), 64)
+    out = rescale_tile({"BLOCK_N": 1, "num_warps": 32}, 8192, 65536, key(16, 65536))
     assert out["num_warps"] == 32
 
 
