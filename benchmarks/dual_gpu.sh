@@ -3,7 +3,9 @@
 # $JOBS1 on GPU 1, each job in order until $SECONDS_LEFT runs out (a cut job resumes in the
 # next call: bench --resume, oracle partial tables, the tuner's journal in $DB). Results
 # accumulate in $CARRY (carry it to the next call); a tarball of it lands in $OUT.
-# Jobs: lookback | bench:ALG | oracle:ALG (bench --oracle, $ORACLE_SECONDS per key; bench
+# Jobs: gputests (the whole `gpu` test suite) | align (benchmarks/align_probe.py,
+#       $ALIGN_SECONDS) |
+#       lookback | bench:ALG | oracle:ALG (bench --oracle, $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes) |
 #       tune:DTYPE:LAYOUT:TRUNCATIONS (default preset, all estimators, $TRIALS trials).
@@ -22,6 +24,10 @@ job() {  # gpu job
     start=$(date +%s)
     IFS=: read -r kind a b c <<< "$spec"
     case $kind in
+    gputests) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m pytest -q -m gpu \
+        -p no:cacheprovider --durations=15 tests > "$CARRY/logs/gpu_tests.log" 2>&1 ;;
+    align) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/align_probe.py \
+        --output "$CARRY/align" --max-seconds "${ALIGN_SECONDS:-200}" > "$CARRY/logs/align.log" 2>&1 ;;
     lookback) CUDA_VISIBLE_DEVICES=$gpu OUT=$CARRY/lookback TEST_SECONDS=150 \
         PROBE_SECONDS=$(( left < 300 ? left - 160 : 140 )) timeout "$left" \
         bash benchmarks/lookback_gpu.sh > "$CARRY/logs/lookback.log" 2>&1 ;;

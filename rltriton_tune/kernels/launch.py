@@ -90,6 +90,20 @@ def rescale_tile(params: Params, span_from: int, span_to: int, target: ProblemKe
             "num_warps": max(params["num_warps"], min(MAX_MOVED_WARPS, warps))}
 
 
+#: Largest alignment hint: 16 elements cover a 16-byte vector of every supported dtype.
+MAX_ALIGN = 16
+#: Whether packers pass alignment hints (``scan.true_sizes``). Off, sizes that are not
+#: multiples of 16 compile to scalar accesses: benchmarks/align_probe.py measures the gap
+#: and the tests run both ways.
+ALIGN_HINTS = True
+
+
+def pow2_divisor(x: int, cap: int = MAX_ALIGN) -> int:
+    """Largest power of two, at most ``cap``, that divides ``x`` (``cap`` for 0)."""
+    x = int(x)
+    return cap if x == 0 else min(cap, x & -x)
+
+
 def is_pow2(x: int) -> bool:
     return x >= 1 and x & (x - 1) == 0
 
@@ -113,7 +127,13 @@ class Packer:
         self.time_major = key.time_major
         n, t = key.n, key.t
         self.out_shape = (t, n) if key.time_major else (n, t)
-        self.out_strides = (1, n) if key.time_major else (t, 1)
+        # The contiguous axis's size divides every [N, T] stride that is not 1: the kernels
+        # get size and strides divided by its power-of-two part (``scan.true_sizes``).
+        hint = ALIGN_HINTS
+        self.align_n = pow2_divisor(n) if key.time_major and hint else 1
+        self.align_t = pow2_divisor(t) if hint and not key.time_major else 1
+        self.sizes = (n // self.align_n, t // self.align_t)
+        self.out_strides = (1, n // self.align_n) if key.time_major else (t // self.align_t, 1)
         self.n_outputs = len(spec.outputs)
         flags = key.flag_set
         block_a = min(next_pow2(max(key.a, 1)), max(1, ACTION_TILE_BUDGET // tile_elems))
@@ -127,6 +147,8 @@ class Packer:
             F_STARTS="starts_at" in flags,
             BLOCK_A=block_a,
             BIG=n * t * max(key.a, 1) >= INT32_LIMIT,
+            ALIGN_N=self.align_n,
+            ALIGN_T=self.align_t,
         )
 
     def args(self, call: Call) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
@@ -136,6 +158,7 @@ class Packer:
         args = [tensors.get(name, ref) for name in self.slots]
         s = ref.stride()
         sn, st = (s[1], s[0]) if self.time_major else s
+        sn, st = sn // self.align_t, st // self.align_n
         if self.per_action is not None:
             pa = tensors[self.per_action].stride()
             san, sat, saa = (pa[1], pa[0], pa[2]) if self.time_major else pa
@@ -146,7 +169,7 @@ class Packer:
         outs = (out,) if self.n_outputs == 1 else (
             out, torch.empty(self.out_shape, dtype=call.out_dtype, device=ref.device))
         scalars = call.scalars
-        args += (out, outs[-1], call.n, call.t, call.a, sn, st, se, san, sat, saa,
+        args += (out, outs[-1], *self.sizes, call.a, sn, st, se, san, sat, saa,
                  *self.out_strides)
         args += [scalars[name] for name in self.scalars]
         args += self.scalar_padding

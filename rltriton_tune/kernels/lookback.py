@@ -32,7 +32,7 @@ from rltriton_tune.kernels.launch import (
     pow2_range,
     require,
 )
-from rltriton_tune.kernels.scan import edges, row_block, scan_tile, take, time_block
+from rltriton_tune.kernels.scan import edges, row_block, scan_tile, take, time_block, true_sizes
 from rltriton_tune.strategy import Launcher, Params
 
 #: Polls of one predecessor's flag before a program gives up (NaN outputs, no hang).
@@ -55,8 +55,10 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                    ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
                     PUBLISH_INCLUSIVE: tl.constexpr):
+    N, T, sn, st, osn, ost = true_sizes(N, T, sn, st, osn, ost, ALIGN_N, ALIGN_T)
     # STATE[0]: ticket counter; STATE[1 + k * n_blocks + rb]: flag of chunk k of row block rb.
     # AGG [3, NC, N]: aggregate alpha, aggregate beta, inclusive value, per chunk and row.
     n_blocks = tl.cdiv(N, BLOCK_N)

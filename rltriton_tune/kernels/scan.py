@@ -89,3 +89,16 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, 
                sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
         carry = take(y, out)
     return carry
+
+
+@triton.jit
+def true_sizes(N, T, sn, st, osn, ost, ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr):
+    """The sizes and ``[N, T]`` strides from their packed arguments (see ``Packer.args``).
+
+    Along the contiguous axis (T for env-major, N for time-major) the host divides the
+    size and the strides by ``ALIGN_T`` / ``ALIGN_N``, the power of two (up to 16) the
+    size is a multiple of. Multiplying back tells the compiler so: loads and stores
+    become vector accesses and masks stay uniform per vector, as for sizes that are
+    multiples of 16, which Triton detects itself.
+    """
+    return N * ALIGN_N, T * ALIGN_T, sn * ALIGN_T, st * ALIGN_N, osn * ALIGN_T, ost * ALIGN_N

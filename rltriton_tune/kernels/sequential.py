@@ -18,7 +18,7 @@ from rltriton_tune.kernels.launch import (
     pow2_range,
     require,
 )
-from rltriton_tune.kernels.scan import row_block, tile_start, time_block
+from rltriton_tune.kernels.scan import row_block, tile_start, time_block, true_sizes
 from rltriton_tune.strategy import Launcher, Params
 
 
@@ -28,7 +28,9 @@ def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
                       COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                      ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr,
                       BLOCK_N: tl.constexpr):
+    N, T, sn, st, osn, ost = true_sizes(N, T, sn, st, osn, ost, ALIGN_N, ALIGN_T)
     rows = row_block(tl.program_id(0), BLOCK_N, BIG)
     carry = tl.zeros([BLOCK_N, 1], tl.float32)
     for i in range(0, T):

@@ -34,6 +34,7 @@ from rltriton_tune.kernels.scan import (
     take,
     tile_start,
     time_block,
+    true_sizes,
 )
 from rltriton_tune.strategy import Launcher, Params
 
@@ -61,8 +62,10 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st,
                         COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                         F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                        ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
                         CARRY_BLOCK: tl.constexpr):
+    N, T, sn, st, osn, ost = true_sizes(N, T, sn, st, osn, ost, ALIGN_N, ALIGN_T)
     rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
     feed, out = edges(BLOCK_T, REVERSE)
     n_tiles = tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T)
@@ -88,8 +91,10 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
                       COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
+                      ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
                       CARRY_BLOCK: tl.constexpr):
+    N, T, sn, st, osn, ost = true_sizes(N, T, sn, st, osn, ost, ALIGN_N, ALIGN_T)
     rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
     # Incoming carry: compose the aggregates of the chunks this one depends on.
     cfeed, cout = edges(CARRY_BLOCK, REVERSE)

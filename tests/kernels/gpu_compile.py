@@ -81,6 +81,56 @@ def recorded_launches(strategy: str, key: Any, params: dict[str, Any]) -> list[t
     return launches
 
 
+def _specialize(kernel: Any, args: list[Any], consts: dict[str, Any]
+                ) -> tuple[dict[str, str], dict[str, Any], dict[tuple[int], list]]:
+    """Signature, constexprs and attributes as Triton's launcher specialises them: integer
+    1 becomes a constant, integers that are multiples of 16 and 16-byte aligned tensors
+    are marked divisible by 16."""
+    sig = _signature(kernel, args, consts)
+    consts = dict(consts)
+    attrs = {}
+    values = iter(args)
+    for i, name in enumerate(kernel.arg_names):
+        if name in consts and sig[name] == "constexpr":
+            continue
+        value = next(values)
+        if isinstance(value, torch.Tensor):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if value == 1:
+                sig[name] = "constexpr"
+                consts[name] = 1
+            elif value % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    return sig, consts, attrs
+
+
+def global_accesses(strategy: str, key_text: str, params: dict[str, Any], arch: int = 90
+                    ) -> list[dict[str, int]]:
+    """For each launch of ``strategy`` on ``key_text``: how many global load and store
+    instructions of each kind (``ld.global.v4.b32``...) its PTX holds, compiled the way a
+    launch on 16-byte aligned tensors specialises it."""
+    import re
+    from collections import Counter
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from rltriton_tune.call import ProblemKey
+
+    out = []
+    for kernel, args, consts in recorded_launches(strategy, ProblemKey.from_text(key_text),
+                                                  params):
+        options = {k: consts.pop(k) for k in OPTIONS if k in consts}
+        sig, consts, attrs = _specialize(kernel, args, consts)
+        compiled = triton.compile(ASTSource(kernel, sig, consts, attrs),
+                                  target=GPUTarget("cuda", arch, 32), options=options)
+        out.append(dict(Counter(re.findall(r"(?:ld|st)\.global[\w.]*",
+                                           compiled.asm["ptx"]))))
+    return out
+
+
 def compile_one(strategy: str, key_text: str, params: dict[str, Any], arch: int,
                 big: bool = False) -> list[str]:
     """Compile ``strategy``'s launches for ``key_text`` (with 64-bit offsets when ``big``);

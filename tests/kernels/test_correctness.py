@@ -18,7 +18,8 @@ from .cases import DTYPES, FLAG_SETS, LAYOUTS, check_outputs, expected, make_cal
 pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
 
 #: (N, T) cycled over the combinations (long T only with one row, to keep the interpreter fast).
-SHAPES = [(3, 7), (1, 33), (5, 7), (3, 1), (1, 7), (5, 12)]
+#: Sizes with power-of-two factors (12, 20; 8, 12 rows) take the alignment-hint path.
+SHAPES = [(3, 7), (1, 33), (5, 7), (3, 1), (1, 7), (5, 12), (8, 20), (12, 6)]
 
 
 def small_params(strategy: str, t: int) -> dict[str, int]:
@@ -74,3 +75,26 @@ def test_int64_offsets(strategy, algorithm, monkeypatch):
     launcher = strategy_.prepare(key, small_params(strategy, key.t))
     assert launch.Packer(key, 1).constexprs["BIG"]
     check_outputs(launcher(call), expected(algorithm, kwargs), call, f"{strategy} int64")
+
+
+@pytest.mark.parametrize("hints", [True, False], ids=["hints", "no-hints"])
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize(("layout", "n", "t"), [("env", 3, 12), ("time", 8, 5), ("env", 2, 40)])
+def test_alignment_hints(strategy, layout, n, t, hints, monkeypatch):
+    """Sizes divided by their power-of-two part on the host and multiplied back in the
+    kernel (``scan.true_sizes``) give the same numbers as the plain sizes."""
+    monkeypatch.setattr(launch, "ALIGN_HINTS", hints)
+    for algorithm in ("gae", "vtrace", "episodic_prefix_sum"):
+        key = ProblemKey(algorithm, n, t, "float32", layout, FLAG_SETS[algorithm][-1])
+        pack = launch.Packer(key, 1)
+        align = pack.constexprs["ALIGN_N" if layout == "time" else "ALIGN_T"]
+        assert align == (launch.pow2_divisor(n if layout == "time" else t) if hints else 1)
+        call, kwargs = make_call(key, seed=n * t)
+        outs = type(strategies()[strategy])().prepare(key, small_params(strategy, t))(call)
+        check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
+
+
+@pytest.mark.parametrize(("x", "want"), [(1, 1), (6, 2), (12, 4), (40, 8), (48, 16),
+                                         (1024, 16), (0, 16), (7, 1)])
+def test_pow2_divisor(x, want):
+    assert launch.pow2_divisor(x) == want

@@ -33,3 +33,38 @@ def test_every_strategy_compiles_for_sm90(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     compiled, total = map(int, re.search(r"(\d+) of (\d+)", done.stderr).groups())
     assert compiled == total >= 5 * 7 * 2  # every strategy x estimator, 32- and 64-bit offsets
+
+
+ACCESSES = """
+import json, sys
+sys.path.insert(0, {here!r})
+from gpu_compile import global_accesses
+from rltriton_tune.kernels import launch
+out = {{}}
+for hints in (True, False):
+    launch.ALIGN_HINTS = hints
+    out[str(hints)] = global_accesses("flat", {key!r}, {{"BLOCK_N": {rows}, "num_warps": 4}})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
+@pytest.mark.parametrize("key", ["gae|none|float32|env|N=300|T=300",
+                                 "eligibility_traces|none|float32|time|N=300|T=300"])
+def test_alignment_hints_give_vector_accesses(key, tmp_path):
+    """A size that is a multiple of 4 but not of 16 compiles to 16-byte loads and stores
+    along the contiguous axis with the hints, and to 4-byte ones without (measured on
+    the H200 by benchmarks/align_probe.py)."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+    # Time-major rows are the contiguous axis: a program needs several to form a vector.
+    code = ACCESSES.format(here=str(SCRIPT.parent), key=key, rows=8 if "|time|" in key else 1)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=SCRIPT.parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    (hinted,), (plain,) = found["True"], found["False"]
+    assert hinted.get("ld.global.v4.b32", 0) >= 1 and hinted.get("st.global.v4.b32", 0) >= 1
+    assert not any(".v" in op for op in plain), plain

@@ -1,0 +1,183 @@
+"""Two kernel questions, timed on a GPU in one session.
+
+1. What the alignment hints (``launch.ALIGN_HINTS``, ``scan.true_sizes``) buy: for
+   shapes whose contiguous size is a multiple of 2-8 but not of 16, the dispatched
+   choice and the rl-triton flat config, each compiled with and without the hints,
+   gated against the reference and timed in interleaved rounds.
+2. Whether short rows want more rows per program than the search space's 64
+   (``MAX_BLOCK_N``): flat configs up to 512 rows at T = 8 and 32.
+
+Writes ``align_probe.json`` and ``align_probe.md`` under ``--output``.
+
+    python benchmarks/align_probe.py --output DIR [--algorithms gae,...] [--max-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+import torch  # noqa: E402
+
+from rltriton_tune.call import ProblemKey  # noqa: E402
+from rltriton_tune.kernels import launch, strategies  # noqa: E402
+from rltriton_tune.kernels.flat import rl_triton_params  # noqa: E402
+from rltriton_tune.tune.bench import _dispatched  # noqa: E402
+from rltriton_tune.tune.evaluate import Evaluator  # noqa: E402
+from rltriton_tune.tune.space import Candidate  # noqa: E402
+
+#: (N, T, layout): contiguous sizes with a power-of-two factor of 2-8 (the bench's held-out
+#: shapes among them), and two time-major ones.
+ALIGN_SHAPES = [(1500, 1500, "env"), (5000, 300, "env"), (6000, 3000, "env"),
+                (300, 1000, "env"), (100, 3000, "env"), (1000, 200, "env"),
+                (20000, 100, "env"), (50000, 20, "env"), (200, 700, "env"),
+                (2500, 600, "env"), (30000, 60, "env"), (1500, 1500, "time"),
+                (20000, 100, "time")]
+WIDE_SHAPES = [(32768, 8), (32768, 32), (4096, 8)]
+WIDE_ROWS = (32, 64, 128, 256, 512)
+NO_HINTS = ":no-hints"
+
+
+def _fresh() -> dict:
+    """Strategy instances with empty launcher caches."""
+    return {name: type(s)() for name, s in strategies().items()}
+
+
+def _key(algorithm: str, n: int, t: int, layout: str) -> ProblemKey:
+    retrace = algorithm == "retrace"
+    return ProblemKey(algorithm, n, t, "float32", layout, "trunc" if retrace else "none",
+                      8 if retrace else 0)
+
+
+def _time(key: ProblemKey, device: torch.device, cands: list[Candidate], impls: dict,
+          budget_s: float) -> list[dict]:
+    workers = 8 if device.type == "cuda" else 1  # the interpreter is not thread-safe
+    evaluator = Evaluator(key, device, impls, workers=workers, time_budget_s=budget_s)
+    try:
+        outs = evaluator.evaluate(cands)
+    finally:
+        evaluator.close()
+    return [{"key": key.as_text(), "config": o.candidate.label(),
+             "device_us": o.timing.device_us if o.ok else None, "error": o.error}
+            for o in outs]
+
+
+def align_rows(key: ProblemKey, device: torch.device, budget_s: float) -> list[dict]:
+    chosen, _ = _dispatched(key, device)
+    on, off = _fresh(), _fresh()
+    roles = ["dispatched", "rl_triton"]
+    base = [chosen, Candidate("flat", rl_triton_params(key.t))]
+    if chosen.strategy not in on:  # a torch strategy has no hints to turn off
+        roles, base = roles[1:], base[1:]
+    launch.ALIGN_HINTS = False
+    try:  # launchers (and their Packer's constexprs) are fixed at prepare time
+        for c in base:
+            off[c.strategy].prepare(key, c.params)
+    finally:
+        launch.ALIGN_HINTS = True
+    impls = {**on, **{name + NO_HINTS: s for name, s in off.items()}}
+    cands = base + [Candidate(c.strategy + NO_HINTS, c.params) for c in base]
+    rows = _time(key, device, cands, impls, budget_s)
+    for row, role in zip(rows, roles + roles, strict=True):
+        row["role"], row["hints"] = role, NO_HINTS not in row["config"]
+    return rows
+
+
+def wide_rows(key: ProblemKey, device: torch.device, budget_s: float) -> list[dict]:
+    impls = _fresh()
+    flat = impls["flat"]
+    chosen = _dispatched(key, device)[0]
+    cands = [chosen] if chosen.strategy in impls else []
+    for rows in WIDE_ROWS:
+        for warps in (1, 2, 4, 8, 16):
+            try:
+                cands.append(Candidate("flat", flat.validate(key, {"BLOCK_N": rows,
+                                                                   "num_warps": warps})))
+            except Exception:  # noqa: BLE001 - outside the strategy's limits
+                continue
+    out = _time(key, device, cands, impls, budget_s)
+    if cands and cands[0] is chosen:
+        out[0]["role"] = "dispatched"
+    return out
+
+
+def report(rows: list[dict]) -> str:
+    lines = ["## Alignment hints (device us; with / without)", "",
+             "| key | dispatched | with | without | gain | rl-triton flat with | without | gain |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    by_key: dict[str, dict] = {}
+    for r in rows:
+        if "hints" in r:
+            by_key.setdefault(r["key"], {})[(r["role"], r["hints"])] = r
+    gains = []
+    for key, d in by_key.items():
+        cells = [key, d.get(("dispatched", True), {}).get("config", "-")]
+        for role in ("dispatched", "rl_triton"):
+            a = d.get((role, True), {}).get("device_us")
+            b = d.get((role, False), {}).get("device_us")
+            gain = b / a if a and b else None
+            if gain and role == "dispatched":
+                gains.append(gain)
+            cells += [f"{a:.2f}" if a else "-", f"{b:.2f}" if b else "-",
+                      f"{gain:.2f}x" if gain else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if gains:
+        lines += ["", f"Dispatched choice, geometric mean gain: "
+                  f"{statistics.geometric_mean(gains):.2f}x over {len(gains)} keys "
+                  f"(min {min(gains):.2f}x, max {max(gains):.2f}x)."]
+    lines += ["", "## Rows per program for short rows (flat)", "",
+              "| key | dispatched us | best wide config | us |", "|---|---:|---|---:|"]
+    wide: dict[str, list[dict]] = {}
+    for r in rows:
+        if "hints" not in r:
+            wide.setdefault(r["key"], []).append(r)
+    for key, rs in wide.items():
+        timed = [r for r in rs if r["device_us"] and "role" not in r]
+        best = min(timed, key=lambda r: r["device_us"]) if timed else None
+        mine = next((r["device_us"] for r in rs if "role" in r), None)
+        lines.append(f"| {key} | {mine or 0:.2f} | {best['config'] if best else '-'} | "
+                     f"{best['device_us'] if best else 0:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--output", type=Path, required=True)
+    p.add_argument("--algorithms", default="gae,eligibility_traces,vtrace,discounted_returns")
+    p.add_argument("--wide-algorithms", default="gae,vtrace,eligibility_traces")
+    p.add_argument("--budget-s", type=float, default=0.03, help="timing seconds per config")
+    p.add_argument("--max-seconds", type=float, default=400.0)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("align_probe: error: needs a CUDA GPU", file=sys.stderr)
+        return 1
+    device = torch.device("cuda")
+    deadline = time.monotonic() + args.max_seconds
+    args.output.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    jobs = [(align_rows, _key(a, n, t, layout)) for a in args.algorithms.split(",")
+            for n, t, layout in ALIGN_SHAPES]
+    jobs += [(wide_rows, _key(a, n, t, "env")) for a in args.wide_algorithms.split(",")
+             for n, t in WIDE_SHAPES]
+    for measure, key in jobs:
+        if time.monotonic() > deadline:
+            print(f"align_probe: stopped by --max-seconds before {key.as_text()}",
+                  file=sys.stderr)
+            break
+        rows += measure(key, device, args.budget_s)
+        (args.output / "align_probe.json").write_text(json.dumps(
+            {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
+             "triton": __import__("triton").__version__, "rows": rows}, indent=1))
+        print(f"{key.as_text()}: done", file=sys.stderr)
+    (args.output / "align_probe.md").write_text(report(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
