@@ -4,7 +4,7 @@
 # next call: bench --resume, oracle partial tables, the tuner's journal in $DB). Results
 # accumulate in $CARRY (carry it to the next call); a tarball of it lands in $OUT.
 # Jobs: gputests (the whole `gpu` test suite) | align (benchmarks/align_probe.py,
-#       $ALIGN_SECONDS) |
+#       $ALIGN_SECONDS) | rules (benchmarks/rule_probe.py, $RULE_ALGORITHMS) |
 #       lookback | bench:ALG | oracle:ALG (bench --oracle, $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes) |
@@ -28,6 +28,9 @@ job() {  # gpu job
         -p no:cacheprovider --durations=15 tests > "$CARRY/logs/gpu_tests.log" 2>&1 ;;
     align) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/align_probe.py \
         --output "$CARRY/align" --max-seconds "${ALIGN_SECONDS:-200}" > "$CARRY/logs/align.log" 2>&1 ;;
+    rules) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/rule_probe.py \
+        --output "$CARRY/rules" --algorithms "${RULE_ALGORITHMS:-gae,vtrace,eligibility_traces}" \
+        --max-seconds "$(( left - 30 ))" > "$CARRY/logs/rules.log" 2>&1 ;;
     lookback) CUDA_VISIBLE_DEVICES=$gpu OUT=$CARRY/lookback TEST_SECONDS=150 \
         PROBE_SECONDS=$(( left < 300 ? left - 160 : 140 )) timeout "$left" \
         bash benchmarks/lookback_gpu.sh > "$CARRY/logs/lookback.log" 2>&1 ;;
