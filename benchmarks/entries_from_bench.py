@@ -1,5 +1,8 @@
 """Profile entries from a bench run: tuning-grid cells where the built-in heuristic's
 config measured more than 3% faster than the shipped entry's, in the same row.
+With ``--probe``, also from probe files (``rule_probe.json``, ``align_probe.json``):
+keys with a shipped entry whose config the probe timed, and some other config it
+timed more than 3% faster in the same batch (``"method": "probe"``).
 
 A bench row times the dispatched config (the exact entry, on the grid) and the
 built-in heuristic's side by side, so such a row is direct evidence that the entry
@@ -9,7 +12,7 @@ before bench recorded the heuristic's config (``row["heuristic"]``) get it from 
 heuristic module at ``--heuristic-rev`` (the commit the run was made with).
 
     python benchmarks/entries_from_bench.py benchmarks/results/bench_h200/*/bench.json \
-        --heuristic-rev a22ad95 --output /tmp/bench_entries.json
+        --heuristic-rev a22ad95 --output /tmp/bench_entries.json [--probe FILE ...]
 """
 
 from __future__ import annotations
@@ -47,17 +50,68 @@ def heuristic_at(rev: str):
     return module
 
 
+def _entry(key, strategy: str, params: dict, us: float, runner_up: dict, baselines: dict,
+           trials: int, date: str, method: str, fingerprint) -> dict:
+    return {"algorithm": key.algorithm, "N": key.n, "T": key.t, "A": key.a,
+            "dtype": key.dtype, "layout": key.layout, "flags": key.flags,
+            "strategy": strategy, "params": dict(params), "device_time_us": us,
+            "runner_up": runner_up, "baselines": baselines, "trials": trials, "date": date,
+            "method": method, "fingerprint": fingerprint}
+
+
+def probe_entries(path: Path, shipped: dict, fingerprint) -> list[dict]:
+    """Entries from a probe file: where the shipped entry's config was timed and beaten."""
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.kernels.flat import rl_triton_params
+
+    report = json.loads(path.read_text())
+    by_key: dict[str, list[dict]] = {}
+    for row in report["rows"]:
+        if row.get("device_us") and ":" not in row["config"].split("(")[0]:
+            by_key.setdefault(row["key"], []).append(row)
+    out = []
+    for key_text, rows in by_key.items():
+        key = ProblemKey.from_text(key_text)
+        entry = shipped.get(key_text)
+        if entry is None:
+            continue
+        timed = {}
+        for row in rows:
+            name, inner = row["config"].rstrip(")").split("(", 1)
+            params = {k: int(v) for k, v in (kv.split("=") for kv in inner.split(", ") if kv)}
+            timed[(name, tuple(sorted(params.items())))] = (row["device_us"], params)
+        mine = timed.get((entry.strategy, tuple(sorted(entry.params.items()))))
+        (best_name, _), (best_us, best_params) = min(timed.items(), key=lambda kv: kv[1][0])
+        if mine is None or best_us * MARGIN >= mine[0]:
+            continue
+        flat = timed.get(("flat", tuple(sorted({"BLOCK_N": 1, **rl_triton_params(key.t)}
+                                               .items()))))
+        out.append(_entry(key, best_name, best_params, best_us,
+                          {"strategy": entry.strategy, "params": dict(entry.params),
+                           "device_time_us": mine[0]},
+                          {"flat_heuristic": flat[0]} if flat else {}, len(timed),
+                          report.get("date", ""), "probe", fingerprint))
+        print(f"{key_text}: {best_name} {best_params} {best_us:.2f} us "
+              f"(entry's config {mine[0]:.2f} us)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("reports", type=Path, nargs="+", help="bench.json files")
     p.add_argument("--heuristic-rev", help="git revision the run was made with (for rows "
                    "without a recorded heuristic config)")
     p.add_argument("--output", type=Path, required=True)
+    p.add_argument("--probe", type=Path, nargs="*", default=[],
+                   help="rule_probe.json / align_probe.json files")
     args = p.parse_args(argv)
     impls = strategies()
     old = heuristic_at(args.heuristic_rev) if args.heuristic_rev else None
-    fingerprint = read_profile(next(shipped_dir().glob("cuda-nvidia-h200-*.json"))).fingerprint
+    profile = read_profile(next(shipped_dir().glob("cuda-nvidia-h200-*.json")))
+    fingerprint = profile.fingerprint
     out = []
+    for path in args.probe:
+        out += probe_entries(path, profile.entries, fingerprint)
     for path in args.reports:
         report = json.loads(path.read_text())
         for row in report["rows"]:
@@ -75,16 +129,12 @@ def main(argv: list[str] | None = None) -> int:
             if choice is None:
                 print(f"{key.as_text()}: heuristic config unknown, skipped", file=sys.stderr)
                 continue
-            out.append({"algorithm": key.algorithm, "N": key.n, "T": key.t, "A": key.a,
-                        "dtype": key.dtype, "layout": key.layout, "flags": key.flags,
-                        "strategy": choice[0], "params": dict(choice[1]),
-                        "device_time_us": theirs, "runner_up": {
-                            "strategy": row["strategy"], "params": row["params"],
-                            "device_time_us": mine},
-                        "baselines": {name: t for name, t in row["device_us"].items()
-                                      if name == "flat_heuristic" and t},
-                        "trials": 2, "date": report.get("date", ""), "method": "bench",
-                        "fingerprint": fingerprint})
+            out.append(_entry(key, choice[0], choice[1], theirs,
+                              {"strategy": row["strategy"], "params": row["params"],
+                               "device_time_us": mine},
+                              {name: t for name, t in row["device_us"].items()
+                               if name == "flat_heuristic" and t},
+                              2, report.get("date", ""), "bench", fingerprint))
             print(f"{key.as_text()}: {choice[0]} {choice[1]} {theirs:.2f} us "
                   f"(entry's config {mine:.2f} us)")
     args.output.write_text(json.dumps(out, indent=1) + "\n")

@@ -4,12 +4,14 @@ A bench row times the dispatched config, the built-in heuristic's, the flat base
 and, on held-out shapes, nearby entries' configs. This script asks the current
 dispatcher (shipped profile, no GPU) what it would run on each key and, where that
 config is one the row timed, takes its time from the row: a rule or profile change
-can be scored without new device time, on exactly the configs it picks. Cells whose
-new choice was not timed are counted and left out. Grid and held-out cells are
-scored apart.
+can be scored without new device time, on exactly the configs it picks. A cell whose
+new choice the row did not time takes its speedup from ``--probe`` files
+(``rule_probe.json``, ``align_probe.json``: the choice and the rl-triton config timed
+side by side in one process) where they have both; otherwise it is counted and left
+out. Grid and held-out cells are scored apart.
 
     python benchmarks/transfer_replay.py benchmarks/results/bench_h200/*/bench.json \
-        --heuristic-rev a22ad95
+        --heuristic-rev a22ad95 [--probe rule_probe.json ...]
 """
 
 from __future__ import annotations
@@ -73,12 +75,35 @@ def timed_configs(key, row: dict, profiles, usable, heuristic_then=None) -> dict
     return found
 
 
+def probe_speedups(paths: list[Path]) -> dict[tuple[str, tuple], float]:
+    """(key text, config) -> rl-triton flat time / config time, from probe files."""
+    times: dict[str, dict[tuple, float]] = {}
+    for path in paths:
+        for row in json.loads(path.read_text())["rows"]:
+            if not row.get("device_us") or ":" in row["config"].split("(")[0]:
+                continue  # failed, or a variant (no alignment hints) dispatch never runs
+            name, inner = row["config"].rstrip(")").split("(", 1)
+            params = {k: int(v) for k, v in (kv.split("=") for kv in inner.split(", ") if kv)}
+            times.setdefault(row["key"], {})[_config(name, params)] = row["device_us"]
+    out = {}
+    for key_text, found in times.items():
+        n_t = dict(part.split("=") for part in key_text.split("|") if part[:2] in ("N=", "T="))
+        flat = found.get(_config("flat", {"BLOCK_N": 1, **rl_triton_params(int(n_t["T"]))}))
+        if flat:
+            out.update({(key_text, config): flat / t for config, t in found.items()})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("reports", type=Path, nargs="+", help="bench.json files")
     p.add_argument("--heuristic-rev", help="git revision the run was made with (rows "
                    "without a recorded heuristic config are read with its heuristic)")
+    p.add_argument("--probe", type=Path, nargs="*", default=[],
+                   help="probe JSON files with same-process timings of other configs")
     args = p.parse_args(argv)
+    probed = probe_speedups(args.probe)
+    from_probe = 0
     then_module = heuristic_at(args.heuristic_rev) if args.heuristic_rev else None
     profile = read_profile(next(shipped_dir().glob("cuda-nvidia-h200-*.json")))
     profiles = SimpleNamespace(entries=profile.entries,
@@ -94,15 +119,17 @@ def main(argv: list[str] | None = None) -> int:
             key = row_key(row)
             d = decide.exact_or_nearest(key, profiles, usable) or \
                 decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
-            t = timed_configs(key, row, profiles, usable, then_module).get(
-                _config(d.strategy, d.params))
-            if t is None:
+            config = _config(d.strategy, d.params)
+            t = timed_configs(key, row, profiles, usable, then_module).get(config)
+            speedup = flat / t if t else probed.get((key.as_text(), config))
+            if speedup is None:
                 untimed.append(f"{key.as_text()}: {d.strategy} {d.params}")
                 continue
-            changed += _config(d.strategy, d.params) != _config(row["strategy"], row["params"])
+            from_probe += t is None
+            changed += config != _config(row["strategy"], row["params"])
             then, now = scores[bool(row.get("held_out"))]
             then.append(flat / row["device_us"]["dispatched"])
-            now.append(flat / t)
+            now.append(speedup)
 
     def line(name: str, xs: list[float]) -> str:
         g = math.exp(sum(map(math.log, xs)) / len(xs))
@@ -114,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             group = "held-out" if held_out else "grid"
             print(line(f"{group}, as measured", then))
             print(line(f"{group}, current dispatch", now))
-    print(f"{changed} choices changed; {len(untimed)} cells whose current choice was not "
-          "timed in the run:")
+    print(f"{changed} choices changed ({from_probe} scored from probe timings); "
+          f"{len(untimed)} cells whose current choice was not timed in the run:")
     for u in untimed:
         print("  " + u)
     return 0

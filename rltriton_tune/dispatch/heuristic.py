@@ -3,7 +3,9 @@
 The rules are read off DESIGN.md's "H200 reference points" table (GAE,
 float32, env-major, torch 2.11, Triton 3.6; raw numbers in
 ``anchors/h200-2026-11-30.jsonl``) and, for env-major T <= 512, off this
-project's exhaustive H200 sweeps of GAE and V-trace (see ``FLAT_TILE``). The
+project's exhaustive H200 sweeps of GAE and V-trace (see ``FLAT_TILE``) and its
+rule probe of four estimators on off-grid shapes (``HALF_TILE_MAX_N``,
+``TIME_MAJOR_BLOCKS``). The
 other estimators run the same scan cores with a few more loads per element, so
 the same shape rules are used for them, except per-action ones (Retrace), which
 have their own rule from the H200 bench (see ``ACTION_ELEMS_PER_WARP``). Each rule
@@ -53,10 +55,40 @@ FLAT_TILE_MAX_T = 512
 #: program: 32768x2048 5062 vs 3046 us, 6000x3000 1706 vs 1200 us.
 ACTION_ELEMS_PER_WARP = 256
 
+#: Env-major rows of 64-512 steps take half the tile (FLAT_TILE // 2 elements: 4 rows
+#: at T = 64, 2 at 128, 1 at 256) below this many rows. H200 rule probe, 4 estimators x
+#: 8 shapes of N = 256-3000 (benchmarks/results/rule_probe): the full tile was up to
+#: 1.31x (V-trace 777x77) and 1.82x (V-trace 600x250) off the best config, the half tile
+#: at most 1.13x; at 12000x160 the full tile is 1.11x ahead of one row (bench).
+HALF_TILE_MAX_N = 8192
+
+#: Per-action rows of up to this many steps (next_pow2(T)) share a program: a
+#: ACTION_ROWS_TILE-step tile with one warp (H200 tuned entries, Retrace A=8: 32768x8
+#: 16 rows, one warp 21.3 us against 30.1 for rl-triton's one row).
+ACTION_SHORT_T = 16
+ACTION_ROWS_TILE = 128
+#: Per-action keys with fewer rows than SMs split time from this T on (the split
+#: strategy serves Retrace 10x20000 in 26.9 us and 16x32768 in 59 us; one row per
+#: program took 88.8 us at 48x6000, twice torch.compile's 44.4).
+ACTION_SPLIT_T = 4096
+
 #: Time-major rollouts up to this many steps use the sequential kernel:
 #: 32768x8 sequential 2.7 vs tiled 3.1 us, 32768x32 7.1 vs 7.5 us; from T=128 on
-#: sequential falls far behind (68.9 vs 22.9 us), so longer ones use the tiled core.
+#: sequential falls far behind (68.9 vs 22.9 us), so longer ones use the row-block rules
+#: below (TIME_MAJOR_BLOCKS).
 SEQUENTIAL_MAX_T = 32
+
+#: Time-major keys with T > 32 and at least one row per SM: (largest next_pow2(T),
+#: strategy, overrides). Rows are the contiguous axis, so a program takes a block of
+#: them. H200 rule probe, 4 estimators x 7 shapes (benchmarks/results/rule_probe): every
+#: choice within 1.23x of the best of 29 configs, where the one-row tiled loop it
+#: replaces was 2-6x off.
+TIME_MAJOR_BLOCKS: tuple[tuple[int, str, dict[str, int]], ...] = (
+    (128, "flat", {"BLOCK_N": 16, "num_warps": 4}),                   # 20000x100, 30000x60
+    (256, "tiled", {"BLOCK_N": 16, "BLOCK_T": 64, "num_warps": 2}),   # 12000x160
+    (512, "tiled", {"BLOCK_N": 8, "BLOCK_T": 128, "num_warps": 4}),   # 4096x512
+    (1 << 62, "tiled", {"BLOCK_N": 8, "BLOCK_T": 128, "num_warps": 8}),  # 1500x1500 ...
+)
 
 
 def _next_pow2(x: int) -> int:
@@ -67,17 +99,28 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     """Ordered candidates for ``key`` on a GPU with ``sm_count`` multiprocessors."""
     n, t = key.n, key.t
     ranked: list[Candidate] = []
-    if key.time_major:
-        if t <= SEQUENTIAL_MAX_T:
-            ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
-        ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1},
-                       "time-major, longer T: tiled chunk loop (sequential 3-4x slower at T>=128)"))
-        ranked.append(("sequential", {}, "time-major: sequential"))
-    elif n < sm_count and t >= LONG_T:
-        ranked.append(("split", {}, f"N<{sm_count} SMs, T>={LONG_T}: split time across programs "
+    few_rows = n < sm_count
+    if key.time_major and t <= SEQUENTIAL_MAX_T:
+        ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
+    elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
+        ranked.append(("split", {}, f"N<{sm_count} SMs, long T: split time across programs "
                                     "(16x32768: flat 95.8, tiled 42.3, torch scan 30.7 us)"))
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},
                        "few rows, long T: tiled (1, 1024, 8) (16x32768: 42.3 us)"))
+    elif key.time_major and not few_rows:
+        width = _next_pow2(t)
+        name, overrides = next((s, p) for top, s, p in TIME_MAJOR_BLOCKS if width <= top)
+        ranked.append((name, overrides, f"time-major, T>{SEQUENTIAL_MAX_T}: {name} over row "
+                                        f"blocks {overrides} (rule probe: within 1.23x of best)"))
+    elif key.time_major:
+        ranked.append(("flat", {"BLOCK_N": 1},
+                       f"time-major, N<{sm_count} SMs: flat, one row per program (48x6000: "
+                       "4x ahead of any row block)"))
+    elif key.a and t <= ACTION_SHORT_T:
+        rows = max(1, min(FLAT_MAX_ROWS, _next_pow2(n), ACTION_ROWS_TILE // _next_pow2(t)))
+        ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
+                       f"per-action inputs, T<={ACTION_SHORT_T}: flat, {rows} rows, one warp "
+                       "(32768x8: 21.3 vs 30.1 us for one row)"))
     elif key.a and t > FLAT_TILE_MAX_T:
         ranked.append(("flat", {"BLOCK_N": 1},
                        f"per-action inputs (A={key.a}), T>{FLAT_TILE_MAX_T}: flat, one row "
@@ -94,10 +137,11 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        "32768x2048: 267.8 vs 373.7 us)"))
     elif t <= FLAT_TILE_MAX_T:
         width = _next_pow2(t)
-        rows = max(1, min(FLAT_MAX_ROWS, FLAT_TILE // width, _next_pow2(n)))
+        tile = FLAT_TILE // 2 if width >= 64 and n < HALF_TILE_MAX_N else FLAT_TILE
+        rows = max(1, min(FLAT_MAX_ROWS, tile // width, _next_pow2(n)))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
                        f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "
-                       "4 warps (within 9% of the exhaustive best in all 9 H200 tables)"))
+                       "4 warps (exhaustive tables and rule probe: within 1.13x of the best)"))
     else:
         ranked.append(("flat", {"BLOCK_N": 1},
                        "T>512 below 2^23 elements: flat, one row per program (DESIGN.md's "

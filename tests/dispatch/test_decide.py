@@ -86,13 +86,21 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
 @pytest.mark.parametrize(("n", "t", "layout", "strategy", "params"), [
     (4096, 8, "env", "flat", {"BLOCK_N": 16, "num_warps": 4}),
     (4096, 32, "env", "flat", {"BLOCK_N": 16, "num_warps": 4}),
-    (1024, 64, "env", "flat", {"BLOCK_N": 8, "num_warps": 4}),
-    (256, 128, "env", "flat", {"BLOCK_N": 4, "num_warps": 4}),
+    (1024, 64, "env", "flat", {"BLOCK_N": 4, "num_warps": 4}),     # half tile below 8192 rows
+    (256, 128, "env", "flat", {"BLOCK_N": 2, "num_warps": 4}),
+    (600, 250, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
+    (12000, 160, "env", "flat", {"BLOCK_N": 2, "num_warps": 4}),   # full tile from 8192 rows
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
     (16, 32768, "env", "split", {}),
     (32768, 8, "time", "sequential", {}),
+    (20000, 100, "time", "flat", {"BLOCK_N": 16, "num_warps": 4}),
+    (12000, 160, "time", "tiled", {"BLOCK_N": 16, "BLOCK_T": 64, "num_warps": 2}),
+    (4096, 500, "time", "tiled", {"BLOCK_N": 8, "BLOCK_T": 128, "num_warps": 4}),
+    (1500, 1500, "time", "tiled", {"BLOCK_N": 8, "BLOCK_T": 128, "num_warps": 8}),
+    (48, 6000, "time", "flat", {"BLOCK_N": 1}),                    # fewer rows than SMs
+    (16, 32768, "time", "split", {}),
 ])
 def test_heuristic_follows_the_h200_table(profiles, fake_gpu, n, t, layout, strategy, params):
     d = decide(key(n, t, layout=layout), FAKE_GPU)
@@ -234,6 +242,9 @@ def test_heuristic_tiles_count_retraces_actions():
     (32768, 2048, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),  # large: no tiled rule
     (6000, 3000, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),   # rl-triton warps for 4096
     (16, 32768, 8, "split", {}),                                # few rows, long T: as GAE
+    (48, 6000, 8, "split", {}),                                 # ... from T = 4096 with actions
+    (70000, 10, 8, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # 8 rows x 16 steps, one warp
+    (32768, 8, 8, "flat", {"BLOCK_N": 16, "num_warps": 1}),
 ])
 def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     from rltriton_tune.dispatch.heuristic import candidates
