@@ -245,6 +245,7 @@ def test_heuristic_tiles_count_retraces_actions():
     (48, 6000, 8, "split", {}),                                 # ... from T = 4096 with actions
     (70000, 10, 8, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # 8 rows x 16 steps, one warp
     (32768, 8, 8, "flat", {"BLOCK_N": 16, "num_warps": 1}),
+    (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
 ])
 def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     from rltriton_tune.dispatch.heuristic import candidates
@@ -324,3 +325,25 @@ def test_entries_are_reused_within_half_a_doubling_only(profiles, fake_gpu):
     # The bench still measures the entry's config there (up to distance 2).
     (alt,) = transfer_alternatives(key(3000, 40), FAKE_GPU)
     assert alt.source.startswith(f"nearest:{key(4096, 32).as_text()}@")
+
+
+@pytest.mark.parametrize("layout", ["env", "time"])
+@pytest.mark.parametrize("algorithm", ["gae", "retrace", "episodic_prefix_sum"])
+def test_heuristic_first_rule_is_valid_everywhere(algorithm, layout):
+    """Every rule's config validates for the key it is chosen for (no silent fall-through
+    to the generic tail), over sizes from one row or step to 2^20."""
+    from rltriton_tune.dispatch.heuristic import candidates
+    from rltriton_tune.kernels import strategies
+
+    sizes = [1, 3, 16, 77, 132, 1000, 4096, 70000, 1 << 20]
+    for n in sizes:
+        for t in sizes:
+            k = ProblemKey(algorithm, n, t, layout=layout,
+                           flags="trunc" if algorithm == "retrace" else "none",
+                           a=8 if algorithm == "retrace" else 0)
+            name, overrides, why = candidates(k, 132)[0]
+            impl = strategies()[name]
+            try:
+                impl.validate(k, {**impl.default_params(k), **overrides})
+            except Exception as exc:  # noqa: BLE001 - report the key and rule
+                pytest.fail(f"{k.as_text()}: {name} {overrides} ({why}): {exc}")
