@@ -1,10 +1,9 @@
-"""Is the single-pass ``lookback`` strategy worth a place in the tuner's search?
+"""Where does the single-pass ``lookback`` strategy beat the dispatched choice?
 
 For long-sequence keys (where ``split`` serves today), every config of the
 lookback space is gated against the reference and timed, next to the choice the
 dispatcher makes from the shipped profile, in the same session. Writes
-``lookback.json`` and ``lookback.md``; the strategy stays out of the search
-(``searchable = False``) until this shows where it wins.
+``lookback.json`` and ``lookback.md`` (session 4's run: results/lookback/).
 
     python benchmarks/lookback_probe.py --output DIR [--algorithms gae,vtrace,retrace]
 """

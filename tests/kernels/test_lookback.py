@@ -35,8 +35,11 @@ def test_many_chunks_one_row(publish_inclusive, monkeypatch):
     check_outputs(outs, expected("gae", kwargs), call, "125 chunks")
 
 
-def test_not_searched_until_measured():
-    from rltriton_tune.kernels import strategies
+def test_every_triton_strategy_is_searched():
+    import torch
 
-    assert strategies()["lookback"].searchable is False
-    assert all(s.searchable for name, s in strategies().items() if name != "lookback")
+    from rltriton_tune.kernels import STRATEGY_NAMES, strategies
+    from rltriton_tune.tune.space import search_strategies
+
+    assert all(s.searchable for s in strategies().values())
+    assert set(search_strategies(torch.device("cuda"))) == set(STRATEGY_NAMES)
