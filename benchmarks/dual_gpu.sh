@@ -7,7 +7,7 @@
 #       $ALIGN_SECONDS) | rules (benchmarks/rule_probe.py, $RULE_ALGORITHMS) |
 #       lookback | bench:ALG | oracle:ALG (bench --oracle, $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
-#       held-out shapes) |
+#       held-out shapes; $BENCH_LAYOUTS: env, time or env,time) |
 #       tune:DTYPE:LAYOUT:TRUNCATIONS (default preset, all estimators, $TRIALS trials).
 # Usage: JOBS0="bench:gae tune:float32:env:on" JOBS1="lookback bench:vtrace" \
 #        SECONDS_LEFT=540 bash benchmarks/dual_gpu.sh
@@ -38,7 +38,8 @@ job() {  # gpu job
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers 8)
         RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \
         python3 -m rltriton_tune.cli bench \
-        --algorithms "$a" --held-out ${HELD_OUT:-} --resume --budget "${BUDGET:-0.05}" "${extra[@]}" \
+        --algorithms "$a" --held-out ${HELD_OUT:-} --layouts "${BENCH_LAYOUTS:-env}" --resume \
+        --budget "${BUDGET:-0.05}" "${extra[@]}" \
         --output "$CARRY/bench/${a}_$kind" > "$CARRY/logs/${kind}_$a.log" 2>&1 ;;
     tune) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m rltriton_tune.cli tune \
         --preset default --algorithms all --trials "${TRIALS:-6}" --dtypes "$a" --layouts "$b" \
