@@ -44,19 +44,21 @@ WIDE_ROWS = (32, 64, 128, 256, 512)
 NO_HINTS = ":no-hints"
 
 
-def _fresh() -> dict:
+def fresh_strategies() -> dict:
     """Strategy instances with empty launcher caches."""
     return {name: type(s)() for name, s in strategies().items()}
 
 
-def _key(algorithm: str, n: int, t: int, layout: str) -> ProblemKey:
+def probe_key(algorithm: str, n: int, t: int, layout: str) -> ProblemKey:
+    """float32 key; Retrace with truncations and 8 actions, as the bench uses."""
     retrace = algorithm == "retrace"
     return ProblemKey(algorithm, n, t, "float32", layout, "trunc" if retrace else "none",
                       8 if retrace else 0)
 
 
-def _time(key: ProblemKey, device: torch.device, cands: list[Candidate], impls: dict,
-          budget_s: float) -> list[dict]:
+def time_candidates(key: ProblemKey, device: torch.device, cands: list[Candidate],
+                    impls: dict, budget_s: float) -> list[dict]:
+    """Gate ``cands`` against the reference, then time them in interleaved rounds."""
     workers = 8 if device.type == "cuda" else 1  # the interpreter is not thread-safe
     evaluator = Evaluator(key, device, impls, workers=workers, time_budget_s=budget_s)
     try:
@@ -70,7 +72,7 @@ def _time(key: ProblemKey, device: torch.device, cands: list[Candidate], impls: 
 
 def align_rows(key: ProblemKey, device: torch.device, budget_s: float) -> list[dict]:
     chosen, _ = _dispatched(key, device)
-    on, off = _fresh(), _fresh()
+    on, off = fresh_strategies(), fresh_strategies()
     roles = ["dispatched", "rl_triton"]
     base = [chosen, Candidate("flat", rl_triton_params(key.t))]
     if chosen.strategy not in on:  # a torch strategy has no hints to turn off
@@ -83,14 +85,14 @@ def align_rows(key: ProblemKey, device: torch.device, budget_s: float) -> list[d
         launch.ALIGN_HINTS = True
     impls = {**on, **{name + NO_HINTS: s for name, s in off.items()}}
     cands = base + [Candidate(c.strategy + NO_HINTS, c.params) for c in base]
-    rows = _time(key, device, cands, impls, budget_s)
+    rows = time_candidates(key, device, cands, impls, budget_s)
     for row, role in zip(rows, roles + roles, strict=True):
         row["role"], row["hints"] = role, NO_HINTS not in row["config"]
     return rows
 
 
 def wide_rows(key: ProblemKey, device: torch.device, budget_s: float) -> list[dict]:
-    impls = _fresh()
+    impls = fresh_strategies()
     flat = impls["flat"]
     chosen = _dispatched(key, device)[0]
     cands = [chosen] if chosen.strategy in impls else []
@@ -101,7 +103,7 @@ def wide_rows(key: ProblemKey, device: torch.device, budget_s: float) -> list[di
                                                                    "num_warps": warps})))
             except Exception:  # noqa: BLE001 - outside the strategy's limits
                 continue
-    out = _time(key, device, cands, impls, budget_s)
+    out = time_candidates(key, device, cands, impls, budget_s)
     if cands and cands[0] is chosen:
         out[0]["role"] = "dispatched"
     return out
@@ -161,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.max_seconds
     args.output.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-    jobs = [(align_rows, _key(a, n, t, layout)) for a in args.algorithms.split(",")
+    jobs = [(align_rows, probe_key(a, n, t, layout)) for a in args.algorithms.split(",")
             for n, t, layout in ALIGN_SHAPES]
-    jobs += [(wide_rows, _key(a, n, t, "env")) for a in args.wide_algorithms.split(",")
+    jobs += [(wide_rows, probe_key(a, n, t, "env")) for a in args.wide_algorithms.split(",")
              for n, t in WIDE_SHAPES]
     for measure, key in jobs:
         if time.monotonic() > deadline:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import torch  # noqa: E402
-from align_probe import _fresh, _key, _time  # noqa: E402
+from align_probe import fresh_strategies, probe_key, time_candidates  # noqa: E402
 
 from rltriton_tune.kernels.flat import rl_triton_params  # noqa: E402
 from rltriton_tune.tune.bench import _dispatched  # noqa: E402
@@ -54,7 +54,7 @@ def time_configs() -> list[tuple[str, dict]]:
 
 
 def probe(key, device: torch.device, configs, budget_s: float) -> list[dict]:
-    impls = _fresh()
+    impls = fresh_strategies()
     chosen = _dispatched(key, device)[0]
     cands = [chosen, Candidate("flat", rl_triton_params(key.t))] if chosen.strategy in impls \
         else [Candidate("flat", rl_triton_params(key.t))]
@@ -67,7 +67,7 @@ def probe(key, device: torch.device, configs, budget_s: float) -> list[dict]:
         if cand.label() not in seen:
             seen.add(cand.label())
             cands.append(cand)
-    rows = _time(key, device, cands, impls, budget_s)
+    rows = time_candidates(key, device, cands, impls, budget_s)
     roles = ["dispatched", "rl_triton"] if chosen.strategy in impls else ["rl_triton"]
     for row, role in zip(rows, roles, strict=False):
         row["role"] = role
@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.max_seconds
     args.output.mkdir(parents=True, exist_ok=True)
     algorithms = args.algorithms.split(",")
-    jobs = [(_key(a, n, t, "env"), env_configs()) for a in algorithms for n, t in ENV_SHAPES]
-    jobs += [(_key(a, n, t, "time"), time_configs()) for a in algorithms
+    jobs = [(probe_key(a, n, t, "env"), env_configs()) for a in algorithms
+            for n, t in ENV_SHAPES]
+    jobs += [(probe_key(a, n, t, "time"), time_configs()) for a in algorithms
              for n, t in TIME_SHAPES]
     rows: list[dict] = []
     for key, configs in jobs:
