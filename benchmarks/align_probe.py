@@ -1,15 +1,18 @@
-"""Two kernel questions, timed on a GPU in one session.
+"""Kernel A/B questions, timed on a GPU in one session (``--sections``).
 
-1. What the alignment hints (``launch.ALIGN_HINTS``, ``scan.true_sizes``) buy: for
-   shapes whose contiguous size is a multiple of 2-8 but not of 16, the dispatched
-   choice and the rl-triton flat config, each compiled with and without the hints,
-   gated against the reference and timed in interleaved rounds.
-2. Whether short rows want more rows per program than the search space's 64
-   (``MAX_BLOCK_N``): flat configs up to 512 rows at T = 8 and 32.
+* ``align``: what the alignment hints (``launch.ALIGN_HINTS``, ``scan.true_sizes``)
+  buy. For shapes whose contiguous size is a multiple of 2-8 but not of 16, the
+  dispatched choice and the rl-triton flat config, each compiled with and without the
+  hints, gated against the reference and timed in interleaved rounds.
+* ``wide``: whether short rows want more rows per program than the search space's 64
+  (``MAX_BLOCK_N``): flat configs up to 512 rows at T = 8 and 32.
+* ``action``: whether Retrace's per-action loads want whole action vectors per step
+  (``launch.ACTION_TILE_BUDGET`` 2^14 instead of 2^12, so ``BLOCK_A`` = 8 up to
+  T = 2048), same A/B method as ``align``.
 
 Writes ``align_probe.json`` and ``align_probe.md`` under ``--output``.
 
-    python benchmarks/align_probe.py --output DIR [--algorithms gae,...] [--max-seconds S]
+    python benchmarks/align_probe.py --output DIR [--sections align,wide,action]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
@@ -41,7 +45,10 @@ ALIGN_SHAPES = [(1500, 1500, "env"), (5000, 300, "env"), (6000, 3000, "env"),
                 (20000, 100, "time")]
 WIDE_SHAPES = [(32768, 8), (32768, 32), (4096, 8)]
 WIDE_ROWS = (32, 64, 128, 256, 512)
-NO_HINTS = ":no-hints"
+ACTION_SHAPES = [(4096, 512), (32768, 2048), (6000, 3000), (600, 2500), (12000, 160),
+                 (777, 77)]
+#: Kernel variants compared with the shipping kernels: tag -> (``launch`` attribute, value).
+VARIANTS = {"no-hints": ("ALIGN_HINTS", False), "action-tile-16k": ("ACTION_TILE_BUDGET", 1 << 14)}
 
 
 def fresh_strategies() -> dict:
@@ -70,25 +77,40 @@ def time_candidates(key: ProblemKey, device: torch.device, cands: list[Candidate
             for o in outs]
 
 
-def align_rows(key: ProblemKey, device: torch.device, budget_s: float) -> list[dict]:
+def ab_rows(key: ProblemKey, device: torch.device, budget_s: float, tag: str) -> list[dict]:
+    """The dispatched choice and the rl-triton flat config, each as shipped and with the
+    ``tag`` variant of ``VARIANTS``, gated and timed together."""
+    attr, value = VARIANTS[tag]
     chosen, _ = _dispatched(key, device)
-    on, off = fresh_strategies(), fresh_strategies()
+    shipping, variant = fresh_strategies(), fresh_strategies()
     roles = ["dispatched", "rl_triton"]
     base = [chosen, Candidate("flat", rl_triton_params(key.t))]
-    if chosen.strategy not in on:  # a torch strategy has no hints to turn off
+    if chosen.strategy not in shipping:  # a torch strategy has no kernel variant
         roles, base = roles[1:], base[1:]
-    launch.ALIGN_HINTS = False
+    saved = getattr(launch, attr)
+    setattr(launch, attr, value)
     try:  # launchers (and their Packer's constexprs) are fixed at prepare time
         for c in base:
-            off[c.strategy].prepare(key, c.params)
+            variant[c.strategy].prepare(key, c.params)
     finally:
-        launch.ALIGN_HINTS = True
-    impls = {**on, **{name + NO_HINTS: s for name, s in off.items()}}
-    cands = base + [Candidate(c.strategy + NO_HINTS, c.params) for c in base]
+        setattr(launch, attr, saved)
+    suffix = ":" + tag
+    impls = {**shipping, **{name + suffix: s for name, s in variant.items()}}
+    cands = base + [Candidate(c.strategy + suffix, c.params) for c in base]
     rows = time_candidates(key, device, cands, impls, budget_s)
     for row, role in zip(rows, roles + roles, strict=True):
-        row["role"], row["hints"] = role, NO_HINTS not in row["config"]
+        row["role"] = role
+        row["variant"] = tag if suffix in row["config"] else "shipping"
     return rows
+
+
+def _variant(row: dict) -> str | None:
+    """A/B rows: the row's variant tag (older files record ``hints`` instead)."""
+    if "variant" in row:
+        return row["variant"]
+    if "hints" in row:
+        return "shipping" if row["hints"] else "no-hints"
+    return None
 
 
 def wide_rows(key: ProblemKey, device: torch.device, budget_s: float) -> list[dict]:
@@ -110,34 +132,37 @@ def wide_rows(key: ProblemKey, device: torch.device, budget_s: float) -> list[di
 
 
 def report(rows: list[dict]) -> str:
-    lines = ["## Alignment hints (device us; with / without)", "",
-             "| key | dispatched | with | without | gain | rl-triton flat with | without | gain |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
-    by_key: dict[str, dict] = {}
-    for r in rows:
-        if "hints" in r:
-            by_key.setdefault(r["key"], {})[(r["role"], r["hints"])] = r
-    gains = []
-    for key, d in by_key.items():
-        cells = [key, d.get(("dispatched", True), {}).get("config", "-")]
-        for role in ("dispatched", "rl_triton"):
-            a = d.get((role, True), {}).get("device_us")
-            b = d.get((role, False), {}).get("device_us")
-            gain = b / a if a and b else None
-            if gain and role == "dispatched":
-                gains.append(gain)
-            cells += [f"{a:.2f}" if a else "-", f"{b:.2f}" if b else "-",
-                      f"{gain:.2f}x" if gain else "-"]
-        lines.append("| " + " | ".join(cells) + " |")
-    if gains:
-        lines += ["", f"Dispatched choice, geometric mean gain: "
-                  f"{statistics.geometric_mean(gains):.2f}x over {len(gains)} keys "
-                  f"(min {min(gains):.2f}x, max {max(gains):.2f}x)."]
-    lines += ["", "## Rows per program for short rows (flat)", "",
+    lines = []
+    tags = sorted({_variant(r) for r in rows} - {None, "shipping"})
+    for tag in tags:
+        keys = [k for k in dict.fromkeys(r["key"] for r in rows if _variant(r) == tag)]
+        lines += [f"## Shipping kernels against `{tag}` (device us)", "",
+                  "| key | dispatched | shipping | variant | variant / shipping | "
+                  "rl-triton flat shipping | variant | variant / shipping |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        gains = []
+        for key in keys:
+            d = {(r["role"], _variant(r)): r for r in rows
+                 if r["key"] == key and _variant(r) in ("shipping", tag)}
+            cells = [key, d.get(("dispatched", "shipping"), {}).get("config", "-")]
+            for role in ("dispatched", "rl_triton"):
+                a = d.get((role, "shipping"), {}).get("device_us")
+                b = d.get((role, tag), {}).get("device_us")
+                ratio = b / a if a and b else None
+                if ratio and role == "dispatched":
+                    gains.append(ratio)
+                cells += [f"{a:.2f}" if a else "-", f"{b:.2f}" if b else "-",
+                          f"{ratio:.2f}x" if ratio else "-"]
+            lines.append("| " + " | ".join(cells) + " |")
+        if gains:
+            lines += ["", f"Dispatched choice, geometric mean of variant / shipping time: "
+                      f"{statistics.geometric_mean(gains):.2f}x over {len(gains)} keys "
+                      f"(min {min(gains):.2f}x, max {max(gains):.2f}x).", ""]
+    lines += ["## Rows per program for short rows (flat)", "",
               "| key | dispatched us | best wide config | us |", "|---|---:|---|---:|"]
     wide: dict[str, list[dict]] = {}
     for r in rows:
-        if "hints" not in r:
+        if _variant(r) is None:
             wide.setdefault(r["key"], []).append(r)
     for key, rs in wide.items():
         timed = [r for r in rs if r["device_us"] and "role" not in r]
@@ -151,8 +176,10 @@ def report(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--output", type=Path, required=True)
-    p.add_argument("--algorithms", default="gae,eligibility_traces,vtrace,discounted_returns")
+    p.add_argument("--algorithms",
+                   default="gae,eligibility_traces,vtrace,discounted_returns,retrace")
     p.add_argument("--wide-algorithms", default="gae,vtrace,eligibility_traces")
+    p.add_argument("--sections", default="align,wide,action")
     p.add_argument("--budget-s", type=float, default=0.03, help="timing seconds per config")
     p.add_argument("--max-seconds", type=float, default=400.0)
     args = p.parse_args(argv)
@@ -163,10 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.max_seconds
     args.output.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-    jobs = [(align_rows, probe_key(a, n, t, layout)) for a in args.algorithms.split(",")
-            for n, t, layout in ALIGN_SHAPES]
-    jobs += [(wide_rows, probe_key(a, n, t, "env")) for a in args.wide_algorithms.split(",")
-             for n, t in WIDE_SHAPES]
+    sections = set(args.sections.split(","))
+    jobs = []
+    if "align" in sections:
+        jobs += [(partial(ab_rows, tag="no-hints"), probe_key(a, n, t, layout))
+                 for a in args.algorithms.split(",") for n, t, layout in ALIGN_SHAPES]
+    if "wide" in sections:
+        jobs += [(wide_rows, probe_key(a, n, t, "env"))
+                 for a in args.wide_algorithms.split(",") for n, t in WIDE_SHAPES]
+    if "action" in sections:
+        jobs += [(partial(ab_rows, tag="action-tile-16k"), probe_key("retrace", n, t, "env"))
+                 for n, t in ACTION_SHAPES]
     for measure, key in jobs:
         if time.monotonic() > deadline:
             print(f"align_probe: stopped by --max-seconds before {key.as_text()}",

@@ -27,7 +27,8 @@ job() {  # gpu job
     gputests) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m pytest -q -m gpu \
         -p no:cacheprovider --durations=15 tests > "$CARRY/logs/gpu_tests.log" 2>&1 ;;
     align) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/align_probe.py \
-        --output "$CARRY/align" --max-seconds "${ALIGN_SECONDS:-200}" > "$CARRY/logs/align.log" 2>&1 ;;
+        --output "$CARRY/align" --max-seconds "${ALIGN_SECONDS:-200}" \
+        --sections "${ALIGN_SECTIONS:-align,wide,action}" > "$CARRY/logs/align.log" 2>&1 ;;
     rules) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/rule_probe.py \
         --output "$CARRY/rules" --algorithms "${RULE_ALGORITHMS:-gae,vtrace,eligibility_traces}" \
         --max-seconds "$(( left - 30 ))" > "$CARRY/logs/rules.log" 2>&1 ;;

@@ -133,6 +133,8 @@ class Packer:
         self.align_n = pow2_divisor(n) if key.time_major and hint else 1
         self.align_t = pow2_divisor(t) if hint and not key.time_major else 1
         self.sizes = (n // self.align_n, t // self.align_t)
+        # Per-action inputs are contiguous in A: A divides both of their other strides.
+        self.align_a = pow2_divisor(key.a) if hint and spec.per_action else 1
         self.out_strides = (1, n // self.align_n) if key.time_major else (t // self.align_t, 1)
         self.n_outputs = len(spec.outputs)
         flags = key.flag_set
@@ -149,6 +151,7 @@ class Packer:
             BIG=n * t * max(key.a, 1) >= INT32_LIMIT,
             ALIGN_N=self.align_n,
             ALIGN_T=self.align_t,
+            ALIGN_A=self.align_a,
         )
 
     def args(self, call: Call) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
@@ -162,6 +165,7 @@ class Packer:
         if self.per_action is not None:
             pa = tensors[self.per_action].stride()
             san, sat, saa = (pa[1], pa[0], pa[2]) if self.time_major else pa
+            san, sat = san // self.align_a, sat // self.align_a
         else:
             san = sat = saa = 0
         se = tensors[self.per_env].stride(0) if self.per_env in tensors else 0
@@ -169,7 +173,7 @@ class Packer:
         outs = (out,) if self.n_outputs == 1 else (
             out, torch.empty(self.out_shape, dtype=call.out_dtype, device=ref.device))
         scalars = call.scalars
-        args += (out, outs[-1], *self.sizes, call.a, sn, st, se, san, sat, saa,
+        args += (out, outs[-1], *self.sizes, call.a // self.align_a, sn, st, se, san, sat, saa,
                  *self.out_strides)
         args += [scalars[name] for name in self.scalars]
         args += self.scalar_padding

@@ -55,10 +55,11 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
-                    ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr,
+                    ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
                     PUBLISH_INCLUSIVE: tl.constexpr):
-    N, T, sn, st, osn, ost = true_sizes(N, T, sn, st, osn, ost, ALIGN_N, ALIGN_T)
+    N, T, A, sn, st, san, sat, osn, ost = true_sizes(
+        N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     # STATE[0]: ticket counter; STATE[1 + k * n_blocks + rb]: flag of chunk k of row block rb.
     # AGG [3, NC, N]: aggregate alpha, aggregate beta, inclusive value, per chunk and row.
     n_blocks = tl.cdiv(N, BLOCK_N)

@@ -92,13 +92,16 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, 
 
 
 @triton.jit
-def true_sizes(N, T, sn, st, osn, ost, ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr):
-    """The sizes and ``[N, T]`` strides from their packed arguments (see ``Packer.args``).
+def true_sizes(N, T, A, sn, st, san, sat, osn, ost, ALIGN_N: tl.constexpr,
+               ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr):
+    """The sizes and strides from their packed arguments (see ``Packer.args``).
 
-    Along the contiguous axis (T for env-major, N for time-major) the host divides the
-    size and the strides by ``ALIGN_T`` / ``ALIGN_N``, the power of two (up to 16) the
-    size is a multiple of. Multiplying back tells the compiler so: loads and stores
-    become vector accesses and masks stay uniform per vector, as for sizes that are
-    multiples of 16, which Triton detects itself.
+    Along the contiguous axis of the ``[N, T]`` tensors (T for env-major, N for
+    time-major) the host divides the size and the strides by ``ALIGN_T`` / ``ALIGN_N``,
+    the power of two (up to 16) the size is a multiple of; likewise A and the
+    per-action strides by ``ALIGN_A``. Multiplying back tells the compiler so: loads and
+    stores become vector accesses and masks stay uniform per vector, as for sizes that
+    are multiples of 16, which Triton detects itself.
     """
-    return N * ALIGN_N, T * ALIGN_T, sn * ALIGN_T, st * ALIGN_N, osn * ALIGN_T, ost * ALIGN_N
+    return (N * ALIGN_N, T * ALIGN_T, A * ALIGN_A, sn * ALIGN_T, st * ALIGN_N,
+            san * ALIGN_A, sat * ALIGN_A, osn * ALIGN_T, ost * ALIGN_N)

@@ -62,10 +62,11 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st,
                         COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                         F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
-                        ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr,
+                        ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
                         CARRY_BLOCK: tl.constexpr):
-    N, T, sn, st, osn, ost = true_sizes(N, T, sn, st, osn, ost, ALIGN_N, ALIGN_T)
+    N, T, A, sn, st, san, sat, osn, ost = true_sizes(
+        N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
     feed, out = edges(BLOCK_T, REVERSE)
     n_tiles = tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T)
@@ -91,10 +92,11 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
                       COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
-                      ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr,
+                      ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
                       CARRY_BLOCK: tl.constexpr):
-    N, T, sn, st, osn, ost = true_sizes(N, T, sn, st, osn, ost, ALIGN_N, ALIGN_T)
+    N, T, A, sn, st, san, sat, osn, ost = true_sizes(
+        N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
     # Incoming carry: compose the aggregates of the chunks this one depends on.
     cfeed, cout = edges(CARRY_BLOCK, REVERSE)

@@ -84,11 +84,13 @@ def test_alignment_hints(strategy, layout, n, t, hints, monkeypatch):
     """Sizes divided by their power-of-two part on the host and multiplied back in the
     kernel (``scan.true_sizes``) give the same numbers as the plain sizes."""
     monkeypatch.setattr(launch, "ALIGN_HINTS", hints)
-    for algorithm in ("gae", "vtrace", "episodic_prefix_sum"):
-        key = ProblemKey(algorithm, n, t, "float32", layout, FLAG_SETS[algorithm][-1])
+    for algorithm, a in (("gae", 0), ("vtrace", 0), ("episodic_prefix_sum", 0),
+                         ("retrace", 8), ("retrace", 6)):
+        key = ProblemKey(algorithm, n, t, "float32", layout, FLAG_SETS[algorithm][-1], a)
         pack = launch.Packer(key, 1)
         align = pack.constexprs["ALIGN_N" if layout == "time" else "ALIGN_T"]
         assert align == (launch.pow2_divisor(n if layout == "time" else t) if hints else 1)
+        assert pack.constexprs["ALIGN_A"] == (launch.pow2_divisor(a) if hints and a else 1)
         call, kwargs = make_call(key, seed=n * t)
         outs = type(strategies()[strategy])().prepare(key, small_params(strategy, t))(call)
         check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")

@@ -50,11 +50,13 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
 @pytest.mark.parametrize("key", ["gae|none|float32|env|N=300|T=300",
-                                 "eligibility_traces|none|float32|time|N=300|T=300"])
+                                 "eligibility_traces|none|float32|time|N=300|T=300",
+                                 "retrace|trunc|float32|env|N=300|T=256|A=8"])
 def test_alignment_hints_give_vector_accesses(key, tmp_path):
     """A size that is a multiple of 4 but not of 16 compiles to 16-byte loads and stores
     along the contiguous axis with the hints, and to 4-byte ones without (measured on
-    the H200 by benchmarks/align_probe.py)."""
+    the H200 by benchmarks/align_probe.py). For Retrace the size is A = 8: its action
+    rows (T is a multiple of 16, so only the per-action loads depend on the hints)."""
     import json
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -66,5 +68,9 @@ def test_alignment_hints_give_vector_accesses(key, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     (hinted,), (plain,) = found["True"], found["False"]
+    if "retrace" in key:  # per-action loads: BLOCK_A = 4096 // 256 = 16 -> A = 8 whole
+        assert hinted.get("ld.global.v4.b32", 0) > plain.get("ld.global.v4.b32", 0)
+        assert hinted.get("ld.global.b32", 0) < plain.get("ld.global.b32", 0)
+        return
     assert hinted.get("ld.global.v4.b32", 0) >= 1 and hinted.get("st.global.v4.b32", 0) >= 1
     assert not any(".v" in op for op in plain), plain
