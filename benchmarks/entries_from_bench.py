@@ -59,27 +59,33 @@ def _entry(key, strategy: str, params: dict, us: float, runner_up: dict, baselin
             "method": method, "fingerprint": fingerprint}
 
 
+def probe_timings(path: Path) -> dict[str, list[tuple[str, dict, float]]]:
+    """Key text -> (strategy, params, device us) of every config a probe file timed,
+    leaving out failed configs and kernel variants (``flat:no-hints(...)``)."""
+    out: dict[str, list[tuple[str, dict, float]]] = {}
+    for row in json.loads(path.read_text())["rows"]:
+        name, inner = row["config"].rstrip(")").split("(", 1)
+        if not row.get("device_us") or ":" in name:
+            continue
+        params = {k: int(v) for k, v in (kv.split("=") for kv in inner.split(", ") if kv)}
+        out.setdefault(row["key"], []).append((name, params, row["device_us"]))
+    return out
+
+
 def probe_entries(path: Path, shipped: dict, fingerprint) -> list[dict]:
     """Entries from a probe file: where the shipped entry's config was timed and beaten."""
     from rltriton_tune.call import ProblemKey
     from rltriton_tune.kernels.flat import rl_triton_params
 
-    report = json.loads(path.read_text())
-    by_key: dict[str, list[dict]] = {}
-    for row in report["rows"]:
-        if row.get("device_us") and ":" not in row["config"].split("(")[0]:
-            by_key.setdefault(row["key"], []).append(row)
+    date = json.loads(path.read_text()).get("date", "")
     out = []
-    for key_text, rows in by_key.items():
+    for key_text, configs in probe_timings(path).items():
         key = ProblemKey.from_text(key_text)
         entry = shipped.get(key_text)
         if entry is None:
             continue
-        timed = {}
-        for row in rows:
-            name, inner = row["config"].rstrip(")").split("(", 1)
-            params = {k: int(v) for k, v in (kv.split("=") for kv in inner.split(", ") if kv)}
-            timed[(name, tuple(sorted(params.items())))] = (row["device_us"], params)
+        timed = {(name, tuple(sorted(params.items()))): (us, params)
+                 for name, params, us in configs}
         mine = timed.get((entry.strategy, tuple(sorted(entry.params.items()))))
         (best_name, _), (best_us, best_params) = min(timed.items(), key=lambda kv: kv[1][0])
         if mine is None or best_us * MARGIN >= mine[0]:
@@ -90,7 +96,7 @@ def probe_entries(path: Path, shipped: dict, fingerprint) -> list[dict]:
                           {"strategy": entry.strategy, "params": dict(entry.params),
                            "device_time_us": mine[0]},
                           {"flat_heuristic": flat[0]} if flat else {}, len(timed),
-                          report.get("date", ""), "probe", fingerprint))
+                          date, "probe", fingerprint))
         print(f"{key_text}: {best_name} {best_params} {best_us:.2f} us "
               f"(entry's config {mine[0]:.2f} us)")
     return out

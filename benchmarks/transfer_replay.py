@@ -25,8 +25,9 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from entries_from_bench import H200_SMS, heuristic_at  # noqa: E402
+from entries_from_bench import H200_SMS, heuristic_at, probe_timings  # noqa: E402
 
+from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.dispatch import decide, heuristic  # noqa: E402
 from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
 from rltriton_tune.kernels.flat import rl_triton_params  # noqa: E402
@@ -79,16 +80,13 @@ def probe_speedups(paths: list[Path]) -> dict[tuple[str, tuple], float]:
     """(key text, config) -> rl-triton flat time / config time, from probe files."""
     times: dict[str, dict[tuple, float]] = {}
     for path in paths:
-        for row in json.loads(path.read_text())["rows"]:
-            if not row.get("device_us") or ":" in row["config"].split("(")[0]:
-                continue  # failed, or a variant (no alignment hints) dispatch never runs
-            name, inner = row["config"].rstrip(")").split("(", 1)
-            params = {k: int(v) for k, v in (kv.split("=") for kv in inner.split(", ") if kv)}
-            times.setdefault(row["key"], {})[_config(name, params)] = row["device_us"]
+        for key_text, configs in probe_timings(path).items():
+            times.setdefault(key_text, {}).update(
+                {_config(name, params): us for name, params, us in configs})
     out = {}
     for key_text, found in times.items():
-        n_t = dict(part.split("=") for part in key_text.split("|") if part[:2] in ("N=", "T="))
-        flat = found.get(_config("flat", {"BLOCK_N": 1, **rl_triton_params(int(n_t["T"]))}))
+        t = ProblemKey.from_text(key_text).t
+        flat = found.get(_config("flat", {"BLOCK_N": 1, **rl_triton_params(t)}))
         if flat:
             out.update({(key_text, config): flat / t for config, t in found.items()})
     return out
