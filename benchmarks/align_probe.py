@@ -183,13 +183,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=0.03, help="timing seconds per config")
     p.add_argument("--max-seconds", type=float, default=400.0)
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("align_probe: error: needs a CUDA GPU", file=sys.stderr)
-        return 1
-    device = torch.device("cuda")
-    deadline = time.monotonic() + args.max_seconds
-    args.output.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
     sections = set(args.sections.split(","))
     jobs = []
     if "align" in sections:
@@ -201,17 +194,32 @@ def main(argv: list[str] | None = None) -> int:
     if "action" in sections:
         jobs += [(partial(ab_rows, tag="action-tile-16k"), probe_key("retrace", n, t, "env"))
                  for n, t in ACTION_SHAPES]
+    return run_jobs("align_probe", jobs, args.output, report, args.budget_s,
+                    args.max_seconds)
+
+
+def run_jobs(name: str, jobs: list, output: Path, report, budget_s: float,
+             max_seconds: float) -> int:
+    """Run ``(measure, key)`` jobs on the GPU (``measure(key, device, budget_s)`` returns
+    rows) until done or ``max_seconds``; ``NAME.json`` is rewritten after every job,
+    ``NAME.md`` (``report(rows)``) written at the end."""
+    if not torch.cuda.is_available():
+        print(f"{name}: error: needs a CUDA GPU", file=sys.stderr)
+        return 1
+    device = torch.device("cuda")
+    deadline = time.monotonic() + max_seconds
+    output.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
     for measure, key in jobs:
         if time.monotonic() > deadline:
-            print(f"align_probe: stopped by --max-seconds before {key.as_text()}",
-                  file=sys.stderr)
+            print(f"{name}: stopped by --max-seconds before {key.as_text()}", file=sys.stderr)
             break
-        rows += measure(key, device, args.budget_s)
-        (args.output / "align_probe.json").write_text(json.dumps(
+        rows += measure(key, device, budget_s)
+        (output / f"{name}.json").write_text(json.dumps(
             {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
              "triton": __import__("triton").__version__, "rows": rows}, indent=1))
         print(f"{key.as_text()}: done", file=sys.stderr)
-    (args.output / "align_probe.md").write_text(report(rows))
+    (output / f"{name}.md").write_text(report(rows))
     return 0
 
 

@@ -17,16 +17,15 @@ Writes ``rule_probe.json`` and ``rule_probe.md`` under ``--output``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import torch  # noqa: E402
-from align_probe import fresh_strategies, probe_key, time_candidates  # noqa: E402
+from align_probe import fresh_strategies, probe_key, run_jobs, time_candidates  # noqa: E402
 
 from rltriton_tune.kernels.flat import rl_triton_params  # noqa: E402
 from rltriton_tune.tune.bench import _dispatched  # noqa: E402
@@ -53,7 +52,7 @@ def time_configs() -> list[tuple[str, dict]]:
     return out
 
 
-def probe(key, device: torch.device, configs, budget_s: float) -> list[dict]:
+def probe(key, device: torch.device, budget_s: float, configs) -> list[dict]:
     impls = fresh_strategies()
     chosen = _dispatched(key, device)[0]
     cands = [chosen, Candidate("flat", rl_triton_params(key.t))] if chosen.strategy in impls \
@@ -102,30 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=0.03, help="timing seconds per config")
     p.add_argument("--max-seconds", type=float, default=400.0)
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("rule_probe: error: needs a CUDA GPU", file=sys.stderr)
-        return 1
-    device = torch.device("cuda")
-    deadline = time.monotonic() + args.max_seconds
-    args.output.mkdir(parents=True, exist_ok=True)
     algorithms = args.algorithms.split(",")
-    jobs = [(probe_key(a, n, t, "env"), env_configs()) for a in algorithms
-            for n, t in ENV_SHAPES]
-    jobs += [(probe_key(a, n, t, "time"), time_configs()) for a in algorithms
-             for n, t in TIME_SHAPES]
-    rows: list[dict] = []
-    for key, configs in jobs:
-        if time.monotonic() > deadline:
-            print(f"rule_probe: stopped by --max-seconds before {key.as_text()}",
-                  file=sys.stderr)
-            break
-        rows += probe(key, device, configs, args.budget_s)
-        (args.output / "rule_probe.json").write_text(json.dumps(
-            {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
-             "triton": __import__("triton").__version__, "rows": rows}, indent=1))
-        print(f"{key.as_text()}: done", file=sys.stderr)
-    (args.output / "rule_probe.md").write_text(report(rows))
-    return 0
+    jobs = [(partial(probe, configs=env_configs()), probe_key(a, n, t, "env"))
+            for a in algorithms for n, t in ENV_SHAPES]
+    jobs += [(partial(probe, configs=time_configs()), probe_key(a, n, t, "time"))
+             for a in algorithms for n, t in TIME_SHAPES]
+    return run_jobs("rule_probe", jobs, args.output, report, args.budget_s, args.max_seconds)
 
 
 if __name__ == "__main__":
