@@ -5,7 +5,7 @@
 # accumulate in $CARRY (carry it to the next call); a tarball of it lands in $OUT.
 # Jobs: gputests (the whole `gpu` test suite) | align (benchmarks/align_probe.py,
 #       $ALIGN_SECONDS) | rules (benchmarks/rule_probe.py, $RULE_ALGORITHMS) |
-#       lookback | bench:ALG | oracle:ALG (bench --oracle, $ORACLE_SECONDS per key; bench
+#       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS) | bench:ALG | oracle:ALG (bench --oracle, $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes; $BENCH_LAYOUTS: env, time or env,time) |
 #       tune:DTYPE:LAYOUT:TRUNCATIONS (default preset, all estimators, $TRIALS trials).
@@ -32,8 +32,9 @@ job() {  # gpu job
     rules) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/rule_probe.py \
         --output "$CARRY/rules" --algorithms "${RULE_ALGORITHMS:-gae,vtrace,eligibility_traces}" \
         --max-seconds "$(( left - 30 ))" > "$CARRY/logs/rules.log" 2>&1 ;;
-    lookback) CUDA_VISIBLE_DEVICES=$gpu OUT=$CARRY/lookback TEST_SECONDS=150 \
-        PROBE_SECONDS=$(( left < 300 ? left - 160 : 140 )) timeout "$left" \
+    lookback) CUDA_VISIBLE_DEVICES=$gpu OUT=$CARRY/lookback \
+        TEST_SECONDS=${LOOKBACK_TEST_SECONDS:-150} \
+        PROBE_SECONDS=${PROBE_SECONDS:-$(( left < 300 ? left - 160 : 140 ))} timeout "$left" \
         bash benchmarks/lookback_gpu.sh > "$CARRY/logs/lookback.log" 2>&1 ;;
     bench|oracle) local extra=(); [ "$kind" = oracle ] && \
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers 8)

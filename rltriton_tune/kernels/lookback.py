@@ -4,12 +4,19 @@
 ticket (an atomic counter, so tickets follow the order programs actually start),
 which names its (row block, chunk) with chunks numbered in scan order; it
 scans its BLOCK_T chunk from a zero carry and publishes the chunk's aggregate
-(y at the chunk's outgoing edge, product of beta), then walks back over the
-chunks before it, composing their aggregates until it meets one that has
+(y at the chunk's outgoing edge, product of beta), then looks back over the
+chunks before it, ``LOOK_WINDOW`` at a time: one load of their flags and one of
+their aggregates, composed in a small scan, until it meets a chunk that has
 published its inclusive value (the true carry at its edge). With that carry it
 finishes the chunk still held in registers, stores the outputs and publishes
 its own inclusive value. One launch, one read of the inputs, one write of the
 outputs; in memory besides them only the per-chunk aggregates and flags.
+
+The flags and the ticket counter live in a buffer the launcher keeps and zeroes
+once, so a launch (and a CUDA-graph replay) runs no memset: tickets keep counting
+across launches, ``ticket // programs`` is the launch's epoch and a flag counts
+only if it carries the epoch's tag. Launches of one launcher therefore must not
+overlap; the launcher orders a call on a new stream after its previous call.
 
 A program waits only on tickets taken before its own, by programs already
 running, so the chain always advances. Waits are bounded (``MAX_SPINS``
@@ -32,21 +39,80 @@ from rltriton_tune.kernels.launch import (
     pow2_range,
     require,
 )
-from rltriton_tune.kernels.scan import edges, row_block, scan_tile, take, time_block, true_sizes
+from rltriton_tune.kernels.scan import (
+    combine,
+    edges,
+    row_block,
+    scan_tile,
+    take,
+    time_block,
+    true_sizes,
+)
 from rltriton_tune.strategy import Launcher, Params
 
-#: Polls of one predecessor's flag before a program gives up (NaN outputs, no hang).
+#: Polls of the look-back window's flags before a program gives up (NaN outputs, no hang).
 MAX_SPINS = 1 << 20
 
-#: Flag values: nothing yet, aggregate published, inclusive value published.
+#: Predecessor chunks read per look-back step (tests lower it to cross windows).
+LOOK_WINDOW = 32
+
+#: Flag values within an epoch: nothing yet, aggregate published, inclusive value
+#: published. A flag holds ``epoch * EPOCH_STRIDE + value``.
 AGGREGATE = tl.constexpr(1)
 INCLUSIVE = tl.constexpr(2)
+EPOCH_STRIDE = tl.constexpr(4)
 
 #: Whether programs publish inclusive values. Tests turn it off: the interpreter runs
 #: programs one after another, so every predecessor would already be inclusive and the
 #: aggregate-composing path would go untested; without inclusive values every program
 #: composes all its predecessors' aggregates (same results, only slower).
 PUBLISH_INCLUSIVE = True
+
+
+@triton.jit
+def _look_back(flags, AGG, plane, r, m, k, base, n_blocks, N, BIG: tl.constexpr,
+               WINDOW: tl.constexpr, MAX_SPINS: tl.constexpr):
+    """The carry into chunk ``k``: predecessors' aggregates composed, WINDOW chunks a
+    step, back to the nearest inclusive value (or to the start of the row)."""
+    lane = tl.arange(0, WINDOW)
+    acc_a = tl.zeros(r.shape, tl.float32)
+    acc_b = acc_a + 1.0
+    j = k - 1
+    looking = j >= 0
+    while looking:
+        win = j - lane                                  # chunks j, j-1, ... (scan order back)
+        valid = win >= 0
+        raw = tl.atomic_add(flags + win * n_blocks, 0, mask=valid, sem="acquire")
+        status = tl.where(valid, raw - base, INCLUSIVE)
+        status = tl.where((status == AGGREGATE) | (status == INCLUSIVE), status, 0)
+        spins = 0
+        while (tl.min(status, axis=0) == 0) & (spins < MAX_SPINS):
+            raw = tl.atomic_add(flags + win * n_blocks, 0, mask=valid, sem="acquire")
+            status = tl.where(valid, raw - base, INCLUSIVE)
+            status = tl.where((status == AGGREGATE) | (status == INCLUSIVE), status, 0)
+            spins += 1
+        gave_up = tl.min(status, axis=0) == 0
+        pos = tl.min(tl.where(valid & (status == INCLUSIVE), lane, WINDOW), axis=0)
+        used = valid & (lane <= pos)
+        inclusive = (lane == pos)[None, :]
+        at = win[None, :] * N + r[:, None]
+        if BIG:
+            at = win[None, :].to(tl.int64) * N + r[:, None]
+        live = m[:, None] & used[None, :]
+        first = tl.load(AGG + tl.where(inclusive, 2 * plane, 0) + at, mask=live, other=0.0,
+                        volatile=True)
+        second = tl.load(AGG + plane + at, mask=live & ~inclusive, other=1.0, volatile=True)
+        # Unused lanes are the identity (0, 1); an inclusive value ends the chain (b = 0).
+        step_a = tl.where(live, first, 0.0)
+        step_b = tl.where(used[None, :], tl.where(inclusive, 0.0, second), 1.0)
+        ya, yb = tl.associative_scan((step_a, step_b), 1, combine, reverse=True)
+        nearest = (lane == 0)[None, :]
+        acc_a = acc_a + acc_b * take(ya, nearest)
+        acc_b = acc_b * take(yb, nearest)
+        acc_a = tl.where(gave_up, float("nan"), acc_a)  # gave up waiting: poison, not hang
+        j -= WINDOW
+        looking = (j >= 0) & (pos == WINDOW) & ~gave_up
+    return acc_a
 
 
 @triton.jit
@@ -57,15 +123,19 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                     ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
-                    PUBLISH_INCLUSIVE: tl.constexpr):
+                    PUBLISH_INCLUSIVE: tl.constexpr, WINDOW: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
-    # STATE[0]: ticket counter; STATE[1 + k * n_blocks + rb]: flag of chunk k of row block rb.
-    # AGG [3, NC, N]: aggregate alpha, aggregate beta, inclusive value, per chunk and row.
+    # STATE (int64): [0] ticket counter, never reset; [1 + k * n_blocks + rb] flag of chunk
+    # k of row block rb. AGG [3, NC, N]: aggregate alpha, aggregate beta, inclusive value.
     n_blocks = tl.cdiv(N, BLOCK_N)
+    programs = n_blocks * NC
     ticket = tl.atomic_add(STATE, 1)
-    rb = ticket % n_blocks
-    k = ticket // n_blocks  # position of the chunk in scan order
+    epoch = ticket // programs
+    local = (ticket - epoch * programs).to(tl.int32)
+    base = epoch * EPOCH_STRIDE
+    rb = local % n_blocks
+    k = local // n_blocks  # position of the chunk in scan order
     if REVERSE:
         chunk = NC - 1 - k
     else:
@@ -95,36 +165,12 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
         tl.store(AGG + mine, agg_a, mask=m)
         tl.store(AGG + plane + mine, agg_b, mask=m)
         tl.debug_barrier()
-        tl.atomic_xchg(flags + k * n_blocks, AGGREGATE, sem="release")
-    # Look back: carry = acc_a + acc_b * (inclusive value of the chunk before those composed).
-    acc_a = zero
-    acc_b = zero + 1.0
-    nan = tl.full([BLOCK_N], float("nan"), tl.float32)
-    j = k - 1
-    looking = j >= 0
-    while looking:
-        flag = tl.atomic_add(flags + j * n_blocks, 0, sem="acquire")
-        spins = 0
-        while (flag == 0) & (spins < MAX_SPINS):
-            flag = tl.atomic_add(flags + j * n_blocks, 0, sem="acquire")
-            spins += 1
-        inclusive = flag == INCLUSIVE
-        at = j * N + r
-        if BIG:
-            at = j.to(tl.int64) * N + r
-        first = tl.load(AGG + tl.where(inclusive, 2 * plane, 0) + at, mask=m, other=0.0,
-                        volatile=True)
-        second = tl.load(AGG + plane + at, mask=m, other=0.0, volatile=True)
-        acc_a = acc_a + acc_b * first
-        acc_b = tl.where(inclusive, 0.0, acc_b * second)
-        acc_a = tl.where(flag == 0, nan, acc_a)  # gave up waiting: poison, not hang
-        j -= 1
-        looking = (j >= 0) & (flag == AGGREGATE)
-    carry = acc_a
+        tl.atomic_xchg(flags + k * n_blocks, base + AGGREGATE, sem="release")
+    carry = _look_back(flags, AGG, plane, r, m, k, base, n_blocks, N, BIG, WINDOW, MAX_SPINS)
     if PUBLISH_INCLUSIVE:
         tl.store(AGG + 2 * plane + mine, agg_a + agg_b * carry, mask=m)
         tl.debug_barrier()
-        tl.atomic_xchg(flags + k * n_blocks, INCLUSIVE, sem="release")
+        tl.atomic_xchg(flags + k * n_blocks, base + INCLUSIVE, sem="release")
     y = y + p * carry[:, None]
     FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san,
            sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
@@ -165,15 +211,53 @@ class LookbackStrategy(TritonStrategy):
         n_blocks, n_chunks = triton.cdiv(key.n, bn), triton.cdiv(key.t, bt)
         grid = (n_blocks * n_chunks,)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, MAX_SPINS=MAX_SPINS,
-                      PUBLISH_INCLUSIVE=PUBLISH_INCLUSIVE, num_warps=params["num_warps"])
+                      PUBLISH_INCLUSIVE=PUBLISH_INCLUSIVE, WINDOW=LOOK_WINDOW,
+                      num_warps=params["num_warps"])
         kernel = FastLaunch(lookback_kernel, grid, consts)
+        tickets = Tickets(1 + n_blocks * n_chunks)
 
         def launch(call: Call):
             args, outs = pack.args(call)
             device = outs[0].device
-            state = torch.zeros(1 + n_blocks * n_chunks, dtype=torch.int32, device=device)
             agg = torch.empty((3, n_chunks, key.n), dtype=torch.float32, device=device)
-            kernel([*args, state, agg, n_chunks])
+            kernel([*args, tickets.buffer(device), agg, n_chunks])
             return outs
 
         return launch
+
+
+class Tickets:
+    """One launcher's ticket counter and chunk flags per device, zeroed once.
+
+    The kernel tags flags with the launch's epoch, so the buffer needs no reset
+    between launches, but two launches must not run at the same time: a call on
+    another stream than the previous call waits for that stream first. While a
+    CUDA graph is being captured the previous stream is not waited on (the graph
+    replays later, in the replaying stream's order), and a device without a buffer
+    yet gets a fresh zeroed one inside the graph.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._buffers: dict[torch.device, torch.Tensor] = {}
+        self._streams: dict[torch.device, torch.cuda.Stream] = {}
+
+    def _zeros(self, device: torch.device) -> torch.Tensor:
+        return torch.zeros(self.size, dtype=torch.int64, device=device)
+
+    def buffer(self, device: torch.device) -> torch.Tensor:
+        found = self._buffers.get(device)
+        if device.type != "cuda":
+            if found is None:
+                found = self._buffers[device] = self._zeros(device)
+            return found
+        if torch.cuda.is_current_stream_capturing():
+            return found if found is not None else self._zeros(device)
+        if found is None:
+            found = self._buffers[device] = self._zeros(device)
+        stream = torch.cuda.current_stream(device)
+        last = self._streams.get(device)
+        if last is not None and last != stream:
+            stream.wait_stream(last)
+        self._streams[device] = stream
+        return found

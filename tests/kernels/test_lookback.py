@@ -27,12 +27,40 @@ def test_carry_from_aggregates_only(algorithm, layout, monkeypatch):
 
 
 @pytest.mark.parametrize("publish_inclusive", [True, False])
-def test_many_chunks_one_row(publish_inclusive, monkeypatch):
+@pytest.mark.parametrize("window", [32, 4])
+def test_many_chunks_one_row(publish_inclusive, window, monkeypatch):
+    """125 chunks: with a window of 4 the aggregates are composed over 31 windows."""
     monkeypatch.setattr(lookback, "PUBLISH_INCLUSIVE", publish_inclusive)
+    monkeypatch.setattr(lookback, "LOOK_WINDOW", window)
     key = ProblemKey("gae", 1, 1000, "float32", "env", "bootstrap+trunc")
     call, kwargs = make_call(key, seed=5)
     outs = lookback.LookbackStrategy().prepare(key, {"BLOCK_T": 8, "num_warps": 1})(call)
     check_outputs(outs, expected("gae", kwargs), call, "125 chunks")
+
+
+@pytest.mark.parametrize("algorithm", ["vtrace", "eligibility_traces"])
+def test_one_launcher_many_launches(algorithm, monkeypatch):
+    """The flags buffer is zeroed once: later launches tell their flags from stale ones
+    by the epoch, on new inputs each time."""
+    monkeypatch.setattr(lookback, "PUBLISH_INCLUSIVE", False)
+    monkeypatch.setattr(lookback, "LOOK_WINDOW", 2)
+    monkeypatch.setattr(lookback, "MAX_SPINS", 64)  # a stale flag taken as fresh: NaN, fast
+    key = ProblemKey(algorithm, 5, 45, "float32", "env", FLAG_SETS[algorithm][-1])
+    launcher = lookback.LookbackStrategy().prepare(key, {"BLOCK_N": 2, "BLOCK_T": 8,
+                                                         "num_warps": 1})
+    for seed in range(3):
+        call, kwargs = make_call(key, seed=seed)
+        check_outputs(launcher(call), expected(algorithm, kwargs), call, f"launch {seed}")
+
+
+def test_tickets_buffer_is_kept_and_zeroed_once():
+    import torch
+
+    tickets = lookback.Tickets(7)
+    first = tickets.buffer(torch.device("cpu"))
+    assert first.dtype == torch.int64 and first.tolist() == [0] * 7
+    first[0] = 12
+    assert tickets.buffer(torch.device("cpu")) is first  # not re-zeroed: epochs continue
 
 
 def test_every_triton_strategy_is_searched():
@@ -43,3 +71,31 @@ def test_every_triton_strategy_is_searched():
 
     assert all(s.searchable for s in strategies().values())
     assert set(search_strategies(torch.device("cuda"))) == set(STRATEGY_NAMES)
+
+
+@pytest.mark.gpu
+def test_one_launcher_on_two_streams_and_in_a_graph():
+    """Launches on alternating streams are ordered (they share the flags buffer), and a
+    captured graph replays on it as well, each with the right results."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    device = torch.device("cuda")
+    key = ProblemKey("gae", 16, 40000, "float32", "env", "trunc")
+    launcher = lookback.LookbackStrategy().prepare(key, {"BLOCK_T": 256, "num_warps": 4})
+    streams = [torch.cuda.Stream(device), torch.cuda.Stream(device)]
+    for i in range(6):
+        call, kwargs = make_call(key, seed=i, device=device)
+        with torch.cuda.stream(streams[i % 2]):
+            outs = launcher(call)
+        torch.cuda.synchronize(device)
+        check_outputs(outs, expected("gae", kwargs), call, f"launch {i}")
+    call, kwargs = make_call(key, seed=9, device=device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = launcher(call)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize(device)
+        check_outputs(outs, expected("gae", kwargs), call, "graph replay")
