@@ -93,7 +93,9 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
-    (16, 32768, "env", "split", {}),
+    (16, 32768, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4}),
+    (16, 131072, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 4096, "num_warps": 4}),
+    (24, 12000, "env", "split", {}),                               # below 2^19 elements
     (32768, 8, "time", "sequential", {}),
     (20000, 100, "time", "flat", {"BLOCK_N": 16, "num_warps": 4}),
     (12000, 160, "time", "tiled", {"BLOCK_N": 16, "BLOCK_T": 64, "num_warps": 2}),
@@ -241,8 +243,8 @@ def test_heuristic_tiles_count_retraces_actions():
     (1000, 200, 3, "flat", {"BLOCK_N": 1, "num_warps": 4}),     # 256 * 4 = 1024
     (32768, 2048, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),  # large: no tiled rule
     (6000, 3000, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),   # rl-triton warps for 4096
-    (16, 32768, 8, "split", {}),                                # few rows, long T: as GAE
-    (48, 6000, 8, "split", {}),                                 # ... from T = 4096 with actions
+    (16, 32768, 8, "lookback", {"BLOCK_T": 1024}),              # few rows, long T: one pass
+    (48, 6000, 8, "lookback", {"BLOCK_T": 1024}),               # ... from T = 4096 with actions
     (70000, 10, 8, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # 8 rows x 16 steps, one warp
     (32768, 8, 8, "flat", {"BLOCK_N": 16, "num_warps": 1}),
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
