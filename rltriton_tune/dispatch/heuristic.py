@@ -135,10 +135,13 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
                        f"per-action inputs, T<={ACTION_SHORT_T}: flat, {rows} rows, one warp "
                        "(32768x8: 21.3 vs 30.1 us for one row)"))
-    elif key.a and t >= LONG_T:
+    elif key.a and _next_pow2(t) >= LONG_T:
+        # The flat kernel's tile is next_pow2(T) steps, so T = 5000 compiles the same
+        # 8192-step tile as T = 8192 (held-out bench: Retrace 3000x5000 flat 2363 us,
+        # 6.5x its HBM floor and 2.2x torch.compile).
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},
-                       f"per-action inputs, T>={LONG_T}: tiled chunk loop (1, 1024, 8) "
-                       "(tuned Retrace 256x8192: 126 vs 641 us for one flat row)"))
+                       f"per-action inputs, next_pow2(T)>={LONG_T}: tiled chunk loop "
+                       "(1, 1024, 8) (tuned Retrace 256x8192: 126 vs 641 us for one flat row)"))
     elif key.a and t > FLAT_TILE_MAX_T:
         ranked.append(("flat", {"BLOCK_N": 1},
                        f"per-action inputs (A={key.a}), T>{FLAT_TILE_MAX_T}: flat, one row "

@@ -248,6 +248,7 @@ def test_heuristic_tiles_count_retraces_actions():
     (70000, 10, 8, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # 8 rows x 16 steps, one warp
     (32768, 8, 8, "flat", {"BLOCK_N": 16, "num_warps": 1}),
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
+    (3000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # 8192 tile
 ])
 def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     from rltriton_tune.dispatch.heuristic import candidates
