@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES  # noqa: E402
-from rltriton_tune.call import Call, ProblemKey, flags_string  # noqa: E402
+from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey, flags_string  # noqa: E402
 from rltriton_tune.problems import data_bytes, random_inputs  # noqa: E402
 from rltriton_tune.strategy import InvalidConfig, Params  # noqa: E402
 from rltriton_tune.tune.measure import sleep_cycles  # noqa: E402
@@ -83,7 +83,10 @@ class Candidate:
 
     strategy: str
     params: Params
-    role: str = "sweep"  # "sweep", "rl_triton" (also swept) or "compile"
+    role: str = "sweep"  # "sweep", "rl_triton" (also swept), "dispatched" or "compile"
+    #: The config ``decide`` picks for the cell's key on this machine (shipped profile,
+    #: nearest entry or built-in heuristic); also set on a swept config that equals it.
+    dispatched: bool = False
 
 
 @dataclass
@@ -97,11 +100,20 @@ class Cell:
 # ---------------------------------------------------------------- inputs
 
 
+def cell_bytes(key: ProblemKey) -> int:
+    """Bytes an ideal kernel moves for the cell, whose 0/1 flags are in the key's dtype."""
+    return data_bytes(key, flag_itemsize=DTYPES_BY_NAME[key.dtype].itemsize)
+
+
 def cell_inputs(key: ProblemKey, device: torch.device, seed: int = 0) -> dict[str, Any]:
     """``random_inputs(key)`` built fast: at most BASE_ROWS rows are drawn on the host and
-    repeated across N on the device (values repeat; timing and checks do not care)."""
+    repeated across N on the device (values repeat; timing and checks do not care).
+
+    Every float input, the 0/1 flags included, has the key's dtype: a bfloat16 cell
+    is a rollout stored in bfloat16, so it moves half the bytes of its float32 twin."""
     base_n = min(key.n, BASE_ROWS)
-    kwargs = random_inputs(replace(key, n=base_n), "cpu", seed)
+    kwargs = random_inputs(replace(key, n=base_n), "cpu", seed,
+                           flag_dtype=DTYPES_BY_NAME[key.dtype])
     reps = math.ceil(key.n / base_n)
     spec = key.spec
     out: dict[str, Any] = {}
@@ -216,6 +228,7 @@ def sweep(key: ProblemKey, strategies: dict[str, Any]) -> tuple[list[Candidate],
                 continue
             seen.add(ident)
             found.append(Candidate(name, params))
+    _add_dispatched(key, strategies, found, seen)
     if "flat" in strategies:
         try:
             base = strategies["flat"].validate(key, dict(rl_triton_params(key.t)))
@@ -225,6 +238,26 @@ def sweep(key: ProblemKey, strategies: dict[str, Any]) -> tuple[list[Candidate],
             if cand.strategy == "flat" and cand.params == base:
                 cand.role = "rl_triton"
     return found, rejected
+
+
+def _add_dispatched(key: ProblemKey, strategies: dict[str, Any], found: list[Candidate],
+                    seen: set[tuple]) -> None:
+    """Mark (or add) the config that dispatch picks for ``key`` on this machine, so every
+    cell also times what the product runs."""
+    from rltriton_tune.dispatch.decide import decide
+
+    if not torch.cuda.is_available():
+        return
+    chosen = decide(key, torch.device("cuda"))
+    if chosen.strategy not in strategies:
+        return
+    ident = (chosen.strategy, tuple(sorted(chosen.params.items())))
+    for cand in found:
+        if (cand.strategy, tuple(sorted(cand.params.items()))) == ident:
+            cand.dispatched = True
+            return
+    seen.add(ident)
+    found.append(Candidate(chosen.strategy, dict(chosen.params), "dispatched", True))
 
 
 def required_flags(algorithm: str) -> str:
@@ -243,7 +276,7 @@ def plan(args: argparse.Namespace, strategies: dict[str, Any]) -> list[Cell]:
         for n in args.n:
             for t in args.t:
                 key = ProblemKey(algorithm, n, t, "float32", "env", flags, a)
-                if data_bytes(key) > MAX_CELL_BYTES:
+                if cell_bytes(key) > MAX_CELL_BYTES:
                     continue
                 cells.append(Cell(key, "grid"))
     tm = {(n, t) for n, t in TIME_MAJOR_CELLS if n in args.n and t in args.t} if not args.quick \
@@ -252,13 +285,13 @@ def plan(args: argparse.Namespace, strategies: dict[str, Any]) -> list[Cell]:
         if "gae" in args.algorithms:
             cells.append(Cell(ProblemKey("gae", n, t, "float32", "time"), "time_major"))
     for cell in [c for c in cells if c.purpose == "grid"]:
-        if data_bytes(cell.key) > args.big_bytes:
+        if cell_bytes(cell.key) > args.big_bytes:
             cells.append(Cell(replace(cell.key, dtype="bfloat16"), "bf16"))
     for cell in cells:
         cell.candidates, cell.rejected = sweep(cell.key, strategies)
         if cell.purpose == "time_major":  # the time-major pass is about sequential vs tiled
             cell.candidates = [c for c in cell.candidates if c.strategy in ("sequential", "tiled")
-                               or c.role == "rl_triton"]
+                               or c.role == "rl_triton" or c.dispatched]
     return cells
 
 
@@ -280,7 +313,7 @@ def baseline_cells(args: argparse.Namespace, cells: list[Cell]) -> list[Cell]:
             chosen = grid[:1]
     out = []
     for c in chosen:
-        if data_bytes(c.key) <= BASELINE_MAX_BYTES:
+        if cell_bytes(c.key) <= BASELINE_MAX_BYTES:
             out.append(Cell(c.key, "compile", [Candidate("torch.compile", {"scan": s}, "compile")
                                               for s in ("associative", "doubling")]))
     return out
@@ -395,10 +428,10 @@ class Runner:
         from rltriton_tune.tune.measure import clone_call, copies_needed, time_cpu, time_cuda
 
         key = cell.key
-        floor_us = data_bytes(key) / self.bandwidth * 1e6
+        floor_us = cell_bytes(key) / self.bandwidth * 1e6
         base = {"algorithm": key.algorithm, "N": key.n, "T": key.t, "A": key.a,
                 "dtype": key.dtype, "layout": key.layout, "flags": key.flags,
-                "purpose": cell.purpose, "data_bytes": data_bytes(key),
+                "purpose": cell.purpose, "data_bytes": cell_bytes(key),
                 "floor_us": round(floor_us, 3)}
         for rej in cell.rejected:
             self.records.append({**base, "strategy": rej["strategy"], "params": rej["params"],
@@ -412,7 +445,8 @@ class Runner:
         best = math.inf
         for cand in cell.candidates:
             rec = {**base, "strategy": cand.strategy, "params": cand.params, "role": cand.role,
-                   "device_us": None, "correct": None, "error": None}
+                   "dispatched": cand.dispatched, "device_us": None, "correct": None,
+                   "error": None}
             self.records.append(rec)
             try:
                 launcher = self._launcher(cand, key)

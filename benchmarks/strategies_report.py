@@ -72,6 +72,7 @@ def summarize(data: dict[str, Any]) -> dict[Cell, dict[str, Any]]:
             "best": _best(rows),
             "best_other": _best(others),
             "flat_rl": flat_rl if flat_rl and _timed([flat_rl]) else None,
+            "dispatched": _best([r for r in rows if r.get("dispatched")]),
             "probe_only": sum(1 for r in rows if r.get("timing") == PROBE_ONLY),
             "compile": _best(compiled),
             "compile_rows": compiled,
@@ -87,21 +88,22 @@ def summarize(data: dict[str, Any]) -> dict[Cell, dict[str, Any]]:
 
 def _table(summary: dict[Cell, dict[str, Any]], algorithm: str, dtype: str,
            layout: str) -> list[str]:
-    lines = ["| N | T | MB | best strategy | params | best µs | flat rl-triton µs | "
-             "torch.compile µs | floor µs | best/floor | speedup vs flat |",
-             "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| N | T | MB | best strategy | params | best µs | dispatched µs | "
+             "flat rl-triton µs | torch.compile µs | floor µs | best/floor | speedup vs flat |",
+             "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     keys = sorted(c for c in summary if c[0] == algorithm and c[3] == dtype and c[4] == layout)
     for cell in keys:
         s = summary[cell]
         best, flat, comp = s["best"], s["flat_rl"], s["compile"]
         b = best["device_us"] if best else None
+        d = s["dispatched"]["device_us"] if s.get("dispatched") else None
         f = flat["device_us"] if flat else None
         c = comp["device_us"] if comp else None
         comp_txt = "-" if c is None else f"{c:.2f} ({comp['params']['scan'][:5]})"
         lines.append(
             f"| {cell[1]} | {cell[2]} | {s['data_bytes'] / 2**20:.1f} | "
             f"{best['strategy'] if best else 'none'} | {_params(best['params']) if best else ''} | "
-            f"{_fmt(b)} | {_fmt(f)} | {comp_txt} | {_fmt(s['floor_us'])} | "
+            f"{_fmt(b)} | {_fmt(d)} | {_fmt(f)} | {comp_txt} | {_fmt(s['floor_us'])} | "
             f"{_fmt(b / s['floor_us'] if b and s['floor_us'] else None)} | "
             f"{_fmt(f / b if b and f else None)} |")
     return lines

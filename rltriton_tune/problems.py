@@ -76,8 +76,11 @@ def random_inputs(
     return kwargs
 
 
-def data_bytes(key: ProblemKey) -> int:
-    """Bytes an ideal kernel moves for ``key``: each input read once, each output written once."""
+def data_bytes(key: ProblemKey, flag_itemsize: int = 4) -> int:
+    """Bytes an ideal kernel moves for ``key``: each input read once, each output written once.
+
+    Flags count ``flag_itemsize`` bytes per step (float32, as :func:`random_inputs` makes
+    them by default)."""
     spec = key.spec
     elem = DTYPES_BY_NAME[key.dtype].itemsize
     nt = key.n * key.t
@@ -90,7 +93,7 @@ def data_bytes(key: ProblemKey) -> int:
         elif name in spec.per_action:
             total += nt * key.a * elem
         elif name in spec.flags_inputs:
-            total += nt * 4  # float32 flags, as random_inputs makes them
+            total += nt * flag_itemsize
         elif name in spec.integer:
             total += nt * 8
         else:
