@@ -113,7 +113,10 @@ def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():
 
     cuda = torch.device("cuda")  # the space only needs Triton, not a GPU
     few_rows_long_t = ProblemKey("gae", 16, 32768)
-    assert builtin_choice(few_rows_long_t, SearchSpace(few_rows_long_t, cuda)).strategy == "split"
+    assert builtin_choice(few_rows_long_t,
+                          SearchSpace(few_rows_long_t, cuda)).strategy == "lookback"
+    fewer_elements = ProblemKey("gae", 24, 12000)  # below 2^19 elements split stays ahead
+    assert builtin_choice(fewer_elements, SearchSpace(fewer_elements, cuda)).strategy == "split"
     short = ProblemKey("vtrace", 32768, 8)
     choice = builtin_choice(short, SearchSpace(short, cuda))
     assert choice.strategy == "flat" and choice.params["BLOCK_N"] == 16
