@@ -45,7 +45,9 @@ ALIGN_SHAPES = [(1500, 1500, "env"), (5000, 300, "env"), (6000, 3000, "env"),
                 (20000, 100, "time")]
 WIDE_SHAPES = [(32768, 8), (32768, 32), (4096, 8)]
 WIDE_ROWS = (32, 64, 128, 256, 512)
-ACTION_SHAPES = [(4096, 512), (32768, 2048), (6000, 3000), (600, 2500), (12000, 160),
+#: Rows of 1024+ steps first: there the 2^14 budget loads whole action rows (BLOCK_A = 8
+#: instead of 2); at 4096x512 both budgets give BLOCK_A = 8 (a null A/B: the noise level).
+ACTION_SHAPES = [(32768, 2048), (6000, 3000), (600, 2500), (4096, 512), (12000, 160),
                  (777, 77)]
 #: Kernel variants compared with the shipping kernels: tag -> (``launch`` attribute, value).
 VARIANTS = {"no-hints": ("ALIGN_HINTS", False), "action-tile-16k": ("ACTION_TILE_BUDGET", 1 << 14)}
