@@ -2,6 +2,11 @@
 per estimator and the issue-3 "Done when" targets, each PASS / FAIL / n/a.
 
     python3 benchmarks/strategies_report.py benchmarks/results/strategies_h200.json
+
+Runs split over GPUs (one ``strategies.py --algorithms ...`` each) are merged first:
+
+    python3 benchmarks/strategies_report.py A/strategies_h200.json B/strategies_h200.json \
+        --output benchmarks/results/strategies_h200.json
 """
 
 from __future__ import annotations
@@ -191,8 +196,9 @@ def render(data: dict[str, Any]) -> str:
         "",
         "Device time = median CUDA-graph replay per launch over input copies rotated past L2 "
         "(`tune.measure.time_cuda`); floor = bytes moved / copy bandwidth. Best = fastest "
-        "correct config of a small per-cell sweep of flat/tiled/split/sequential "
-        "(candidates in the JSON). Flat rl-triton = flat, BLOCK_N=1, rl-triton 0.1.3 warps. "
+        "correct config of a small per-cell sweep of every Triton strategy, plus the config "
+        "dispatch picks on the machine (column \"dispatched\"; empty for runs before it was "
+        "timed); candidates in the JSON. Flat rl-triton = flat, BLOCK_N=1, rl-triton 0.1.3 warps. "
         "Every candidate was checked against the torch fallback on the timing inputs first.",
         "",
         f"Not compared: {sum(s['probe_only'] for s in summary.values())} candidates that the "
@@ -269,8 +275,36 @@ def write_report(json_path: Path, md_path: Path) -> Path:
     return Path(md_path)
 
 
-if __name__ == "__main__":
-    default = "benchmarks/results/strategies_h200.json"
-    src = Path(sys.argv[1] if len(sys.argv) > 1 else default)
+def merge(sources: list[Path], target: Path) -> Path:
+    """One JSON of several runs' records: the first run's meta, with the longest run's
+    time (the runs share the machine's GPUs side by side) and every run's stop reason."""
+    runs = [json.loads(Path(src).read_text()) for src in sources]
+    meta = dict(runs[0]["meta"])
+    meta["merged_from"] = [str(src) for src in sources]
+    meta["elapsed_s"] = max(run["meta"].get("elapsed_s", 0) for run in runs)
+    meta["stopped"] = "; ".join(run["meta"]["stopped"] for run in runs
+                                if run["meta"].get("stopped")) or None
+    merged = {"meta": meta, "records": [r for run in runs for r in run["records"]]}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(merged, indent=1))
+    return target
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("sources", type=Path, nargs="*",
+                   default=[Path("benchmarks/results/strategies_h200.json")])
+    p.add_argument("--output", type=Path, help="merged JSON (needed with several sources)")
+    args = p.parse_args(argv)
+    if len(args.sources) > 1 and args.output is None:
+        p.error("several sources need --output")
+    src = merge(args.sources, args.output) if args.output else args.sources[0]
     print(write_report(src, src.with_suffix(".md")))
     print(plot_speedup(json.loads(src.read_text()), src.with_name(src.stem + "_gae.png")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
