@@ -70,6 +70,16 @@ PUBLISH_INCLUSIVE = True
 
 
 @triton.jit
+def _window_status(flags, win, valid, n_blocks, base):
+    """Flags of chunks ``win`` in this launch's epoch: AGGREGATE, INCLUSIVE or 0 (not yet
+    published, or a stale flag of an earlier launch); lanes before the row's start read
+    as INCLUSIVE so they never hold a wait."""
+    raw = tl.atomic_add(flags + win * n_blocks, 0, mask=valid, sem="acquire")
+    status = tl.where(valid, raw - base, INCLUSIVE)
+    return tl.where((status == AGGREGATE) | (status == INCLUSIVE), status, 0)
+
+
+@triton.jit
 def _look_back(flags, AGG, plane, r, m, k, base, n_blocks, N, BIG: tl.constexpr,
                WINDOW: tl.constexpr, MAX_SPINS: tl.constexpr):
     """The carry into chunk ``k``: predecessors' aggregates composed, WINDOW chunks a
@@ -82,14 +92,10 @@ def _look_back(flags, AGG, plane, r, m, k, base, n_blocks, N, BIG: tl.constexpr,
     while looking:
         win = j - lane                                  # chunks j, j-1, ... (scan order back)
         valid = win >= 0
-        raw = tl.atomic_add(flags + win * n_blocks, 0, mask=valid, sem="acquire")
-        status = tl.where(valid, raw - base, INCLUSIVE)
-        status = tl.where((status == AGGREGATE) | (status == INCLUSIVE), status, 0)
+        status = _window_status(flags, win, valid, n_blocks, base)
         spins = 0
         while (tl.min(status, axis=0) == 0) & (spins < MAX_SPINS):
-            raw = tl.atomic_add(flags + win * n_blocks, 0, mask=valid, sem="acquire")
-            status = tl.where(valid, raw - base, INCLUSIVE)
-            status = tl.where((status == AGGREGATE) | (status == INCLUSIVE), status, 0)
+            status = _window_status(flags, win, valid, n_blocks, base)
             spins += 1
         gave_up = tl.min(status, axis=0) == 0
         pos = tl.min(tl.where(valid & (status == INCLUSIVE), lane, WINDOW), axis=0)
