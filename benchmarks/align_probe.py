@@ -66,10 +66,13 @@ def probe_key(algorithm: str, n: int, t: int, layout: str) -> ProblemKey:
 
 
 def time_candidates(key: ProblemKey, device: torch.device, cands: list[Candidate],
-                    impls: dict, budget_s: float) -> list[dict]:
-    """Gate ``cands`` against the reference, then time them in interleaved rounds."""
-    workers = 8 if device.type == "cuda" else 1  # the interpreter is not thread-safe
-    evaluator = Evaluator(key, device, impls, workers=workers, time_budget_s=budget_s)
+                    impls: dict, budget_s: float, pool=None) -> list[dict]:
+    """Gate ``cands`` against the reference, then time them in interleaved rounds;
+    compiled on threads, or in ``pool`` (a ``CompilePool``) when given."""
+    # The interpreter is not thread-safe; a pool compiles in its own processes.
+    workers = 8 if device.type == "cuda" and pool is None else 1
+    evaluator = Evaluator(key, device, impls, workers=workers, time_budget_s=budget_s,
+                          pool=pool)
     try:
         outs = evaluator.evaluate(cands)
     finally:
