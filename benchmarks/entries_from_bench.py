@@ -37,6 +37,11 @@ H200_SMS = 132
 MARGIN = 1.03
 
 
+def shipped_h200_profile() -> Path:
+    """The H200 profile file in the package's shipped profiles folder."""
+    return next(shipped_dir().glob("cuda-nvidia-h200-*.json"))
+
+
 def heuristic_at(rev: str):
     """The ``dispatch.heuristic`` module as it was at git revision ``rev``."""
     root = Path(__file__).resolve().parents[1]
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     impls = strategies()
     old = heuristic_at(args.heuristic_rev) if args.heuristic_rev else None
-    profile = read_profile(next(shipped_dir().glob("cuda-nvidia-h200-*.json")))
+    profile = read_profile(shipped_h200_profile())
     fingerprint = profile.fingerprint
     out = []
     for path in args.probe:

@@ -20,13 +20,15 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from entries_from_bench import shipped_h200_profile  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.dispatch import decide  # noqa: E402
 from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
 from rltriton_tune.tune.space import Candidate  # noqa: E402
-from rltriton_tune.tuning_db import shipped_dir  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 
 H200_SMS = 132
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                    default=Path(__file__).parent / "results" / "search_quality")
     p.add_argument("--profile", type=Path, help="profile file (default: the shipped H200 one)")
     args = p.parse_args(argv)
-    path = args.profile or next(shipped_dir().glob("cuda-nvidia-h200-*.json"))
+    path = args.profile or shipped_h200_profile()
     profile = read_profile(path)
     rows = [evaluate(f, profile) for f in sorted(args.tables.glob("exhaustive_*_cuda.json"))]
     print(f"{'key':40s} {'chosen/best':>11s} {'unmoved/best':>12s} {'heuristic/best':>14s}"

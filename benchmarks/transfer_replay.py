@@ -25,14 +25,18 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from entries_from_bench import H200_SMS, heuristic_at, probe_timings  # noqa: E402
+from entries_from_bench import (  # noqa: E402
+    H200_SMS,
+    heuristic_at,
+    probe_timings,
+    shipped_h200_profile,
+)
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.dispatch import decide, heuristic  # noqa: E402
 from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
 from rltriton_tune.kernels.flat import rl_triton_params  # noqa: E402
 from rltriton_tune.tune.bench import row_key  # noqa: E402
-from rltriton_tune.tuning_db import shipped_dir  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 
 
@@ -103,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     probed = probe_speedups(args.probe)
     from_probe = 0
     then_module = heuristic_at(args.heuristic_rev) if args.heuristic_rev else None
-    profile = read_profile(next(shipped_dir().glob("cuda-nvidia-h200-*.json")))
+    profile = read_profile(shipped_h200_profile())
     profiles = SimpleNamespace(entries=profile.entries,
                                sources={k: "shipped" for k in profile.entries})
     usable = triton_strategies()
