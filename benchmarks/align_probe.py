@@ -109,6 +109,20 @@ def ab_rows(key: ProblemKey, device: torch.device, budget_s: float, tag: str) ->
     return rows
 
 
+def rows_by_key(rows: list[dict]) -> dict[str, list[dict]]:
+    """Probe rows grouped by key text, in first-seen order."""
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r["key"], []).append(r)
+    return out
+
+
+def fastest(rows: list[dict]) -> dict | None:
+    """The timed row with the least device time (None if none was timed)."""
+    timed = [r for r in rows if r["device_us"]]
+    return min(timed, key=lambda r: r["device_us"]) if timed else None
+
+
 def _variant(row: dict) -> str | None:
     """A/B rows: the row's variant tag (older files record ``hints`` instead)."""
     if "variant" in row:
@@ -165,13 +179,8 @@ def report(rows: list[dict]) -> str:
                       f"(min {min(gains):.2f}x, max {max(gains):.2f}x).", ""]
     lines += ["## Rows per program for short rows (flat)", "",
               "| key | dispatched us | best wide config | us |", "|---|---:|---|---:|"]
-    wide: dict[str, list[dict]] = {}
-    for r in rows:
-        if _variant(r) is None:
-            wide.setdefault(r["key"], []).append(r)
-    for key, rs in wide.items():
-        timed = [r for r in rs if r["device_us"] and "role" not in r]
-        best = min(timed, key=lambda r: r["device_us"]) if timed else None
+    for key, rs in rows_by_key([r for r in rows if _variant(r) is None]).items():
+        best = fastest([r for r in rs if "role" not in r])
         mine = next((r["device_us"] for r in rs if "role" in r), None)
         lines.append(f"| {key} | {mine or 0:.2f} | {best['config'] if best else '-'} | "
                      f"{best['device_us'] if best else 0:.2f} |")

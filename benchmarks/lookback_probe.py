@@ -21,7 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import torch  # noqa: E402
-from align_probe import probe_key, run_jobs, time_candidates  # noqa: E402
+from align_probe import (  # noqa: E402
+    fastest,
+    probe_key,
+    rows_by_key,
+    run_jobs,
+    time_candidates,
+)
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.dispatch.registry import all_strategies  # noqa: E402
@@ -48,13 +54,9 @@ def probe(key: ProblemKey, device: torch.device, budget_s: float, pool) -> list[
 def report(rows: list[dict]) -> str:
     lines = ["| key | dispatched (source) | us | lookback best | us | speedup |",
              "|---|---|---:|---|---:|---:|"]
-    by_key: dict[str, list[dict]] = {}
-    for r in rows:
-        by_key.setdefault(r["key"], []).append(r)
-    for key, rs in by_key.items():
+    for key, rs in rows_by_key(rows).items():
         mine = next(r for r in rs if r.get("role") == DISPATCHED)
-        timed = [r for r in rs if r.get("role") != DISPATCHED and r["device_us"]]
-        best = min(timed, key=lambda r: r["device_us"]) if timed else None
+        best = fastest([r for r in rs if r.get("role") != DISPATCHED])
         ratio = mine["device_us"] / best["device_us"] if best and mine["device_us"] else None
         lines.append(f"| {key} | {mine['config']} ({mine['source']}) | "
                      f"{mine['device_us'] or 0:.2f} | {best['config'] if best else '-'} | "

@@ -25,7 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import torch  # noqa: E402
-from align_probe import fresh_strategies, probe_key, run_jobs, time_candidates  # noqa: E402
+from align_probe import (  # noqa: E402
+    fastest,
+    fresh_strategies,
+    probe_key,
+    rows_by_key,
+    run_jobs,
+    time_candidates,
+)
 
 from rltriton_tune.kernels.flat import rl_triton_params  # noqa: E402
 from rltriton_tune.tune.bench import _dispatched  # noqa: E402
@@ -74,16 +81,12 @@ def probe(key, device: torch.device, budget_s: float, configs) -> list[dict]:
 
 
 def report(rows: list[dict]) -> str:
-    by_key: dict[str, list[dict]] = {}
-    for r in rows:
-        by_key.setdefault(r["key"], []).append(r)
     lines = ["| key | dispatched | us | rl-triton us | best | us | best / dispatched |",
              "|---|---|---:|---:|---|---:|---:|"]
-    for key, rs in by_key.items():
-        timed = [r for r in rs if r["device_us"]]
-        if not timed:
+    for key, rs in rows_by_key(rows).items():
+        best = fastest(rs)
+        if best is None:
             continue
-        best = min(timed, key=lambda r: r["device_us"])
         mine = next((r for r in rs if r.get("role") == "dispatched"), None)
         flat = next((r for r in rs if r.get("role") == "rl_triton"), None)
         mine_us = mine["device_us"] if mine and mine["device_us"] else None
