@@ -1,6 +1,7 @@
 """Profile entries from a bench run: tuning-grid cells where the built-in heuristic's
 config measured more than 3% faster than the shipped entry's, in the same row.
-With ``--probe``, also from probe files (``rule_probe.json``, ``align_probe.json``):
+With ``--probe``, also from probe files (``rule_probe.json``, ``align_probe.json``,
+``strategies.py``'s ``strategies_h200.json``):
 keys with a shipped entry whose config the probe timed, and some other config it
 timed more than 3% faster in the same batch (``"method": "probe"``).
 
@@ -23,6 +24,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
@@ -66,9 +68,23 @@ def _entry(key, strategy: str, params: dict, us: float, runner_up: dict, baselin
 
 def probe_timings(path: Path) -> dict[str, list[tuple[str, dict, float]]]:
     """Key text -> (strategy, params, device us) of every config a probe file timed,
-    leaving out failed configs and kernel variants (``flat:no-hints(...)``)."""
+    leaving out failed configs and kernel variants (``flat:no-hints(...)``). A
+    ``strategies.py`` result file counts as a probe too: its CUDA-graph-timed, correct
+    Triton configs (the dispatched one among them)."""
+    data = json.loads(path.read_text())
     out: dict[str, list[tuple[str, dict, float]]] = {}
-    for row in json.loads(path.read_text())["rows"]:
+    if "records" in data:
+        for rec in data["records"]:
+            if rec.get("timing") != "cuda-graph" or not rec.get("correct") or \
+                    rec["role"] == "compile" or not rec.get("device_us"):
+                continue
+            key = row_key({"algorithm": rec["algorithm"], "N": rec["N"], "T": rec["T"],
+                           "A": rec.get("A", 0), "dtype": rec["dtype"],
+                           "layout": rec["layout"], "flags": rec["flags"]})
+            out.setdefault(key.as_text(), []).append(
+                (rec["strategy"], dict(rec["params"]), rec["device_us"]))
+        return out
+    for row in data["rows"]:
         name, inner = row["config"].rstrip(")").split("(", 1)
         if not row.get("device_us") or ":" in name:
             continue
@@ -82,7 +98,9 @@ def probe_entries(path: Path, shipped: dict, fingerprint) -> list[dict]:
     from rltriton_tune.call import ProblemKey
     from rltriton_tune.kernels.flat import rl_triton_params
 
-    date = json.loads(path.read_text()).get("date", "")
+    data = json.loads(path.read_text())
+    date = data.get("date") or data.get("meta", {}).get("date") or \
+        datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     out = []
     for key_text, configs in probe_timings(path).items():
         key = ProblemKey.from_text(key_text)
@@ -109,7 +127,7 @@ def probe_entries(path: Path, shipped: dict, fingerprint) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("reports", type=Path, nargs="+", help="bench.json files")
+    p.add_argument("reports", type=Path, nargs="*", help="bench.json files")
     p.add_argument("--heuristic-rev", help="git revision the run was made with (for rows "
                    "without a recorded heuristic config)")
     p.add_argument("--output", type=Path, required=True)
