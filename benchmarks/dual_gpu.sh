@@ -9,7 +9,8 @@
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes; $BENCH_LAYOUTS: env, time or env,time) |
 #       tune:DTYPE:LAYOUT:TRUNCATIONS (default preset, all estimators, $TRIALS trials) |
-#       strategies:ALG,ALG,... (benchmarks/strategies.py, issue 3's strategy table).
+#       strategies:ALG,ALG,...[:DIR] (benchmarks/strategies.py, issue 3's strategy table; with
+#       DIR, the copy of the package and benchmarks in DIR: an A/B against older kernels).
 # Usage: JOBS0="bench:gae tune:float32:env:on" JOBS1="lookback bench:vtrace" \
 #        SECONDS_LEFT=540 bash benchmarks/dual_gpu.sh
 set -uo pipefail
@@ -27,9 +28,10 @@ job() {  # gpu job
     case $kind in
     gputests) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m pytest -q -m gpu \
         -p no:cacheprovider --durations=15 tests > "$CARRY/logs/gpu_tests.log" 2>&1 ;;
-    strategies) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/strategies.py \
-        --output "$CARRY/strategies_${a//,/_}" --algorithms "$a" --max-seconds "$(( left - 30 ))" \
-        > "$CARRY/logs/strategies_${a//,/_}.log" 2>&1 ;;
+    strategies) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 "${b:-.}/benchmarks/strategies.py" \
+        --output "$CARRY/strategies_${a//,/_}${b:+_$(basename "$b")}" --algorithms "$a" \
+        --max-seconds "$(( left - 30 ))" \
+        > "$CARRY/logs/strategies_${a//,/_}${b:+_$(basename "$b")}.log" 2>&1 ;;
     align) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/align_probe.py \
         --output "$CARRY/align" --max-seconds "${ALIGN_SECONDS:-200}" \
         --sections "${ALIGN_SECTIONS:-align,wide,action}" > "$CARRY/logs/align.log" 2>&1 ;;

@@ -8,13 +8,18 @@ passed to the scan cores as constexpr arguments:
   with every boundary value (bootstrap, ``last_value``, seed) folded into
   ``alpha`` so that a scan starting from a zero carry is exact. Positions outside
   ``[0, N) x [0, T)`` give ``alpha = beta = 0``.
-* ``finish(..., y)`` stores the output(s) of the tile from the scan value ``y``.
+* ``finish(..., y, y_next)`` stores the output(s) of the tile from the scan value
+  ``y`` and, for builders declared ``next_value``, ``y_next``: the scan value at the
+  neighbour the carry comes from (``y[t+1]`` backward). Others get ``y_next = y``.
 
 The cores compute ``y[t] = alpha[t] + beta[t] * y[t+1]`` (backward) or
 ``y[t] = alpha[t] + beta[t] * y[t-1]`` (forward). V-trace and Retrace need
-``D[t+1]`` for their second output, so their ``coeffs`` give the SHIFTED
-recurrence ``E[t] = D[t+1]`` (their own coefficients at ``t + 1``) and ``finish``
-forms ``D[t] = delta[t] + beta[t] * E[t]`` pointwise.
+``D[t+1]`` for their second output. V-trace's ``coeffs`` give the SHIFTED
+recurrence ``E[t] = D[t+1]`` (its coefficients at ``t + 1``) and ``finish`` forms
+``D[t] = delta[t] + beta[t] * E[t]`` pointwise, re-reading its per-step inputs
+(cache hits). Retrace scans ``D`` itself and takes ``D[t+1]`` as ``y_next``: its
+``delta`` holds ``sum_a pi * next_q`` over the ``[N, T, A]`` rows, which a shifted
+recurrence would read twice.
 
 Pointer slots ``P0..P7`` hold the algorithm's tensors in the order of
 ``ALGORITHMS[name].tensors`` (a dummy pointer where an optional one is absent);
@@ -86,7 +91,7 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
 
 
 @triton.jit
-def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se,
+def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
                san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                BLOCK_A: tl.constexpr):
@@ -153,7 +158,7 @@ def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
 
 
 @triton.jit
-def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se,
+def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
                   san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                   BLOCK_A: tl.constexpr):
@@ -218,26 +223,28 @@ def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, sa
 def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                    saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                    F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
-    # Shifted recurrence: E[t] = D[t+1] has Retrace's coefficients at t + 1.
-    delta, beta, _, _, _, _ = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts + 1, N, T,
-                                             A, sn, st, san, sat, saa, S0, S1, S2, S3,
-                                             F_TRUNC, BLOCK_A)
+    # Unshifted (D itself): the per-action rows are read here only; finish gets D[t+1]
+    # from the core (``next_value``).
+    delta, beta, _, _, _, _ = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
+                                             sn, st, san, sat, saa, S0, S1, S2, S3, F_TRUNC,
+                                             BLOCK_A)
     return delta, beta
 
 
 @triton.jit
-def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se,
-                   san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
+                   se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                    BLOCK_A: tl.constexpr):
-    delta, beta, q, r, term, m = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T,
-                                                A, sn, st, san, sat, saa, S0, S1, S2, S3,
-                                                F_TRUNC, BLOCK_A)
+    # y = D[t], y_next = D[t+1]: q_ret[t] = q[t] + D[t], q_ret[t+1] = q[t+1] + D[t+1].
+    m = _valid(rows, ts, N, T)
+    q = _ld(P2, rows, ts, sn, st, m)
+    r = _ld(P5, rows, ts, sn, st, m)
+    term = _ld(P6, rows, ts, sn, st, m)
     ratio, _ = _retrace_ratio(P0, P1, P4, rows, ts, N, T, A, sn, st, san, sat, saa)
     q_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
-    q_ret = q + delta + beta * y                   # y = D[t+1]
-    adv = _clip(ratio, S3) * (r + S0 * (1.0 - term) * (q_next + y) - q)
-    _store(O0, rows, ts, osn, ost, q_ret, m)
+    adv = _clip(ratio, S3) * (r + S0 * (1.0 - term) * (q_next + y_next) - q)
+    _store(O0, rows, ts, osn, ost, q + y, m)
     _store(O1, rows, ts, osn, ost, adv, m)
 
 
@@ -353,12 +360,15 @@ class Builder:
     coeffs: object
     finish: object
     reverse: bool
+    #: ``finish`` reads ``y_next``, the scan value at the neighbour the carry comes from
+    #: (cores then scan an extra pair; others get ``y_next = y`` for free).
+    next_value: bool = False
 
 
 BUILDERS: dict[str, Builder] = {
     "gae": Builder(gae_coeffs, store_finish, True),
     "vtrace": Builder(vtrace_coeffs, vtrace_finish, True),
-    "retrace": Builder(retrace_coeffs, retrace_finish, True),
+    "retrace": Builder(retrace_coeffs, retrace_finish, True, next_value=True),
     "lambda_returns": Builder(lambda_returns_coeffs, store_finish, True),
     "discounted_returns": Builder(discounted_returns_coeffs, store_finish, True),
     "eligibility_traces": Builder(eligibility_traces_coeffs, store_finish, False),

@@ -21,7 +21,14 @@ from rltriton_tune.kernels.launch import (
     require,
     rescale_tile,
 )
-from rltriton_tune.kernels.scan import combine, row_block, time_block, true_sizes
+from rltriton_tune.kernels.scan import (
+    combine,
+    edges,
+    row_block,
+    scan_tile_next,
+    time_block,
+    true_sizes,
+)
 from rltriton_tune.strategy import Launcher, Params
 
 
@@ -29,6 +36,7 @@ from rltriton_tune.strategy import Launcher, Params
 def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa,
                 osn, ost, S0, S1, S2, S3,
                 COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
+                NEXT: tl.constexpr,
                 F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                 F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                 ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
@@ -39,9 +47,15 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san
     ts = time_block(0, BLOCK_T, BIG)
     a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
                   S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
-    y, _ = tl.associative_scan((a, b), 1, combine, reverse=REVERSE)
-    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san, sat,
-           saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+    if NEXT:
+        feed, _ = edges(BLOCK_T, REVERSE)
+        y, _, y_next, _ = scan_tile_next(a, b, tl.zeros([BLOCK_N], tl.float32), feed, REVERSE,
+                                         NEXT)
+    else:
+        y, _ = tl.associative_scan((a, b), 1, combine, reverse=REVERSE)
+        y_next = y
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se, san,
+           sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
 
 
 def rl_triton_params(t: int) -> dict[str, int]:

@@ -143,6 +143,7 @@ class Packer:
             COEFFS=self.builder.coeffs,
             FINISH=self.builder.finish,
             REVERSE=self.builder.reverse,
+            NEXT=self.builder.next_value,
             F_TRUNC="trunc" in flags,
             F_BOOT="bootstrap" in flags,
             F_ENV="last_value" in flags or "seed" in flags,

@@ -43,7 +43,7 @@ from rltriton_tune.kernels.scan import (
     combine,
     edges,
     row_block,
-    scan_tile,
+    scan_tile_next,
     take,
     time_block,
     true_sizes,
@@ -125,6 +125,7 @@ def _look_back(flags, AGG, plane, r, m, k, base, n_blocks, N, BIG: tl.constexpr,
 def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
                     saa, osn, ost, S0, S1, S2, S3, STATE, AGG, NC,
                     COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
+                    NEXT: tl.constexpr,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                     ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
@@ -152,7 +153,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                   saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
     zero = tl.zeros([BLOCK_N], tl.float32)
-    y, p = scan_tile(a, b, zero, feed, REVERSE)
+    y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, REVERSE, NEXT)
     agg_a = take(y, out)
     agg_b = take(p, out)
     r = tl.reshape(rows, [BLOCK_N])
@@ -178,8 +179,12 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
         tl.debug_barrier()
         tl.atomic_xchg(flags + k * n_blocks, base + INCLUSIVE, sem="release")
     y = y + p * carry[:, None]
-    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san,
-           sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+    if NEXT:
+        y_next = y_next + p_next * carry[:, None]
+    else:
+        y_next = y
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
+           san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
 
 
 class LookbackStrategy(TritonStrategy):

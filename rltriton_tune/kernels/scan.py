@@ -13,6 +13,36 @@ def combine(a1, b1, a2, b2):
 
 
 @triton.jit
+def combine_next(a1, b1, c1, d1, a2, b2, c2, d2):
+    """``combine`` on (whole segment, segment without its last step in scan order).
+
+    The second pair is the composition of every step of a segment but its last, so
+    a scan of it gives each position the value of its predecessor in scan order (the
+    neighbour the carry comes from: ``y[t+1]`` of a backward scan). A single step
+    starts as (its own map, the identity)."""
+    return a2 + b2 * a1, b1 * b2, c2 + d2 * a1, b1 * d2
+
+
+@triton.jit
+def scan_tile_next(a, b, carry, feed, REVERSE: tl.constexpr, NEXT: tl.constexpr):
+    """``scan_tile`` that also gives each position its neighbour's value and product
+    (``y[t+1]``, ``prod b[t+1..]`` of a backward scan; the carry at the feed position).
+
+    Without ``NEXT`` the neighbour values are the tile's own (no extra work): builders
+    whose ``finish`` does not read them get the plain scan."""
+    if NEXT:
+        a = tl.where(feed, a + b * carry[:, None], a)
+        zero = tl.zeros_like(a)
+        y, p, yn, pn = tl.associative_scan((a, b, zero, zero + 1.0), 1, combine_next,
+                                           reverse=REVERSE)
+        yn = tl.where(feed, carry[:, None] + zero, yn)
+        return y, p, yn, pn
+    else:
+        y, p = scan_tile(a, b, carry, feed, REVERSE)
+        return y, p, y, p
+
+
+@triton.jit
 def scan_tile(a, b, carry, feed, REVERSE: tl.constexpr):
     """Scan a [rows, BLOCK] tile along axis 1 starting from ``carry`` ([rows]).
 
@@ -76,7 +106,7 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, 
               COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
-              BLOCK_T: tl.constexpr):
+              BLOCK_T: tl.constexpr, NEXT: tl.constexpr):
     """Scan ``n_tiles`` BLOCK_T tiles from time ``base`` starting from ``carry``, storing
     the outputs of each tile; returns the carry leaving the span."""
     feed, out = edges(BLOCK_T, REVERSE)
@@ -84,9 +114,10 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, 
         ts = time_block(tile_start(i, n_tiles, base, BLOCK_T, REVERSE), BLOCK_T, BIG)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
-        y, _ = scan_tile(a, b, carry, feed, REVERSE)
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, N, T, A, sn, st, se, san,
-               sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+        y, _, y_next, _ = scan_tile_next(a, b, carry, feed, REVERSE, NEXT)
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
+               san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
+               BLOCK_A)
         carry = take(y, out)
     return carry
 

@@ -30,6 +30,7 @@ from rltriton_tune.strategy import Launcher, Params
 def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa,
                  osn, ost, S0, S1, S2, S3,
                  COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
+                 NEXT: tl.constexpr,
                  F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                  F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                  ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
@@ -40,7 +41,7 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, sa
     scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn,
               ost, S0, S1, S2, S3, rows, tl.zeros([BLOCK_N], tl.float32), 0,
               tl.cdiv(T, BLOCK_T), COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
-              BLOCK_A, BIG, BLOCK_T)
+              BLOCK_A, BIG, BLOCK_T, NEXT)
 
 
 class TiledStrategy(TritonStrategy):
