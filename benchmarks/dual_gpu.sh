@@ -8,7 +8,8 @@
 #       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS) | bench:ALG | oracle:ALG (bench --oracle, $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes; $BENCH_LAYOUTS: env, time or env,time) |
-#       tune:DTYPE:LAYOUT:TRUNCATIONS (default preset, all estimators, $TRIALS trials) |
+#       tune:DTYPE:LAYOUT:TRUNCATIONS (default preset, $TUNE_ALGORITHMS or all estimators,
+#       $TRIALS trials) |
 #       strategies:ALG,ALG,...[:DIR] (benchmarks/strategies.py, issue 3's strategy table; with
 #       DIR, the copy of the package and benchmarks in DIR: an A/B against older kernels).
 # Usage: JOBS0="bench:gae tune:float32:env:on" JOBS1="lookback bench:vtrace" \
@@ -50,7 +51,8 @@ job() {  # gpu job
         --budget "${BUDGET:-0.05}" "${extra[@]}" \
         --output "$CARRY/bench/${a}_$kind" > "$CARRY/logs/${kind}_$a.log" 2>&1 ;;
     tune) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m rltriton_tune.cli tune \
-        --preset default --algorithms all --trials "${TRIALS:-6}" --dtypes "$a" --layouts "$b" \
+        --preset default --algorithms "${TUNE_ALGORITHMS:-all}" --trials "${TRIALS:-6}" \
+        --dtypes "$a" --layouts "$b" \
         --truncations "$c" --devices 0 --no-compile-baseline --max-seconds "$(( left - 15 ))" \
         --no-progress > "$CARRY/logs/tune_${a}_${b}_$c.log" 2>&1 ;;
     *) echo "unknown job $spec"; return ;;

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from strategies_report import SLOW_FACTOR, SLOW_FLOOR_US  # noqa: E402
 
 from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES  # noqa: E402
 from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey, flags_string  # noqa: E402
@@ -63,10 +64,6 @@ GAE_BASELINE_CELLS = ((32768, 8), (16, 32768), (32768, 2048), (4096, 128), (256,
 OTHER_BASELINE_CELLS = ((32768, 8), (4096, 512))
 #: Compile baselines only on cells up to this size (they allocate several temporaries).
 BASELINE_MAX_BYTES = 2 * 2**30
-#: A candidate whose probe launch is this many times slower than the cell's best
-#: (and above SLOW_FLOOR_US) is recorded from the probe alone, not graph-timed.
-SLOW_FACTOR = 20.0
-SLOW_FLOOR_US = 200.0
 #: Seconds the probe keeps the device busy before its start event (longer than the host
 #: needs to enqueue the launch).
 PROBE_SLEEP_S = 1e-3
@@ -544,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t0:7.1f}s] {msg}", flush=True)
 
-    from strategies_report import write_report
+    from strategies_report import shipped_entries, write_report
 
     from rltriton_tune.kernels import strategies
     from rltriton_tune.tune.measure import copy_bandwidth
@@ -601,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     json_path = args.output / "strategies_h200.json"
     json_path.write_text(json.dumps({"meta": meta, "records": runner.records}, indent=1,
                                     default=str))
-    md = write_report(json_path, args.output / "strategies_h200.md")
+    md = write_report(json_path, args.output / "strategies_h200.md", shipped_entries())
     log(f"wrote {json_path} and {md}")
     return 0
 

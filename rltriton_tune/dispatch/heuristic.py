@@ -49,9 +49,17 @@ FLAT_TILE_MAX_T = 512
 #: (benchmarks/results/bench_h200/retrace): 32768x32 one row, one warp
 #: 40.0 us against 62.5 for the 512-element rule; 50000x20 52.5 vs 88.0; 3000x40 two
 #: warps 9.8 vs 12.1; 777x77 four warps 6.0 vs 6.7 at two; only 10000x12 went the other
-#: way (12.2 vs 11.5). Above 2^23 elements the tiled rule loses to one flat row per
-#: program: 32768x2048 5062 vs 3046 us, 6000x3000 1706 vs 1200 us.
+#: way (12.2 vs 11.5). Large keys with many rows: ACTION_MANY_ROWS_PER_SM.
 ACTION_ELEMS_PER_WARP = 256
+
+#: Per-action keys with at least this many rows per SM and LARGE_ELEMENTS steps in all
+#: run a one-row chunk loop of short tiles with one warp, now that Retrace reads its
+#: [N, T, A] rows once (H200 strategy run, benchmarks/results/strategies_session7, A=8):
+#: tiled (1, 64, 1) 1600 us at 32768x2048 (1.00x the HBM floor; one flat row per program
+#: over 1984), 875 at 4096x8192 (tiled (1, 1024, 8): 999), 211 at 4096x2048 (flat over
+#: 265). With fewer rows (256x8192, 256x32768) the wide chunk loop stays ahead.
+ACTION_MANY_ROWS_PER_SM = 8
+ACTION_SHORT_TILE = {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1, "num_stages": 1}
 
 #: Env-major rows of 64-512 steps take half the tile (FLAT_TILE // 2 elements: 4 rows
 #: at T = 64, 2 at 128, 1 at 256) below this many rows. H200 rule probe, 4 estimators x
@@ -135,6 +143,11 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
                        f"per-action inputs, T<={ACTION_SHORT_T}: flat, {rows} rows, one warp "
                        "(32768x8: 21.3 vs 30.1 us for one row)"))
+    elif key.a and n >= ACTION_MANY_ROWS_PER_SM * sm_count and n * t >= LARGE_ELEMENTS:
+        ranked.append(("tiled", dict(ACTION_SHORT_TILE),
+                       f"per-action inputs, N>={ACTION_MANY_ROWS_PER_SM}x{sm_count} SMs, "
+                       "N*T>=2^23: tiled (1, 64, 1 warp) (Retrace 32768x2048: 1600 us, the "
+                       "HBM floor; one flat row per program 1984)"))
     elif key.a and _next_pow2(t) >= LONG_T:
         # The flat kernel's tile is next_pow2(T) steps, so T = 5000 compiles the same
         # 8192-step tile as T = 8192 (held-out bench: Retrace 3000x5000 flat 2363 us,

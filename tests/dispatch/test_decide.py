@@ -241,14 +241,16 @@ def test_heuristic_tiles_count_retraces_actions():
     (32768, 32, 8, "flat", {"BLOCK_N": 1, "num_warps": 1}),     # 256 tile elements: 1 warp
     (777, 77, 8, "flat", {"BLOCK_N": 1, "num_warps": 4}),       # 128 * 8 = 1024: 4 warps
     (1000, 200, 3, "flat", {"BLOCK_N": 1, "num_warps": 4}),     # 256 * 4 = 1024
-    (32768, 2048, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),  # large: no tiled rule
-    (6000, 3000, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),   # rl-triton warps for 4096
+    (32768, 2048, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1}),  # many rows
+    (6000, 3000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1}),   # >= 8 per SM
+    (1000, 3000, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),   # fewer: rl-triton warps
     (16, 32768, 8, "lookback", {"BLOCK_T": 1024}),              # few rows, long T: one pass
     (48, 6000, 8, "lookback", {"BLOCK_T": 1024}),               # ... from T = 4096 with actions
     (70000, 10, 8, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # 8 rows x 16 steps, one warp
     (32768, 8, 8, "flat", {"BLOCK_N": 16, "num_warps": 1}),
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
-    (3000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # 8192 tile
+    (1000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # 8192 tile
+    (3000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1}),    # many rows
 ])
 def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     from rltriton_tune.dispatch.heuristic import candidates
