@@ -13,6 +13,18 @@ def combine(a1, b1, a2, b2):
 
 
 @triton.jit
+def scan_tile(a, b, carry, feed, REVERSE: tl.constexpr):
+    """Scan a [rows, BLOCK] tile along axis 1 starting from ``carry`` ([rows]).
+
+    The carry is folded into alpha at the ``feed`` position (the tile's last
+    column for a backward scan, its first for a forward one). Returns
+    (y, product of beta) for every position.
+    """
+    a = tl.where(feed, a + b * carry[:, None], a)
+    return tl.associative_scan((a, b), 1, combine, reverse=REVERSE)
+
+
+@triton.jit
 def combine_next(a1, b1, c1, d1, a2, b2, c2, d2):
     """``combine`` on (whole segment, segment without its last step in scan order).
 
@@ -40,18 +52,6 @@ def scan_tile_next(a, b, carry, feed, REVERSE: tl.constexpr, NEXT: tl.constexpr)
     else:
         y, p = scan_tile(a, b, carry, feed, REVERSE)
         return y, p, y, p
-
-
-@triton.jit
-def scan_tile(a, b, carry, feed, REVERSE: tl.constexpr):
-    """Scan a [rows, BLOCK] tile along axis 1 starting from ``carry`` ([rows]).
-
-    The carry is folded into alpha at the ``feed`` position (the tile's last
-    column for a backward scan, its first for a forward one). Returns
-    (y, product of beta) for every position.
-    """
-    a = tl.where(feed, a + b * carry[:, None], a)
-    return tl.associative_scan((a, b), 1, combine, reverse=REVERSE)
 
 
 @triton.jit

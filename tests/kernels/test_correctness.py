@@ -64,6 +64,21 @@ def test_matches_reference(strategy, i, algorithm, flags, layout, dtype):
 
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_neighbour_value_across_tiles_and_chunks(strategy, layout):
+    """Retrace's finish reads y[t+1] from the core (``next_value``): at the edge of every
+    tile, chunk and look-back chunk it must be the carry coming in, and 0 past T-1."""
+    from rltriton_tune.kernels.builders import BUILDERS
+
+    assert BUILDERS["retrace"].next_value
+    key = ProblemKey("retrace", 3, 33, "float32", layout, "trunc", a=4)
+    call, kwargs = make_call(key, seed=33)
+    params = small_params(strategy, key.t)
+    outs = strategies()[strategy].prepare(key, params)(call)
+    check_outputs(outs, expected("retrace", kwargs), call, f"{strategy} {params}")
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @pytest.mark.parametrize("algorithm", ["vtrace", "retrace", "episodic_prefix_sum"])
 def test_int64_offsets(strategy, algorithm, monkeypatch):
     """The int64 offset path (taken when N*T*A nears 2^31) computes the same numbers."""
