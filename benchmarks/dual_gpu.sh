@@ -5,7 +5,9 @@
 # accumulate in $CARRY (carry it to the next call); a tarball of it lands in $OUT.
 # Jobs: gputests (the whole `gpu` test suite) | align (benchmarks/align_probe.py,
 #       $ALIGN_SECONDS) | rules (benchmarks/rule_probe.py, $RULE_ALGORITHMS) |
-#       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS) | bench:ALG | oracle:ALG (bench --oracle, $ORACLE_SECONDS per key; bench
+#       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS; $LOOKBACK_SHAPES NxT,...) |
+#       reverse (benchmarks/reverse_scan_probe.py) | bench:ALG | oracle:ALG (bench --oracle,
+#       $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes; $BENCH_LAYOUTS: env, time or env,time) |
 #       tune:DTYPE:LAYOUT:TRUNCATIONS (default preset, $TUNE_ALGORITHMS or all estimators,
@@ -36,6 +38,8 @@ job() {  # gpu job
     align) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/align_probe.py \
         --output "$CARRY/align" --max-seconds "${ALIGN_SECONDS:-200}" \
         --sections "${ALIGN_SECTIONS:-align,wide,action}" > "$CARRY/logs/align.log" 2>&1 ;;
+    reverse) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/reverse_scan_probe.py \
+        --output "$CARRY/reverse" > "$CARRY/logs/reverse.log" 2>&1 ;;
     rules) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/rule_probe.py \
         --output "$CARRY/rules" --algorithms "${RULE_ALGORITHMS:-gae,vtrace,eligibility_traces}" \
         --max-seconds "$(( left - 30 ))" > "$CARRY/logs/rules.log" 2>&1 ;;

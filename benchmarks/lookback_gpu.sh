@@ -16,6 +16,7 @@ if [ "${TEST_SECONDS:-240}" != 0 ]; then  # 0: the tests run elsewhere (the gput
     tail -n 3 "$W/gpu_tests.log" | tee -a "$W/summary.txt"
 fi
 python3 benchmarks/lookback_probe.py --output "$W" --max-seconds "${PROBE_SECONDS:-300}" \
+    ${LOOKBACK_SHAPES:+--shapes "$LOOKBACK_SHAPES"} \
     > "$W/probe.log" 2>&1
 echo "lookback_probe: rc $?" | tee -a "$W/summary.txt"
 cat "$W/lookback.md" 2>/dev/null

@@ -2,12 +2,15 @@
 
 For long-sequence keys (where ``split`` serves today), every config of the
 lookback space is gated against the reference and timed, next to the choice the
-dispatcher makes from the shipped profile, in the same session. Writes
+dispatcher makes from the shipped profile and the ``SPLIT_CONFIGS`` (the split
+configs that won the session-7 oracle sweeps at 5x300000 and 12x45000), in the same
+session. Writes
 ``lookback.json`` (rows as ``align_probe.py`` writes them, so
 ``entries_from_bench.py --probe`` reads it) and ``lookback.md`` (runs:
 results/lookback/).
 
     python benchmarks/lookback_probe.py --output DIR [--algorithms gae,vtrace,retrace]
+        [--shapes 1x1000000,5x300000,...]
 """
 
 from __future__ import annotations
@@ -31,12 +34,19 @@ from align_probe import (  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.dispatch.registry import all_strategies  # noqa: E402
+from rltriton_tune.strategy import InvalidConfig  # noqa: E402
 from rltriton_tune.tune.bench import DISPATCHED, _dispatched  # noqa: E402
 from rltriton_tune.tune.compile_pool import compile_pool_for  # noqa: E402
-from rltriton_tune.tune.space import SearchSpace  # noqa: E402
+from rltriton_tune.tune.space import Candidate, SearchSpace  # noqa: E402
 
 SHAPES = [(16, 32768), (1, 1_000_000), (3, 50_000), (24, 12_000), (64, 8192), (256, 32768),
           (16, 131072), (4096, 512)]
+#: Split configs timed beside the look-back space (they beat the look-back rule's
+#: (1, 1024, 4) by 1.10-1.55x in the session-7 partial oracle sweeps).
+SPLIT_CONFIGS = [
+    {"BLOCK_N": 1, "BLOCK_T": 512, "CARRY_BLOCK": 64, "CHUNK_T": 2048, "num_warps": 2},
+    {"BLOCK_N": 4, "BLOCK_T": 512, "CARRY_BLOCK": 16, "CHUNK_T": 512, "num_warps": 4},
+]
 
 
 def probe(key: ProblemKey, device: torch.device, budget_s: float, pool) -> list[dict]:
@@ -45,23 +55,34 @@ def probe(key: ProblemKey, device: torch.device, budget_s: float, pool) -> list[
     strategies = all_strategies()
     space = SearchSpace(key, device, strategies={"lookback": strategies["lookback"]})
     chosen, source = _dispatched(key, device)
-    rows = time_candidates(key, device, [chosen, *space.enumerate()], strategies, budget_s,
-                           pool=pool)
+    split = strategies["split"]
+    splits = []
+    for params in SPLIT_CONFIGS:
+        try:
+            splits.append(Candidate("split", split.validate(key, params)))
+        except InvalidConfig:
+            continue
+    rows = time_candidates(key, device, [chosen, *space.enumerate(), *splits], strategies,
+                           budget_s, pool=pool)
     rows[0].update(role=DISPATCHED, source=source.split("@")[0])
     return rows
 
 
 def report(rows: list[dict]) -> str:
-    lines = ["| key | dispatched (source) | us | lookback best | us | speedup |",
-             "|---|---|---:|---|---:|---:|"]
+    lines = ["| key | dispatched (source) | us | lookback best | us | speedup | split best "
+             "| us |", "|---|---|---:|---|---:|---:|---|---:|"]
     for key, rs in rows_by_key(rows).items():
         mine = next(r for r in rs if r.get("role") == DISPATCHED)
-        best = fastest([r for r in rs if r.get("role") != DISPATCHED])
+        others = [r for r in rs if r.get("role") != DISPATCHED]
+        best = fastest([r for r in others if r["config"].startswith("lookback")])
+        split = fastest([r for r in others if r["config"].startswith("split")])
         ratio = mine["device_us"] / best["device_us"] if best and mine["device_us"] else None
         lines.append(f"| {key} | {mine['config']} ({mine['source']}) | "
                      f"{mine['device_us'] or 0:.2f} | {best['config'] if best else '-'} | "
                      f"{best['device_us'] if best else 0:.2f} | "
-                     f"{'-' if ratio is None else format(ratio, '.2f') + 'x'} |")
+                     f"{'-' if ratio is None else format(ratio, '.2f') + 'x'} | "
+                     f"{split['config'] if split else '-'} | "
+                     f"{split['device_us'] if split else 0:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -71,8 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--algorithms", default="gae,vtrace,retrace")
     p.add_argument("--budget-s", type=float, default=0.03, help="timing seconds per config")
     p.add_argument("--max-seconds", type=float, default=500.0)
+    p.add_argument("--shapes", help="NxT,... instead of the built-in shapes")
     args = p.parse_args(argv)
-    keys = [probe_key(alg, n, t, "env") for alg in args.algorithms.split(",") for n, t in SHAPES]
+    shapes = SHAPES if not args.shapes else [
+        tuple(int(x) for x in shape.split("x")) for shape in args.shapes.split(",")]
+    keys = [probe_key(alg, n, t, "env") for alg in args.algorithms.split(",") for n, t in shapes]
     with compile_pool_for(torch.device("cuda")) as pool:
         jobs = [(partial(probe, pool=pool), key) for key in keys]
         return run_jobs("lookback", jobs, args.output, report, args.budget_s, args.max_seconds)
