@@ -66,6 +66,11 @@ def _entry(key, strategy: str, params: dict, us: float, runner_up: dict, baselin
             "method": method, "fingerprint": fingerprint}
 
 
+def config_ident(strategy: str, params: dict) -> tuple:
+    """A hashable identity of one config."""
+    return strategy, tuple(sorted(params.items()))
+
+
 def probe_timings(path: Path) -> dict[str, list[tuple[str, dict, float]]]:
     """Key text -> (strategy, params, device us) of every config a probe file timed,
     leaving out failed configs and kernel variants (``flat:no-hints(...)``). A
@@ -78,10 +83,7 @@ def probe_timings(path: Path) -> dict[str, list[tuple[str, dict, float]]]:
             if rec.get("timing") != "cuda-graph" or not rec.get("correct") or \
                     rec["role"] == "compile" or not rec.get("device_us"):
                 continue
-            key = row_key({"algorithm": rec["algorithm"], "N": rec["N"], "T": rec["T"],
-                           "A": rec.get("A", 0), "dtype": rec["dtype"],
-                           "layout": rec["layout"], "flags": rec["flags"]})
-            out.setdefault(key.as_text(), []).append(
+            out.setdefault(row_key(rec).as_text(), []).append(
                 (rec["strategy"], dict(rec["params"]), rec["device_us"]))
         return out
     for row in data["rows"]:
@@ -107,14 +109,12 @@ def probe_entries(path: Path, shipped: dict, fingerprint) -> list[dict]:
         entry = shipped.get(key_text)
         if entry is None:
             continue
-        timed = {(name, tuple(sorted(params.items()))): (us, params)
-                 for name, params, us in configs}
-        mine = timed.get((entry.strategy, tuple(sorted(entry.params.items()))))
+        timed = {config_ident(name, params): (us, params) for name, params, us in configs}
+        mine = timed.get(config_ident(entry.strategy, entry.params))
         (best_name, _), (best_us, best_params) = min(timed.items(), key=lambda kv: kv[1][0])
         if mine is None or best_us * MARGIN >= mine[0]:
             continue
-        flat = timed.get(("flat", tuple(sorted({"BLOCK_N": 1, **rl_triton_params(key.t)}
-                                               .items()))))
+        flat = timed.get(config_ident("flat", {"BLOCK_N": 1, **rl_triton_params(key.t)}))
         out.append(_entry(key, best_name, best_params, best_us,
                           {"strategy": entry.strategy, "params": dict(entry.params),
                            "device_time_us": mine[0]},

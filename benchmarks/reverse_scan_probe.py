@@ -93,9 +93,14 @@ def probe_kernel(R, D, Y, N, T, gamma, VARIANT: tl.constexpr, BLOCK_N: tl.conste
         carry = take(y, out)
 
 
+def run_length(block_t: int, dtype: torch.dtype) -> int:
+    """Steps per thread-contiguous run in ``flip2``: one 16-byte vector of inputs."""
+    return min(block_t, 16 // torch.empty(0, dtype=dtype).element_size())
+
+
 def launcher(variant: str, config: tuple[int, int, int], dtype: torch.dtype):
     bn, bt, warps = config
-    v = min(bt, 16 // torch.empty(0, dtype=dtype).element_size())
+    v = run_length(bt, dtype)
 
     def run(r: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         y = torch.empty_like(r)
@@ -175,7 +180,7 @@ def ptx_counts(variant: str, config: tuple[int, int, int], dtype: torch.dtype,
     bn, bt, warps = config
     ptr = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}[dtype]
     consts = {"VARIANT": VARIANTS.index(variant), "BLOCK_N": bn, "BLOCK_T": bt,
-              "V": min(bt, 16 // torch.empty(0, dtype=dtype).element_size())}
+              "V": run_length(bt, dtype)}
     sig = {"R": ptr, "D": ptr, "Y": ptr, "N": "i32", "T": "i32", "gamma": "fp32",
            **{k: "constexpr" for k in consts}}
     aligned = {(i,): [["tt.divisibility", 16]] for i in range(5)}

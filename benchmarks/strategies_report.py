@@ -66,16 +66,12 @@ def _fmt(x: float | None, digits: int = 2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def _key_text(row: dict[str, Any]) -> str:
-    text = (f"{row['algorithm']}|{row['flags']}|{row['dtype']}|{row['layout']}|"
-            f"N={row['N']}|T={row['T']}")
-    return text + (f"|A={row['A']}" if row.get("A") else "")
-
-
 def _dispatched(rows: list[dict[str, Any]], entries: dict[str, Any]) -> dict[str, Any] | None:
     """The row of the config dispatch picks now: the shipped profile's entry for the key
     when this run timed that config, else the run's own dispatched row."""
-    entry = entries.get(_key_text(rows[0]))
+    from rltriton_tune.tune.bench import row_key
+
+    entry = entries.get(row_key(rows[0]).as_text())
     if entry is not None:
         match = _best([r for r in rows if r["strategy"] == entry.strategy
                        and r["params"] == dict(entry.params)])
@@ -85,13 +81,13 @@ def _dispatched(rows: list[dict[str, Any]], entries: dict[str, Any]) -> dict[str
 
 
 def shipped_entries() -> dict[str, Any]:
-    """Key text -> entry of the package's shipped H200 profile (empty without one)."""
+    """Key text -> entry of the package's shipped H200 profile."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from rltriton_tune.tuning_db import shipped_dir
+    from entries_from_bench import shipped_h200_profile
+
     from rltriton_tune.tuning_db.store import read_profile
 
-    found = next(shipped_dir().glob("cuda-nvidia-h200-*.json"), None)
-    return {} if found is None else dict(read_profile(found).entries)
+    return dict(read_profile(shipped_h200_profile()).entries)
 
 
 def summarize(data: dict[str, Any], entries: dict[str, Any] | None = None

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from entries_from_bench import (  # noqa: E402
     H200_SMS,
+    config_ident,
     heuristic_at,
     probe_timings,
     shipped_h200_profile,
@@ -43,7 +44,7 @@ from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 def _config(strategy: str, params: dict) -> tuple:
     if strategy == "flat":
         params = {**params, "num_stages": 1}  # no loop: stages change nothing
-    return strategy, tuple(sorted(params.items()))
+    return config_ident(strategy, params)
 
 
 def _as_dict(decision) -> dict | None:
