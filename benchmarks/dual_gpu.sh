@@ -5,7 +5,8 @@
 # accumulate in $CARRY (carry it to the next call); a tarball of it lands in $OUT.
 # Jobs: gputests (the whole `gpu` test suite) | align (benchmarks/align_probe.py,
 #       $ALIGN_SECONDS) | rules (benchmarks/rule_probe.py, $RULE_ALGORITHMS) |
-#       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS; $LOOKBACK_SHAPES NxT,...) |
+#       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS; $LOOKBACK_SHAPES NxT,...;
+#       $LOOKBACK_ALGORITHMS) |
 #       reverse (benchmarks/reverse_scan_probe.py) | bench:ALG | oracle:ALG (bench --oracle,
 #       $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in

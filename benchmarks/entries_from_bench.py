@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from rltriton_tune.dispatch.decide import heuristic_decision  # noqa: E402
 from rltriton_tune.kernels import strategies  # noqa: E402
 from rltriton_tune.tune.bench import row_key  # noqa: E402
+from rltriton_tune.tune.space import Candidate  # noqa: E402
 from rltriton_tune.tuning_db import shipped_dir  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 
@@ -87,11 +88,10 @@ def probe_timings(path: Path) -> dict[str, list[tuple[str, dict, float]]]:
                 (rec["strategy"], dict(rec["params"]), rec["device_us"]))
         return out
     for row in data["rows"]:
-        name, inner = row["config"].rstrip(")").split("(", 1)
-        if not row.get("device_us") or ":" in name:
+        cand = Candidate.from_label(row["config"])
+        if not row.get("device_us") or ":" in cand.strategy:
             continue
-        params = {k: int(v) for k, v in (kv.split("=") for kv in inner.split(", ") if kv)}
-        out.setdefault(row["key"], []).append((name, params, row["device_us"]))
+        out.setdefault(row["key"], []).append((cand.strategy, cand.params, row["device_us"]))
     return out
 
 

@@ -17,6 +17,7 @@ if [ "${TEST_SECONDS:-240}" != 0 ]; then  # 0: the tests run elsewhere (the gput
 fi
 python3 benchmarks/lookback_probe.py --output "$W" --max-seconds "${PROBE_SECONDS:-300}" \
     ${LOOKBACK_SHAPES:+--shapes "$LOOKBACK_SHAPES"} \
+    ${LOOKBACK_ALGORITHMS:+--algorithms "$LOOKBACK_ALGORITHMS"} \
     > "$W/probe.log" 2>&1
 echo "lookback_probe: rc $?" | tee -a "$W/summary.txt"
 cat "$W/lookback.md" 2>/dev/null

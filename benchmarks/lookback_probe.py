@@ -34,6 +34,8 @@ from align_probe import (  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.dispatch.registry import all_strategies  # noqa: E402
+from rltriton_tune.kernels import lookback  # noqa: E402
+from rltriton_tune.kernels.lookback import LookbackStrategy  # noqa: E402
 from rltriton_tune.strategy import InvalidConfig  # noqa: E402
 from rltriton_tune.tune.bench import DISPATCHED, _dispatched  # noqa: E402
 from rltriton_tune.tune.compile_pool import compile_pool_for  # noqa: E402
@@ -65,7 +67,33 @@ def probe(key: ProblemKey, device: torch.device, budget_s: float, pool) -> list[
     rows = time_candidates(key, device, [chosen, *space.enumerate(), *splits], strategies,
                            budget_s, pool=pool)
     rows[0].update(role=DISPATCHED, source=source.split("@")[0])
-    return rows
+    return rows + ticket_order_rows(key, device, rows, budget_s, pool)
+
+
+def ticket_order_rows(key: ProblemKey, device: torch.device, rows: list[dict],
+                      budget_s: float, pool, top: int = 3) -> list[dict]:
+    """The ``top`` fastest look-back configs again, in launch order (as shipped) and with
+    ``TICKET_ORDER`` (a ticket before the loads), timed together: rows with role
+    ``order`` and ``variant`` ``launch`` or ``ticket``."""
+    timed = sorted((r for r in rows if r["device_us"] and r["config"].startswith("lookback(")),
+                   key=lambda r: r["device_us"])[:top]
+    configs = [Candidate.from_label(r["config"]).params for r in timed]
+    if not configs:
+        return []
+    shipping, ticket = LookbackStrategy(), LookbackStrategy()
+    saved, lookback.TICKET_ORDER = lookback.TICKET_ORDER, True
+    try:  # the order is fixed when a launcher is prepared
+        for params in configs:
+            ticket.prepare(key, params)
+    finally:
+        lookback.TICKET_ORDER = saved
+    cands = [Candidate(name, params) for name in ("lookback", "lookback:ticket")
+             for params in configs]
+    out = time_candidates(key, device, cands, {"lookback": shipping, "lookback:ticket": ticket},
+                          budget_s, pool=None)
+    for row in out:
+        row.update(role="order", variant="ticket" if ":ticket" in row["config"] else "launch")
+    return out
 
 
 def report(rows: list[dict]) -> str:
@@ -73,7 +101,7 @@ def report(rows: list[dict]) -> str:
              "| us |", "|---|---|---:|---|---:|---:|---|---:|"]
     for key, rs in rows_by_key(rows).items():
         mine = next(r for r in rs if r.get("role") == DISPATCHED)
-        others = [r for r in rs if r.get("role") != DISPATCHED]
+        others = [r for r in rs if r.get("role") not in (DISPATCHED, "order")]
         best = fastest([r for r in others if r["config"].startswith("lookback")])
         split = fastest([r for r in others if r["config"].startswith("split")])
         ratio = mine["device_us"] / best["device_us"] if best and mine["device_us"] else None
@@ -83,6 +111,21 @@ def report(rows: list[dict]) -> str:
                      f"{'-' if ratio is None else format(ratio, '.2f') + 'x'} | "
                      f"{split['config'] if split else '-'} | "
                      f"{split['device_us'] if split else 0:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def order_report(rows: list[dict]) -> str:
+    """Launch order against ticket order, per key and config (rows of role ``order``)."""
+    lines = ["| key | config | launch order us | ticket order us | ticket / launch |",
+             "|---|---|---:|---:|---:|"]
+    for key, rs in rows_by_key([r for r in rows if r.get("role") == "order"]).items():
+        launch_rows = {r["config"]: r for r in rs if r["variant"] == "launch"}
+        for cfg, mine in launch_rows.items():
+            other = next((r for r in rs if r["variant"] == "ticket"
+                          and r["config"] == cfg.replace("lookback(", "lookback:ticket(")), None)
+            a, b = mine["device_us"], other["device_us"] if other else None
+            lines.append(f"| {key} | {cfg} | {a or 0:.2f} | {b or 0:.2f} | "
+                         f"{format(b / a, '.2f') + 'x' if a and b else '-'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -99,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     keys = [probe_key(alg, n, t, "env") for alg in args.algorithms.split(",") for n, t in shapes]
     with compile_pool_for(torch.device("cuda")) as pool:
         jobs = [(partial(probe, pool=pool), key) for key in keys]
-        return run_jobs("lookback", jobs, args.output, report, args.budget_s, args.max_seconds)
+        return run_jobs("lookback", jobs, args.output,
+                        lambda rows: report(rows) + "\n" + order_report(rows),
+                        args.budget_s, args.max_seconds)
 
 
 if __name__ == "__main__":

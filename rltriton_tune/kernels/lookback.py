@@ -1,26 +1,32 @@
 """``lookback`` strategy: one pass over long sequences with a decoupled look-back.
 
-``split`` reads the inputs twice in two launches. Here each program takes a
-ticket (an atomic counter, so tickets follow the order programs actually start),
-which names its (row block, chunk) with chunks numbered in scan order; it
+``split`` reads the inputs twice in two launches. Here each program's index names
+its (row block, chunk), chunks numbered in scan order, because the hardware starts
+programs in increasing index order (the assumption CUB's single-pass scan makes; with
+``TICKET_ORDER`` a program instead takes an atomic ticket first, which orders programs
+by when they actually start at the cost of one round trip before its loads). It
 scans its BLOCK_T chunk from a zero carry and publishes the chunk's aggregate
 (y at the chunk's outgoing edge, product of beta), then looks back over the
 chunks before it, ``LOOK_WINDOW`` at a time: one load of their flags and one of
 their aggregates, composed in a small scan, until it meets a chunk that has
 published its inclusive value (the true carry at its edge). With that carry it
 finishes the chunk still held in registers, stores the outputs and publishes
-its own inclusive value. One launch, one read of the inputs, one write of the
-outputs; in memory besides them only the per-chunk aggregates and flags.
+its own inclusive value (only when a row has more chunks than one look-back window:
+otherwise every predecessor's aggregate is read in one step anyway, and the extra
+store and fence would only delay the outputs). One launch, one read of the inputs,
+one write of the outputs; in memory besides them only the per-chunk aggregates and
+flags.
 
-The flags and the ticket counter live in a buffer the launcher keeps and zeroes
-once, so a launch (and a CUDA-graph replay) runs no memset: tickets keep counting
-across launches, ``ticket // programs`` is the launch's epoch and a flag counts
-only if it carries the epoch's tag. Launches of one launcher therefore must not
-overlap; the launcher orders a call on a new stream after its previous call.
+The flags and a launch counter live in a buffer the launcher keeps and zeroes once,
+so a launch (and a CUDA-graph replay) runs no memset: every program adds one to the
+counter per launch, so ``counter // programs`` read before it adds is the launch's
+epoch, and a flag counts only if it carries the epoch's tag. Launches of one
+launcher therefore must not overlap; the launcher orders a call on a new stream
+after its previous call.
 
-A program waits only on tickets taken before its own, by programs already
-running, so the chain always advances. Waits are bounded (``MAX_SPINS``
-polls): past that the program gives up and writes NaN rather than hang.
+A program waits only on chunks of lower index, started before it, so the chain
+always advances. Waits are bounded (``MAX_SPINS`` polls): past that the program
+gives up and writes NaN rather than hang.
 """
 
 from __future__ import annotations
@@ -67,6 +73,10 @@ EPOCH_STRIDE = tl.constexpr(4)
 #: aggregate-composing path would go untested; without inclusive values every program
 #: composes all its predecessors' aggregates (same results, only slower).
 PUBLISH_INCLUSIVE = True
+
+#: Whether a program's chunk comes from an atomic ticket (start order) instead of its
+#: program index (launch order, which the hardware follows).
+TICKET_ORDER = False
 
 
 @triton.jit
@@ -130,16 +140,26 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                     ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
-                    PUBLISH_INCLUSIVE: tl.constexpr, WINDOW: tl.constexpr):
+                    PUBLISH_INCLUSIVE: tl.constexpr, WINDOW: tl.constexpr,
+                    TICKET_ORDER: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
-    # STATE (int64): [0] ticket counter, never reset; [1 + k * n_blocks + rb] flag of chunk
+    # STATE (int64): [0] launch counter, never reset; [1 + k * n_blocks + rb] flag of chunk
     # k of row block rb. AGG [3, NC, N]: aggregate alpha, aggregate beta, inclusive value.
     n_blocks = tl.cdiv(N, BLOCK_N)
     programs = n_blocks * NC
-    ticket = tl.atomic_add(STATE, 1)
-    epoch = ticket // programs
-    local = (ticket - epoch * programs).to(tl.int32)
+    # The counter tells launches apart (launches never overlap) and orders no memory, so
+    # relaxed suffices. A ticket must come back before the loads can start. In launch
+    # order the counter instead counts finished programs: a program reads it (a load
+    # whose round trip overlaps the input loads) and counts itself only at its end, so
+    # fewer than ``programs`` of its own launch can have counted when it reads.
+    if TICKET_ORDER:
+        ticket = tl.atomic_add(STATE, 1, sem="relaxed")
+        epoch = ticket // programs
+        local = (ticket - epoch * programs).to(tl.int32)
+    else:
+        epoch = tl.load(STATE, volatile=True) // programs
+        local = tl.program_id(0)
     base = epoch * EPOCH_STRIDE
     rb = local % n_blocks
     k = local // n_blocks  # position of the chunk in scan order
@@ -185,6 +205,8 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
         y_next = y
     FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
            san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+    if not TICKET_ORDER:
+        tl.atomic_add(STATE, 1, sem="relaxed")  # finished (a fire-and-forget reduction)
 
 
 class LookbackStrategy(TritonStrategy):
@@ -221,9 +243,11 @@ class LookbackStrategy(TritonStrategy):
         pack = Packer(key, bn * bt)
         n_blocks, n_chunks = triton.cdiv(key.n, bn), triton.cdiv(key.t, bt)
         grid = (n_blocks * n_chunks,)
+        # Inclusive values shorten a look-back only past one window of predecessors.
+        inclusive = PUBLISH_INCLUSIVE and n_chunks > LOOK_WINDOW
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, MAX_SPINS=MAX_SPINS,
-                      PUBLISH_INCLUSIVE=PUBLISH_INCLUSIVE, WINDOW=LOOK_WINDOW,
-                      num_warps=params["num_warps"])
+                      PUBLISH_INCLUSIVE=inclusive, WINDOW=LOOK_WINDOW,
+                      TICKET_ORDER=TICKET_ORDER, num_warps=params["num_warps"])
         kernel = FastLaunch(lookback_kernel, grid, consts)
         tickets = Tickets(1 + n_blocks * n_chunks)
 

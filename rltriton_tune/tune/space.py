@@ -37,6 +37,16 @@ class Candidate:
         inner = ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         return f"{self.strategy}({inner})"
 
+    @classmethod
+    def from_label(cls, text: str) -> Candidate:
+        """The candidate ``label()`` wrote (integer parameters, as every strategy has)."""
+        name, _, inner = text.strip().removesuffix(")").partition("(")
+        if not name or not _:
+            raise ValueError(f"not a candidate label: {text!r}")
+        params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in inner.split(",")
+                                                 if kv.strip())}
+        return cls(name, params)
+
 
 def search_strategies(device: torch.device) -> dict[str, Strategy]:
     """The strategies the tuner chooses among on ``device``."""

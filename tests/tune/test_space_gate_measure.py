@@ -122,3 +122,12 @@ def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():
     assert choice.strategy == "flat" and choice.params["BLOCK_N"] == 16
     cpu_space = SearchSpace(short, torch.device("cpu"))  # GPU rules only: none applies
     assert builtin_choice(short, cpu_space) is None
+
+
+def test_candidate_label_round_trips_and_rejects_other_text():
+    cand = Candidate("split", {"BLOCK_T": 512, "BLOCK_N": 4, "CHUNK_T": 2048, "num_warps": 2})
+    assert Candidate.from_label(cand.label()) == cand
+    assert Candidate.from_label("lookback:ticket(BLOCK_N=1)").strategy == "lookback:ticket"
+    assert Candidate.from_label("torch()") == Candidate("torch", {})
+    with pytest.raises(ValueError, match="not a candidate label"):
+        Candidate.from_label("flat BLOCK_N=1")
