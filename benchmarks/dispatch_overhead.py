@@ -129,7 +129,7 @@ def generic_flat_us(key, call, reps: int, rounds: int) -> float | None:
         return None
     params = FlatStrategy().validate(key, FlatStrategy().default_params(key))
     bn, bt = params["BLOCK_N"], next_pow2(key.t)
-    pack = Packer(key, bn * bt)
+    pack = Packer(key, bn * bt, params["num_warps"])
     grid = (triton.cdiv(key.n, bn),)
     meta = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, num_warps=params["num_warps"],
                 num_stages=params["num_stages"])

@@ -22,9 +22,9 @@ from rltriton_tune.kernels.launch import (
     rescale_tile,
 )
 from rltriton_tune.kernels.scan import (
-    combine,
     edges,
     row_block,
+    scan_pairs,
     scan_tile_next,
     time_block,
     true_sizes,
@@ -40,6 +40,7 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san
                 F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                 F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                 ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
+                RUN: tl.constexpr,
                 BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
@@ -50,9 +51,9 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san
     if NEXT:
         feed, _ = edges(BLOCK_T, REVERSE)
         y, _, y_next, _ = scan_tile_next(a, b, tl.zeros([BLOCK_N], tl.float32), feed, REVERSE,
-                                         NEXT)
+                                         NEXT, RUN)
     else:
-        y, _ = tl.associative_scan((a, b), 1, combine, reverse=REVERSE)
+        y, _ = scan_pairs(a, b, REVERSE, RUN)
         y_next = y
     FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se, san,
            sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
@@ -113,7 +114,7 @@ class FlatStrategy(TritonStrategy):
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)
-        pack = Packer(key, bn * bt)
+        pack = Packer(key, bn * bt, params["num_warps"])
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, num_warps=params["num_warps"],
                       num_stages=params["num_stages"])

@@ -96,6 +96,9 @@ MAX_ALIGN = 16
 #: multiples of 16 compile to scalar accesses: benchmarks/align_probe.py measures the gap
 #: and the tests run both ways.
 ALIGN_HINTS = True
+#: Whether backward scans of env-major rows run forward within each thread's flipped
+#: runs (``scan.scan_pairs``); off, Triton's reverse scan (A/B and tests run both).
+FLIP_RUNS = True
 
 
 def pow2_divisor(x: int, cap: int = MAX_ALIGN) -> int:
@@ -108,10 +111,23 @@ def is_pow2(x: int) -> bool:
     return x >= 1 and x & (x - 1) == 0
 
 
+def scan_run(key: ProblemKey, tile_elems: int, num_warps: int) -> int:
+    """Steps per thread-contiguous run for a backward scan (``scan.scan_pairs``): one
+    16-byte vector of the inputs along env-major rows, or the thread's whole share of
+    the tile if smaller (a run must not span threads). 1 (Triton's reverse scan) for
+    forward scans, time-major inputs (steps not contiguous) and per-action estimators
+    (their coefficients come out of sums over actions, in another layout)."""
+    spec_reverse = BUILDERS[key.algorithm].reverse
+    if key.time_major or not spec_reverse or key.a or not FLIP_RUNS:
+        return 1
+    vector = 16 // torch.empty((), dtype=getattr(torch, key.dtype)).element_size()
+    return max(1, min(vector, tile_elems // (32 * num_warps)))
+
+
 class Packer:
     """Precomputed argument plan for one problem key."""
 
-    def __init__(self, key: ProblemKey, tile_elems: int) -> None:
+    def __init__(self, key: ProblemKey, tile_elems: int, num_warps: int) -> None:
         spec = key.spec
         self.key = key
         self.builder = BUILDERS[key.algorithm]
@@ -153,6 +169,7 @@ class Packer:
             ALIGN_N=self.align_n,
             ALIGN_T=self.align_t,
             ALIGN_A=self.align_a,
+            RUN=scan_run(key, tile_elems, num_warps),
         )
 
     def args(self, call: Call) -> tuple[list[Any], tuple[torch.Tensor, ...]]:

@@ -139,6 +139,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                     ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
+                    RUN: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
                     PUBLISH_INCLUSIVE: tl.constexpr, WINDOW: tl.constexpr,
                     TICKET_ORDER: tl.constexpr):
@@ -173,7 +174,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                   saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
     zero = tl.zeros([BLOCK_N], tl.float32)
-    y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, REVERSE, NEXT)
+    y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, REVERSE, NEXT, RUN)
     agg_a = take(y, out)
     agg_b = take(p, out)
     r = tl.reshape(rows, [BLOCK_N])
@@ -240,7 +241,7 @@ class LookbackStrategy(TritonStrategy):
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
-        pack = Packer(key, bn * bt)
+        pack = Packer(key, bn * bt, params["num_warps"])
         n_blocks, n_chunks = triton.cdiv(key.n, bn), triton.cdiv(key.t, bt)
         grid = (n_blocks * n_chunks,)
         # Inclusive values shorten a look-back only past one window of predecessors.

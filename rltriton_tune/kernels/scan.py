@@ -13,18 +13,6 @@ def combine(a1, b1, a2, b2):
 
 
 @triton.jit
-def scan_tile(a, b, carry, feed, REVERSE: tl.constexpr):
-    """Scan a [rows, BLOCK] tile along axis 1 starting from ``carry`` ([rows]).
-
-    The carry is folded into alpha at the ``feed`` position (the tile's last
-    column for a backward scan, its first for a forward one). Returns
-    (y, product of beta) for every position.
-    """
-    a = tl.where(feed, a + b * carry[:, None], a)
-    return tl.associative_scan((a, b), 1, combine, reverse=REVERSE)
-
-
-@triton.jit
 def combine_next(a1, b1, c1, d1, a2, b2, c2, d2):
     """``combine`` on (whole segment, segment without its last step in scan order).
 
@@ -36,7 +24,89 @@ def combine_next(a1, b1, c1, d1, a2, b2, c2, d2):
 
 
 @triton.jit
-def scan_tile_next(a, b, carry, feed, REVERSE: tl.constexpr, NEXT: tl.constexpr):
+def _runs(x, R: tl.constexpr):
+    """[rows, BLOCK] as [rows, BLOCK // R, R] runs of R steps, each run flipped."""
+    return tl.flip(tl.reshape(x, [x.shape[0], x.shape[1] // R, R]), 2)
+
+
+@triton.jit
+def _unruns(x):
+    """Inverse of ``_runs``."""
+    return tl.reshape(tl.flip(x, 2), [x.shape[0], x.shape[1] * x.shape[2]])
+
+
+@triton.jit
+def _run_ends(x, R: tl.constexpr):
+    """Each run's value at its last position in scan order ([rows, runs])."""
+    return tl.sum(tl.where((tl.arange(0, R) == R - 1)[None, None, :], x, 0.0), axis=2)
+
+
+@triton.jit
+def _entering(ya, yb, R: tl.constexpr):
+    """What enters each run from the runs after it (a backward scan's predecessors):
+    (value, product of beta), from the runs' own scans ``ya``, ``yb``."""
+    ra = _run_ends(ya, R)
+    rb = _run_ends(yb, R)
+    zero = tl.zeros_like(ra)
+    if ra.shape[1] == 1:  # one run per row: nothing enters it within the tile
+        return zero[:, :, None], zero[:, :, None] + 1.0
+    _, _, xa, xb = tl.associative_scan((ra, rb, zero, zero + 1.0), 1, combine_next,
+                                       reverse=True)
+    return xa[:, :, None], xb[:, :, None]
+
+
+@triton.jit
+def scan_pairs(a, b, REVERSE: tl.constexpr, RUN: tl.constexpr):
+    """Scan [rows, BLOCK] tiles of affine steps along axis 1: (y, product of beta).
+
+    Triton lowers a reverse ``associative_scan`` with lane-reversing shuffles on every
+    element, which leaves 16-bit backward scans issue-bound. With RUN > 1 a backward
+    scan runs forward instead within RUN-step runs (each thread's contiguous steps,
+    flipped in registers), and only the runs' aggregates take a reverse scan across
+    threads (benchmarks/NOTES.md, session 8: bfloat16 4096x8192 91 -> 56 us).
+    """
+    if REVERSE and RUN > 1:
+        R: tl.constexpr = RUN if RUN < a.shape[1] else a.shape[1]
+        ya, yb = tl.associative_scan((_runs(a, R), _runs(b, R)), 2, combine)
+        xa, xb = _entering(ya, yb, R)
+        return _unruns(ya + yb * xa), _unruns(yb * xb)
+    else:
+        return tl.associative_scan((a, b), 1, combine, reverse=REVERSE)
+
+
+@triton.jit
+def scan_pairs_next(a, b, REVERSE: tl.constexpr, RUN: tl.constexpr):
+    """``scan_pairs`` that also gives each position its predecessor's value and product
+    in scan order (``y[t+1]``, ``prod b[t+1..]`` of a backward scan; 0 and 1 at the
+    tile's first position)."""
+    zero = tl.zeros_like(a)
+    if REVERSE and RUN > 1:
+        R: tl.constexpr = RUN if RUN < a.shape[1] else a.shape[1]
+        z = _runs(zero, R)
+        ya, yb, yc, yd = tl.associative_scan((_runs(a, R), _runs(b, R), z, z + 1.0), 2,
+                                             combine_next)
+        xa, xb = _entering(ya, yb, R)
+        return (_unruns(ya + yb * xa), _unruns(yb * xb), _unruns(yc + yd * xa),
+                _unruns(yd * xb))
+    else:
+        return tl.associative_scan((a, b, zero, zero + 1.0), 1, combine_next, reverse=REVERSE)
+
+
+@triton.jit
+def scan_tile(a, b, carry, feed, REVERSE: tl.constexpr, RUN: tl.constexpr):
+    """Scan a [rows, BLOCK] tile along axis 1 starting from ``carry`` ([rows]).
+
+    The carry is folded into alpha at the ``feed`` position (the tile's last
+    column for a backward scan, its first for a forward one). Returns
+    (y, product of beta) for every position; RUN as in ``scan_pairs``.
+    """
+    a = tl.where(feed, a + b * carry[:, None], a)
+    return scan_pairs(a, b, REVERSE, RUN)
+
+
+@triton.jit
+def scan_tile_next(a, b, carry, feed, REVERSE: tl.constexpr, NEXT: tl.constexpr,
+                   RUN: tl.constexpr):
     """``scan_tile`` that also gives each position its neighbour's value and product
     (``y[t+1]``, ``prod b[t+1..]`` of a backward scan; the carry at the feed position).
 
@@ -44,13 +114,11 @@ def scan_tile_next(a, b, carry, feed, REVERSE: tl.constexpr, NEXT: tl.constexpr)
     whose ``finish`` does not read them get the plain scan."""
     if NEXT:
         a = tl.where(feed, a + b * carry[:, None], a)
-        zero = tl.zeros_like(a)
-        y, p, yn, pn = tl.associative_scan((a, b, zero, zero + 1.0), 1, combine_next,
-                                           reverse=REVERSE)
-        yn = tl.where(feed, carry[:, None] + zero, yn)
+        y, p, yn, pn = scan_pairs_next(a, b, REVERSE, RUN)
+        yn = tl.where(feed, carry[:, None] + tl.zeros_like(a), yn)
         return y, p, yn, pn
     else:
-        y, p = scan_tile(a, b, carry, feed, REVERSE)
+        y, p = scan_tile(a, b, carry, feed, REVERSE, RUN)
         return y, p, y, p
 
 
@@ -106,7 +174,7 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, 
               COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
-              BLOCK_T: tl.constexpr, NEXT: tl.constexpr):
+              BLOCK_T: tl.constexpr, NEXT: tl.constexpr, RUN: tl.constexpr):
     """Scan ``n_tiles`` BLOCK_T tiles from time ``base`` starting from ``carry``, storing
     the outputs of each tile; returns the carry leaving the span."""
     feed, out = edges(BLOCK_T, REVERSE)
@@ -114,7 +182,7 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, 
         ts = time_block(tile_start(i, n_tiles, base, BLOCK_T, REVERSE), BLOCK_T, BIG)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
-        y, _, y_next, _ = scan_tile_next(a, b, carry, feed, REVERSE, NEXT)
+        y, _, y_next, _ = scan_tile_next(a, b, carry, feed, REVERSE, NEXT, RUN)
         FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
                san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
                BLOCK_A)

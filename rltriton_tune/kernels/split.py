@@ -64,6 +64,7 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st,
                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                         F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                         ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
+                        RUN: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
                         CARRY_BLOCK: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
@@ -77,7 +78,7 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st,
         ts = time_block(tile_start(i, n_tiles, c0, BLOCK_T, REVERSE), BLOCK_T, BIG)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
-        y, p = scan_tile(a, b, agg_a, feed, REVERSE)
+        y, p = scan_tile(a, b, agg_a, feed, REVERSE, RUN)
         agg_a = take(y, out)
         agg_b = take(p, out) * agg_b
     r = tl.reshape(rows, [BLOCK_N])
@@ -95,6 +96,7 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                       ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
+                      RUN: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
                       CARRY_BLOCK: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
@@ -122,13 +124,13 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
         off = ks * N + rows
         ka = tl.load(AGG + off, mask=m, other=0.0)
         kb = tl.load(AGG + NC * N + off, mask=m, other=1.0)
-        y, _ = scan_tile(ka, kb, carry, cfeed, REVERSE)
+        y, _ = scan_tile(ka, kb, carry, cfeed, REVERSE, 1)  # chunk-major: no thread runs
         carry = take(y, cout)
     # Rescan the chunk from that carry.
     scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn,
               ost, S0, S1, S2, S3, rows, carry, c0, tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T),
               COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, BIG, BLOCK_T,
-              NEXT)
+              NEXT, RUN)
 
 
 class SplitStrategy(TritonStrategy):
@@ -170,7 +172,7 @@ class SplitStrategy(TritonStrategy):
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         chunk, bn, bt = params["CHUNK_T"], params["BLOCK_N"], params["BLOCK_T"]
-        pack = Packer(key, bn * bt)
+        pack = Packer(key, bn * bt, params["num_warps"])
         n_chunks = triton.cdiv(key.t, chunk)
         grid = (triton.cdiv(key.n, bn) * n_chunks,)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, CHUNK_T=chunk,

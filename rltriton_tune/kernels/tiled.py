@@ -34,6 +34,7 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, sa
                  F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                  F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                  ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
+                 RUN: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
@@ -41,7 +42,7 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, sa
     scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn,
               ost, S0, S1, S2, S3, rows, tl.zeros([BLOCK_N], tl.float32), 0,
               tl.cdiv(T, BLOCK_T), COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
-              BLOCK_A, BIG, BLOCK_T, NEXT)
+              BLOCK_A, BIG, BLOCK_T, NEXT, RUN)
 
 
 class TiledStrategy(TritonStrategy):
@@ -92,7 +93,7 @@ class TiledStrategy(TritonStrategy):
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
-        pack = Packer(key, bn * bt)
+        pack = Packer(key, bn * bt, params["num_warps"])
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, num_warps=params["num_warps"],
                       num_stages=params["num_stages"])

@@ -88,7 +88,7 @@ def test_int64_offsets(strategy, algorithm, monkeypatch):
     call, kwargs = make_call(key, seed=7)
     strategy_ = strategies()[strategy]
     launcher = strategy_.prepare(key, small_params(strategy, key.t))
-    assert launch.Packer(key, 1).constexprs["BIG"]
+    assert launch.Packer(key, 1, 1).constexprs["BIG"]
     check_outputs(launcher(call), expected(algorithm, kwargs), call, f"{strategy} int64")
 
 
@@ -102,7 +102,7 @@ def test_alignment_hints(strategy, layout, n, t, hints, monkeypatch):
     for algorithm, a in (("gae", 0), ("vtrace", 0), ("episodic_prefix_sum", 0),
                          ("retrace", 8), ("retrace", 6)):
         key = ProblemKey(algorithm, n, t, "float32", layout, FLAG_SETS[algorithm][-1], a)
-        pack = launch.Packer(key, 1)
+        pack = launch.Packer(key, 1, 1)
         align = pack.constexprs["ALIGN_N" if layout == "time" else "ALIGN_T"]
         assert align == (launch.pow2_divisor(n if layout == "time" else t) if hints else 1)
         assert pack.constexprs["ALIGN_A"] == (launch.pow2_divisor(a) if hints and a else 1)
@@ -115,3 +115,48 @@ def test_alignment_hints(strategy, layout, n, t, hints, monkeypatch):
                                          (1024, 16), (0, 16), (7, 1)])
 def test_pow2_divisor(x, want):
     assert launch.pow2_divisor(x) == want
+
+
+#: Tiles of 128-256 steps on one warp: 4-8 steps per thread, so backward scans take the
+#: flipped-run path (``scan.scan_pairs``) with several runs per row.
+RUN_PARAMS = {
+    "flat": {"BLOCK_N": 1, "num_warps": 1},
+    "tiled": {"BLOCK_N": 2, "BLOCK_T": 128, "num_warps": 1},
+    "split": {"BLOCK_N": 1, "BLOCK_T": 128, "CHUNK_T": 256, "CARRY_BLOCK": 2, "num_warps": 1},
+    "lookback": {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1},
+}
+
+
+@pytest.mark.parametrize("flip", [True, False], ids=["runs", "reverse-scan"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("strategy", sorted(RUN_PARAMS))
+def test_backward_scan_in_flipped_runs(strategy, dtype, flip, monkeypatch):
+    """Backward estimators give the reference's numbers whether a tile is scanned in
+    flipped per-thread runs or by Triton's reverse scan, with bootstrap values and
+    truncations cutting runs in their middle."""
+    monkeypatch.setattr(launch, "FLIP_RUNS", flip)
+    params = RUN_PARAMS[strategy]
+    for algorithm in ("gae", "vtrace", "lambda_returns", "discounted_returns"):
+        key = ProblemKey(algorithm, 3, 600 if strategy != "flat" else 250, dtype, "env",
+                         FLAG_SETS[algorithm][-1])
+        impl = type(strategies()[strategy])()
+        full = impl.validate(key, params)
+        tile = full["BLOCK_N"] * full.get("BLOCK_T", launch.next_pow2(key.t))
+        assert launch.scan_run(key, tile, full["num_warps"]) == (
+            min(16 // (4 if dtype == "float32" else 2), tile // 32) if flip else 1)
+        call, kwargs = make_call(key, seed=7)
+        outs = impl.prepare(key, params)(call)
+        check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
+
+
+def test_scan_runs_only_for_env_major_backward_scans():
+    def run(algorithm, layout="env", dtype="bfloat16", a=0, tile=2048, warps=4):
+        return launch.scan_run(ProblemKey(algorithm, 4, 64, dtype, layout, "none", a),
+                               tile, warps)
+
+    assert run("gae") == 8 and run("gae", dtype="float32") == 4
+    assert run("gae", tile=64, warps=1) == 2       # two steps per thread: a run of two
+    assert run("gae", tile=16, warps=1) == 1
+    assert run("gae", layout="time") == 1
+    assert run("eligibility_traces") == 1           # forward scan
+    assert run("retrace", a=4) == 1                 # per-action coefficients
