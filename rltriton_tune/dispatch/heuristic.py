@@ -78,16 +78,19 @@ ACTION_ROWS_TILE = 128
 #: program took 88.8 us at 48x6000, twice torch.compile's 44.4).
 ACTION_SPLIT_T = 4096
 
-#: Env-major keys of that few-rows, long-T kind take the one-pass look-back scan from
-#: this many elements (N*T) on, and every per-action one: H200 lookback probe
-#: (benchmarks/results/lookback/session6), best look-back config against split:
-#: GAE 64x8192 8.9 vs 10.1 us, 16x131072 21.7 vs 36.8, 1x1000000 20.1 vs 24.6; V-trace
-#: 1x1000000 28.3 vs 58.7; Retrace 3x50000 16.4 vs 20.3, 1x1000000 67.9 vs 120.5. Below
-#: it split stays ahead (GAE 24x12000 7.9 vs 8.4, 3x50000 7.3 vs 7.5).
-LOOKBACK_MIN_ELEMENTS = 1 << 19
-#: From this many elements the look-back chunk grows to 4096 steps (16x131072: the
-#: best GAE and V-trace configs); below it 1024 (1x1000000, 64x8192, Retrace).
-LOOKBACK_WIDE_ELEMENTS = 1 << 21
+#: Env-major keys of that few-rows, long-T kind take the one-pass look-back scan, with
+#: chunks that grow with T: (largest T, BLOCK_T, num_warps). H200 lookback probe with
+#: launch-order chunks (benchmarks/results/lookback/session8), GAE, eligibility traces
+#: and V-trace at 9 shapes of N = 1-64, T = 8192-10^6: the look-back space's best config
+#: beat the split strategy's best in every one (GAE 3x50000 6.2 vs 7.4 us, 24x12000 7.0
+#: vs 7.9, 5x300000 18.0 vs 22.0), with 1024-step chunks best up to T = 12000, 2048 at
+#: T = 32768-50000 and 4096 from T = 131072 (GAE 5x300000: 18.0 us at 4096 against
+#: 24.7 at 1024). Per-action keys (Retrace) keep 1024-step chunks (session-6 probe).
+LOOKBACK_CHUNKS: tuple[tuple[int, int, int], ...] = (
+    (16383, 1024, 2),
+    (65535, 2048, 4),
+    (1 << 62, 4096, 4),
+)
 
 #: Time-major rollouts up to this many steps use the sequential kernel:
 #: 32768x8 sequential 2.7 vs tiled 3.1 us, 32768x32 7.1 vs 7.5 us; from T=128 on
@@ -120,11 +123,13 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     if key.time_major and t <= SEQUENTIAL_MAX_T:
         ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
-        if not key.time_major and (key.a or n * t >= LOOKBACK_MIN_ELEMENTS):
-            chunk = 4096 if n * t >= LOOKBACK_WIDE_ELEMENTS and not key.a else 1024
-            ranked.append(("lookback", {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 4},
-                           f"N<{sm_count} SMs, long T, {n * t} elements: one-pass look-back "
-                           f"scan over {chunk}-step chunks (1x1000000: 20.1 vs split 24.6 us)"))
+        if not key.time_major:
+            chunk, warps = (1024, 4) if key.a else next(
+                (c, w) for top, c, w in LOOKBACK_CHUNKS if t <= top)
+            ranked.append(("lookback", {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps},
+                           f"N<{sm_count} SMs, long T: one-pass look-back scan over "
+                           f"{chunk}-step chunks, {warps} warps (GAE 5x300000: 18.0 vs "
+                           "split 22.0 us)"))
         ranked.append(("split", {}, f"N<{sm_count} SMs, long T: split time across programs "
                                     "(16x32768: flat 95.8, tiled 42.3, torch scan 30.7 us)"))
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},

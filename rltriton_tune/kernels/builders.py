@@ -14,12 +14,12 @@ passed to the scan cores as constexpr arguments:
 
 The cores compute ``y[t] = alpha[t] + beta[t] * y[t+1]`` (backward) or
 ``y[t] = alpha[t] + beta[t] * y[t-1]`` (forward). V-trace and Retrace need
-``D[t+1]`` for their second output. V-trace's ``coeffs`` give the SHIFTED
-recurrence ``E[t] = D[t+1]`` (its coefficients at ``t + 1``) and ``finish`` forms
-``D[t] = delta[t] + beta[t] * E[t]`` pointwise, re-reading its per-step inputs
-(cache hits). Retrace scans ``D`` itself and takes ``D[t+1]`` as ``y_next``: its
-``delta`` holds ``sum_a pi * next_q`` over the ``[N, T, A]`` rows, which a shifted
-recurrence would read twice.
+``D[t+1]`` for their second output: both scan ``D`` itself and take ``D[t+1]`` as
+``y_next``. (A shifted recurrence ``E[t] = D[t+1]``, coefficients read at ``t + 1``,
+would need no neighbour value, but its loads start one element past a vector boundary:
+scalar loads, which left bfloat16 V-trace issue-bound; Retrace's ``delta`` sums
+``pi * next_q`` over the ``[N, T, A]`` rows, which it would read twice.) ``finish``
+re-reads the per-step inputs it needs (cache hits).
 
 Pointer slots ``P0..P7`` hold the algorithm's tensors in the order of
 ``ALGORITHMS[name].tensors`` (a dummy pointer where an optional one is absent);
@@ -150,9 +150,9 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
 def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
                   S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
-    # Shifted recurrence: E[t] = D[t+1] has V-trace's coefficients at t + 1.
+    # D[t] = vs[t] - values[t] = delta[t] + beta[t] * D[t+1]; finish gets D[t+1] too.
     delta, beta, _, _, _, _, _, _, _, _ = _vtrace_parts(
-        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts + 1, N, T, sn, st, se, S0, S1, S2,
+        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
     return delta, beta
 
@@ -162,11 +162,11 @@ def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N
                   san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                   BLOCK_A: tl.constexpr):
-    delta, beta, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
+    _, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
-    vs = v + delta + beta * y                      # y = D[t+1]
-    nvs = tl.where(cut, b, v_next + y)             # vs[t+1] = values[t+1] + D[t+1]
+    vs = v + y                                     # y = D[t], y_next = D[t+1]
+    nvs = tl.where(cut, b, v_next + y_next)        # vs[t+1] = values[t+1] + D[t+1]
     adv = rho * (r + S0 * (1.0 - term) * nvs - v)
     _store(O0, rows, ts, osn, ost, vs, m)
     _store(O1, rows, ts, osn, ost, adv, m)
@@ -367,7 +367,7 @@ class Builder:
 
 BUILDERS: dict[str, Builder] = {
     "gae": Builder(gae_coeffs, store_finish, True),
-    "vtrace": Builder(vtrace_coeffs, vtrace_finish, True),
+    "vtrace": Builder(vtrace_coeffs, vtrace_finish, True, next_value=True),
     "retrace": Builder(retrace_coeffs, retrace_finish, True, next_value=True),
     "lambda_returns": Builder(lambda_returns_coeffs, store_finish, True),
     "discounted_returns": Builder(discounted_returns_coeffs, store_finish, True),

@@ -99,6 +99,9 @@ ALIGN_HINTS = True
 #: Whether backward scans of env-major rows run forward within each thread's flipped
 #: runs (``scan.scan_pairs``); off, Triton's reverse scan (A/B and tests run both).
 FLIP_RUNS = True
+#: The same for per-action estimators (Retrace), whose coefficients come out of sums
+#: over the action axis, in another register layout than their loads.
+FLIP_ACTION_RUNS = True
 
 
 def pow2_divisor(x: int, cap: int = MAX_ALIGN) -> int:
@@ -115,10 +118,10 @@ def scan_run(key: ProblemKey, tile_elems: int, num_warps: int) -> int:
     """Steps per thread-contiguous run for a backward scan (``scan.scan_pairs``): one
     16-byte vector of the inputs along env-major rows, or the thread's whole share of
     the tile if smaller (a run must not span threads). 1 (Triton's reverse scan) for
-    forward scans, time-major inputs (steps not contiguous) and per-action estimators
-    (their coefficients come out of sums over actions, in another layout)."""
+    forward scans, time-major inputs (steps not contiguous) and, unless
+    ``FLIP_ACTION_RUNS``, per-action estimators."""
     spec_reverse = BUILDERS[key.algorithm].reverse
-    if key.time_major or not spec_reverse or key.a or not FLIP_RUNS:
+    if key.time_major or not spec_reverse or (key.a and not FLIP_ACTION_RUNS) or not FLIP_RUNS:
         return 1
     vector = 16 // torch.empty((), dtype=getattr(torch, key.dtype)).element_size()
     return max(1, min(vector, tile_elems // (32 * num_warps)))

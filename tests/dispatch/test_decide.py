@@ -93,9 +93,9 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
-    (16, 32768, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4}),
+    (24, 12000, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 2}),
+    (16, 32768, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048, "num_warps": 4}),
     (16, 131072, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 4096, "num_warps": 4}),
-    (24, 12000, "env", "split", {}),                               # below 2^19 elements
     (32768, 8, "time", "sequential", {}),
     (20000, 100, "time", "flat", {"BLOCK_N": 16, "num_warps": 4}),
     (12000, 160, "time", "tiled", {"BLOCK_N": 16, "BLOCK_T": 64, "num_warps": 2}),

@@ -65,17 +65,20 @@ def test_matches_reference(strategy, i, algorithm, flags, layout, dtype):
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_neighbour_value_across_tiles_and_chunks(strategy, layout):
-    """Retrace's finish reads y[t+1] from the core (``next_value``): at the edge of every
-    tile, chunk and look-back chunk it must be the carry coming in, and 0 past T-1."""
+@pytest.mark.parametrize(("algorithm", "flags", "a"), [("retrace", "trunc", 4),
+                                                       ("vtrace", "none", 0)])
+def test_neighbour_value_across_tiles_and_chunks(strategy, layout, algorithm, flags, a):
+    """V-trace's and Retrace's finish read y[t+1] from the core (``next_value``): at the
+    edge of every tile, chunk and look-back chunk it must be the carry coming in (V-trace
+    without truncations or bootstrap values uses it up to t = T-2)."""
     from rltriton_tune.kernels.builders import BUILDERS
 
-    assert BUILDERS["retrace"].next_value
-    key = ProblemKey("retrace", 3, 33, "float32", layout, "trunc", a=4)
+    assert BUILDERS[algorithm].next_value
+    key = ProblemKey(algorithm, 3, 33, "float32", layout, flags, a=a)
     call, kwargs = make_call(key, seed=33)
     params = small_params(strategy, key.t)
     outs = strategies()[strategy].prepare(key, params)(call)
-    check_outputs(outs, expected("retrace", kwargs), call, f"{strategy} {params}")
+    check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {params}")
 
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
@@ -136,9 +139,9 @@ def test_backward_scan_in_flipped_runs(strategy, dtype, flip, monkeypatch):
     truncations cutting runs in their middle."""
     monkeypatch.setattr(launch, "FLIP_RUNS", flip)
     params = RUN_PARAMS[strategy]
-    for algorithm in ("gae", "vtrace", "lambda_returns", "discounted_returns"):
+    for algorithm in ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns"):
         key = ProblemKey(algorithm, 3, 600 if strategy != "flat" else 250, dtype, "env",
-                         FLAG_SETS[algorithm][-1])
+                         FLAG_SETS[algorithm][-1], a=5 if algorithm == "retrace" else 0)
         impl = type(strategies()[strategy])()
         full = impl.validate(key, params)
         tile = full["BLOCK_N"] * full.get("BLOCK_T", launch.next_pow2(key.t))
@@ -149,7 +152,7 @@ def test_backward_scan_in_flipped_runs(strategy, dtype, flip, monkeypatch):
         check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
 
 
-def test_scan_runs_only_for_env_major_backward_scans():
+def test_scan_runs_only_for_env_major_backward_scans(monkeypatch):
     def run(algorithm, layout="env", dtype="bfloat16", a=0, tile=2048, warps=4):
         return launch.scan_run(ProblemKey(algorithm, 4, 64, dtype, layout, "none", a),
                                tile, warps)
@@ -159,4 +162,6 @@ def test_scan_runs_only_for_env_major_backward_scans():
     assert run("gae", tile=16, warps=1) == 1
     assert run("gae", layout="time") == 1
     assert run("eligibility_traces") == 1           # forward scan
-    assert run("retrace", a=4) == 1                 # per-action coefficients
+    assert run("retrace", a=4) == 8
+    monkeypatch.setattr(launch, "FLIP_ACTION_RUNS", False)
+    assert run("retrace", a=4) == 1 and run("gae") == 8
