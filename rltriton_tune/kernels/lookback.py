@@ -213,8 +213,8 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
 class LookbackStrategy(TritonStrategy):
     name = "lookback"
     #: In the tuner's search space: its `gpu` tests pass on the H200, CUDA-graph capture
-    #: included, and it beat the tuned choice on some very long rows there (1x1000000,
-    #: 16x131072, 24x12000: 1.13-1.49x) while losing on others (benchmarks/NOTES.md).
+    #: included, and its best config beat split's on every few-row shape probed there
+    #: (N = 1-64, T = 8192-10^6; benchmarks/NOTES.md, session 8).
     searchable = True
 
     def space(self, key: ProblemKey) -> dict[str, list[int]]:
@@ -263,7 +263,7 @@ class LookbackStrategy(TritonStrategy):
 
 
 class Tickets:
-    """One launcher's ticket counter and chunk flags per device, zeroed once.
+    """One launcher's launch counter and chunk flags per device, zeroed once.
 
     The kernel tags flags with the launch's epoch, so the buffer needs no reset
     between launches, but two launches must not run at the same time: a call on

@@ -115,8 +115,11 @@ def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():
     few_rows_long_t = ProblemKey("gae", 16, 32768)
     assert builtin_choice(few_rows_long_t,
                           SearchSpace(few_rows_long_t, cuda)).strategy == "lookback"
-    fewer_elements = ProblemKey("gae", 24, 12000)  # below 2^19 elements split stays ahead
-    assert builtin_choice(fewer_elements, SearchSpace(fewer_elements, cuda)).strategy == "split"
+    shorter = ProblemKey("gae", 24, 12000)  # look-back too, with shorter chunks
+    choice = builtin_choice(shorter, SearchSpace(shorter, cuda))
+    assert choice.strategy == "lookback" and choice.params["BLOCK_T"] == 1024
+    time_major = ProblemKey("gae", 24, 12000, layout="time")  # steps not contiguous: split
+    assert builtin_choice(time_major, SearchSpace(time_major, cuda)).strategy == "split"
     short = ProblemKey("vtrace", 32768, 8)
     choice = builtin_choice(short, SearchSpace(short, cuda))
     assert choice.strategy == "flat" and choice.params["BLOCK_N"] == 16
