@@ -7,7 +7,8 @@
 #       $ALIGN_SECONDS) | rules (benchmarks/rule_probe.py, $RULE_ALGORITHMS) |
 #       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS; $LOOKBACK_SHAPES NxT,...;
 #       $LOOKBACK_ALGORITHMS) |
-#       reverse (benchmarks/reverse_scan_probe.py) | bench:ALG | oracle:ALG (bench --oracle,
+#       reverse (benchmarks/reverse_scan_probe.py) | costs (benchmarks/lookback_costs.py) |
+#       bench:ALG | oracle:ALG (bench --oracle,
 #       $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes; $BENCH_LAYOUTS: env, time or env,time) |
@@ -41,6 +42,8 @@ job() {  # gpu job
         --sections "${ALIGN_SECTIONS:-align,wide,action}" > "$CARRY/logs/align.log" 2>&1 ;;
     reverse) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/reverse_scan_probe.py \
         --output "$CARRY/reverse" > "$CARRY/logs/reverse.log" 2>&1 ;;
+    costs) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/lookback_costs.py \
+        --output "$CARRY/costs" > "$CARRY/logs/costs.log" 2>&1 ;;
     rules) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/rule_probe.py \
         --output "$CARRY/rules" --algorithms "${RULE_ALGORITHMS:-gae,vtrace,eligibility_traces}" \
         --max-seconds "$(( left - 30 ))" > "$CARRY/logs/rules.log" 2>&1 ;;
