@@ -1,4 +1,5 @@
-"""Shared ``@triton.jit`` pieces of the scan cores: the combine operator and carry handling."""
+"""Shared ``@triton.jit`` pieces of the scan cores: the combine operators, tile scans (backward
+ones in flipped per-thread runs) and carry handling."""
 
 from __future__ import annotations
 
