@@ -82,6 +82,19 @@ def time_candidates(key: ProblemKey, device: torch.device, cands: list[Candidate
             for o in outs]
 
 
+def prepare_under(module, attr: str, value, key: ProblemKey, todo: list[tuple]) -> None:
+    """Prepare each (strategy, params) of ``todo`` for ``key`` while ``module.attr`` is
+    ``value``: launchers (and their Packer's constexprs) are fixed at prepare time, so
+    they keep the variant afterwards, while the module gets its value back."""
+    saved = getattr(module, attr)
+    setattr(module, attr, value)
+    try:
+        for impl, params in todo:
+            impl.prepare(key, params)
+    finally:
+        setattr(module, attr, saved)
+
+
 def ab_rows(key: ProblemKey, device: torch.device, budget_s: float, tag: str) -> list[dict]:
     """The dispatched choice and the rl-triton flat config, each as shipped and with the
     ``tag`` variant of ``VARIANTS``, gated and timed together."""
@@ -92,13 +105,7 @@ def ab_rows(key: ProblemKey, device: torch.device, budget_s: float, tag: str) ->
     base = [chosen, Candidate("flat", rl_triton_params(key.t))]
     if chosen.strategy not in shipping:  # a torch strategy has no kernel variant
         roles, base = roles[1:], base[1:]
-    saved = getattr(launch, attr)
-    setattr(launch, attr, value)
-    try:  # launchers (and their Packer's constexprs) are fixed at prepare time
-        for c in base:
-            variant[c.strategy].prepare(key, c.params)
-    finally:
-        setattr(launch, attr, saved)
+    prepare_under(launch, attr, value, key, [(variant[c.strategy], c.params) for c in base])
     suffix = ":" + tag
     impls = {**shipping, **{name + suffix: s for name, s in variant.items()}}
     cands = base + [Candidate(c.strategy + suffix, c.params) for c in base]

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import torch  # noqa: E402
 from align_probe import (  # noqa: E402
     fastest,
+    prepare_under,
     probe_key,
     rows_by_key,
     run_jobs,
@@ -81,12 +82,7 @@ def ticket_order_rows(key: ProblemKey, device: torch.device, rows: list[dict],
     if not configs:
         return []
     shipping, ticket = LookbackStrategy(), LookbackStrategy()
-    saved, lookback.TICKET_ORDER = lookback.TICKET_ORDER, True
-    try:  # the order is fixed when a launcher is prepared
-        for params in configs:
-            ticket.prepare(key, params)
-    finally:
-        lookback.TICKET_ORDER = saved
+    prepare_under(lookback, "TICKET_ORDER", True, key, [(ticket, params) for params in configs])
     cands = [Candidate(name, params) for name in ("lookback", "lookback:ticket")
              for params in configs]
     out = time_candidates(key, device, cands, {"lookback": shipping, "lookback:ticket": ticket},

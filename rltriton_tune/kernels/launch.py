@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.strategy import InvalidConfig, Launcher, Params
 
@@ -120,10 +120,10 @@ def scan_run(key: ProblemKey, tile_elems: int, num_warps: int) -> int:
     the tile if smaller (a run must not span threads). 1 (Triton's reverse scan) for
     forward scans, time-major inputs (steps not contiguous) and, unless
     ``FLIP_ACTION_RUNS``, per-action estimators."""
-    spec_reverse = BUILDERS[key.algorithm].reverse
-    if key.time_major or not spec_reverse or (key.a and not FLIP_ACTION_RUNS) or not FLIP_RUNS:
+    if key.time_major or not BUILDERS[key.algorithm].reverse or not FLIP_RUNS or (
+            key.a and not FLIP_ACTION_RUNS):
         return 1
-    vector = 16 // torch.empty((), dtype=getattr(torch, key.dtype)).element_size()
+    vector = 16 // DTYPES_BY_NAME[key.dtype].itemsize
     return max(1, min(vector, tile_elems // (32 * num_warps)))
 
 
