@@ -12,10 +12,12 @@
 #       $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes; $BENCH_LAYOUTS: env, time or env,time) |
-#       tune:DTYPE:LAYOUT:TRUNCATIONS (default preset, $TUNE_ALGORITHMS or all estimators,
-#       $TRIALS trials) |
-#       strategies:ALG,ALG,...[:DIR] (benchmarks/strategies.py, issue 3's strategy table; with
-#       DIR, the copy of the package and benchmarks in DIR: an A/B against older kernels).
+#       tune:DTYPE:LAYOUT:TRUNCATIONS[:ALG,...[:NxT,...]] (default preset, those estimators
+#       ($TUNE_ALGORITHMS or all) and shapes (the preset's grid), $TRIALS trials) |
+#       strategies:ALG,ALG,...[:DIR[:N,...[:T,...]]] (benchmarks/strategies.py, issue 3's
+#       strategy table, on those N x T cells (the whole grid); with DIR, the copy of the
+#       package and benchmarks in DIR: an A/B against older kernels) |
+#       costs ($COSTS_BASELINE: another lookback.py timed beside the shipped one).
 # Usage: JOBS0="bench:gae tune:float32:env:on" JOBS1="lookback bench:vtrace" \
 #        SECONDS_LEFT=540 bash benchmarks/dual_gpu.sh
 set -uo pipefail
@@ -29,21 +31,22 @@ job() {  # gpu job
     local gpu=$1 spec=$2 left start rc
     left=$(( end - $(date +%s) )); [ "$left" -gt 25 ] || { echo "$spec: no time left"; return; }
     start=$(date +%s)
-    IFS=: read -r kind a b c <<< "$spec"
+    IFS=: read -r kind a b c d e <<< "$spec"
     case $kind in
     gputests) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m pytest -q -m gpu \
         -p no:cacheprovider --durations=15 tests > "$CARRY/logs/gpu_tests.log" 2>&1 ;;
-    strategies) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 "${b:-.}/benchmarks/strategies.py" \
-        --output "$CARRY/strategies_${a//,/_}${b:+_$(basename "$b")}" --algorithms "$a" \
-        --max-seconds "$(( left - 30 ))" \
-        > "$CARRY/logs/strategies_${a//,/_}${b:+_$(basename "$b")}.log" 2>&1 ;;
+    strategies) local name="strategies_${a//,/_}${b:+_$(basename "$b")}${c:+_n${c//,/_}}"
+        CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 "${b:-.}/benchmarks/strategies.py" \
+        --output "$CARRY/$name" --algorithms "$a" ${c:+--n "$c"} ${d:+--t "$d"} \
+        --max-seconds "$(( left - 30 ))" > "$CARRY/logs/$name.log" 2>&1 ;;
     align) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/align_probe.py \
         --output "$CARRY/align" --max-seconds "${ALIGN_SECONDS:-200}" \
         --sections "${ALIGN_SECTIONS:-align,wide,action}" > "$CARRY/logs/align.log" 2>&1 ;;
     reverse) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/reverse_scan_probe.py \
         --output "$CARRY/reverse" > "$CARRY/logs/reverse.log" 2>&1 ;;
     costs) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/lookback_costs.py \
-        --output "$CARRY/costs" > "$CARRY/logs/costs.log" 2>&1 ;;
+        --output "$CARRY/costs" ${COSTS_BASELINE:+--baseline "$COSTS_BASELINE"} \
+        > "$CARRY/logs/costs.log" 2>&1 ;;
     rules) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/rule_probe.py \
         --output "$CARRY/rules" --algorithms "${RULE_ALGORITHMS:-gae,vtrace,eligibility_traces}" \
         --max-seconds "$(( left - 30 ))" > "$CARRY/logs/rules.log" 2>&1 ;;
@@ -59,10 +62,10 @@ job() {  # gpu job
         --budget "${BUDGET:-0.05}" "${extra[@]}" \
         --output "$CARRY/bench/${a}_$kind" > "$CARRY/logs/${kind}_$a.log" 2>&1 ;;
     tune) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m rltriton_tune.cli tune \
-        --preset default --algorithms "${TUNE_ALGORITHMS:-all}" --trials "${TRIALS:-6}" \
-        --dtypes "$a" --layouts "$b" \
+        --preset default --algorithms "${d:-${TUNE_ALGORITHMS:-all}}" --trials "${TRIALS:-6}" \
+        --dtypes "$a" --layouts "$b" ${e:+--shapes "$e"} \
         --truncations "$c" --devices 0 --no-compile-baseline --max-seconds "$(( left - 15 ))" \
-        --no-progress > "$CARRY/logs/tune_${a}_${b}_$c.log" 2>&1 ;;
+        --no-progress > "$CARRY/logs/tune_${a}_${b}_${c}${d:+_${d//,/_}}.log" 2>&1 ;;
     *) echo "unknown job $spec"; return ;;
     esac
     rc=$?

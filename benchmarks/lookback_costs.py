@@ -7,14 +7,16 @@ editing the source of ``rltriton_tune/kernels/lookback.py`` into temporary modul
 * ``no-wait``: no look-back (the carry is zero): no polls, no aggregate loads;
 * ``no-publish``: ``no-wait`` without publishing the aggregate either (no store, no
   barrier, no release): the local scan with its loads and stores only;
-* ``no-counter``: ``no-publish`` without reading the launch counter.
+* ``no-counter``: ``no-publish`` without reading the launch counter;
+* ``baseline`` (with ``--baseline FILE``): another version of the module, such as the
+  one a change replaces, timed in the same run (and checked like the shipped one).
 
 The cut copies compute wrong numbers on purpose: they are timed, never checked (the
 shipped kernel is checked against the reference first). Each cut's time is an upper
 bound on what that stage costs on the critical path. Writes ``lookback_costs.json``
 and ``.md`` under ``--output``.
 
-    python benchmarks/lookback_costs.py --output DIR [--keys ...] [--configs ...]
+    python benchmarks/lookback_costs.py --output DIR [--keys ...] [--baseline FILE]
     python benchmarks/lookback_costs.py --check   # build every variant, no GPU needed
 """
 
@@ -37,14 +39,15 @@ from rltriton_tune.kernels import lookback  # noqa: E402
 
 KEYS = ["gae|none|float32|env|N=16|T=32768", "gae|none|float32|env|N=3|T=50000",
         "eligibility_traces|none|float32|env|N=16|T=32768"]
-CONFIGS = [{"BLOCK_N": 2, "BLOCK_T": 2048, "num_warps": 4},
-           {"BLOCK_N": 1, "BLOCK_T": 2048, "num_warps": 4},
-           {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 2}]
+CONFIGS = [{"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 1},
+           {"BLOCK_N": 1, "BLOCK_T": 2048, "num_warps": 1},
+           {"BLOCK_N": 2, "BLOCK_T": 1024, "num_warps": 2},
+           {"BLOCK_N": 1, "BLOCK_T": 2048, "num_warps": 4}]
 
-_WAIT = ("    carry = _look_back(flags, AGG, plane, r, m, k, base, n_blocks, N, BIG, WINDOW, "
-         "MAX_SPINS)\n", "    carry = zero\n")
-_PUBLISH = ("    if publish_aggregate:  # later chunks need not wait for this one's carry\n",
-            "    if False:\n")
+_WAIT = ("    carry = _look_back(WORDS, plane, r, m, k, base, N, BIG, WINDOW, MAX_SPINS)\n",
+         "    carry = zero\n")
+_PUBLISH = ('    tl.atomic_xchg(WORDS + at, _pack(tag, value), mask=m, sem="relaxed")\n',
+            "    pass\n")
 _COUNTER = ("        epoch = tl.load(STATE, volatile=True) // programs\n",
             "        epoch = 0\n")
 #: Variant -> source edits (old text, new text), each of which must match exactly once.
@@ -55,9 +58,18 @@ EDITS: dict[str, list[tuple[str, str]]] = {
 }
 
 
-def variant_modules(folder: Path) -> dict[str, ModuleType]:
-    """The shipped module and one edited copy per ``EDITS`` entry, importable by Triton
-    (the source lives in a real file, as ``inspect`` needs)."""
+def _module_from(path: Path, text: str) -> ModuleType:
+    """Import ``text`` as a module from ``path`` (Triton's ``inspect`` needs a real file)."""
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"lookback_costs_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def variant_modules(folder: Path, baseline: Path | None = None) -> dict[str, ModuleType]:
+    """The shipped module, one edited copy per ``EDITS`` entry and the ``baseline``
+    file's module when given."""
     source = Path(lookback.__file__).read_text()
     out: dict[str, ModuleType] = {"shipped": lookback}
     for name, edits in EDITS.items():
@@ -67,12 +79,9 @@ def variant_modules(folder: Path) -> dict[str, ModuleType]:
                 raise RuntimeError(f"{name}: the edit target is not in lookback.py once: "
                                    f"{old.strip()!r}")
             text = text.replace(old, new)
-        path = folder / f"lookback_{name.replace('-', '_')}.py"
-        path.write_text(text)
-        spec = importlib.util.spec_from_file_location(f"lookback_costs_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        out[name] = module
+        out[name] = _module_from(folder / f"lookback_{name.replace('-', '_')}.py", text)
+    if baseline is not None:
+        out["baseline"] = _module_from(folder / "lookback_baseline.py", baseline.read_text())
     return out
 
 
@@ -86,7 +95,9 @@ def measure(modules: dict[str, ModuleType], keys: list[str], configs: list[dict]
         key = ProblemKey.from_text(key_text)
         calls = [make_call(key, device, seed=s) for s in range(4)]
         for params in configs:
-            Gate(key, device).check(modules["shipped"].LookbackStrategy(), params)  # raises
+            for checked in ("shipped", "baseline"):  # real kernels: checked (raises)
+                if checked in modules:
+                    Gate(key, device).check(modules[checked].LookbackStrategy(), params)
             for name, module in modules.items():
                 launcher = module.LookbackStrategy().prepare(key, params)
                 timing = time_cuda(launcher, calls, device)
@@ -97,7 +108,7 @@ def measure(modules: dict[str, ModuleType], keys: list[str], configs: list[dict]
 
 
 def markdown(rows: list[dict]) -> str:
-    names = ["shipped", *EDITS]
+    names = ["shipped", *EDITS, "baseline"]
     lines = ["# Look-back stage costs", "", "Device time in µs (CUDA-graph replays); the cut "
              "variants compute wrong numbers and are timed only.", "",
              "| key | config | " + " | ".join(names) + " |",
@@ -116,11 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--output", type=Path)
     p.add_argument("--keys", default=",".join(KEYS), help="key texts, comma-separated")
+    p.add_argument("--baseline", type=Path, metavar="FILE",
+                   help="another lookback.py to time (and check) beside the shipped one")
     p.add_argument("--check", action="store_true",
                    help="only build the variant modules (no GPU needed)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        modules = variant_modules(Path(tmp))
+        modules = variant_modules(Path(tmp), args.baseline)
         if args.check:
             print("lookback_costs: variants " + ", ".join(modules))
             return 0

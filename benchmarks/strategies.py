@@ -196,7 +196,8 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
         return [{"BLOCK_N": bn, "num_warps": w} for bn, w in ((64, 1), (256, 4))]
     if name == "lookback":
         return [{"BLOCK_N": bn, "BLOCK_T": min(bt, bt_all), "num_warps": w}
-                for bn, bt, w in ((1, 256, 2), (1, 1024, 8), (4, 256, 4), (16, 128, 8))]
+                for bn, bt, w in ((1, 256, 2), (1, 1024, 8), (4, 256, 4), (16, 128, 8),
+                                  (1, 1024, 1), (1, 2048, 1), (4, 512, 4))]
     raise ValueError(f"unknown strategy {name!r}")
 
 

@@ -79,17 +79,16 @@ ACTION_ROWS_TILE = 128
 ACTION_SPLIT_T = 4096
 
 #: Env-major keys of that few-rows, long-T kind take the one-pass look-back scan, with
-#: chunks that grow with T: (largest T, BLOCK_T, num_warps). H200 lookback probe with
-#: launch-order chunks (benchmarks/results/lookback/session8), GAE, eligibility traces
-#: and V-trace at 9 shapes of N = 1-64, T = 8192-10^6: the look-back space's best config
-#: beat the split strategy's best in every one (GAE 3x50000 6.2 vs 7.4 us, 24x12000 7.0
-#: vs 7.9, 5x300000 18.0 vs 22.0), with 1024-step chunks best up to T = 12000, 2048 at
-#: T = 32768-50000 and 4096 from T = 131072 (GAE 5x300000: 18.0 us at 4096 against
-#: 24.7 at 1024). Per-action keys (Retrace) keep 1024-step chunks (session-6 probe).
+#: chunks that grow with T: (largest T, BLOCK_T, num_warps). H200 lookback probe of the
+#: tagged-word look-back (benchmarks/results/lookback/session9), GAE and eligibility
+#: traces at N = 3-40, T = 9000-300000: one warp per 1024-step chunk is best or within
+#: 7% of it up to T = 50000 (GAE 16x32768 7.4 us, against 9.1 for the session-8 rule's
+#: (1, 2048, 4) before the change), 2048-step chunks from there (eligibility traces
+#: 5x300000 11.6 us against 14.5 at 1024). Per-action keys (Retrace) keep 1024-step chunks
+#: with 4 warps (session-6 probe).
 LOOKBACK_CHUNKS: tuple[tuple[int, int, int], ...] = (
-    (16383, 1024, 2),
-    (65535, 2048, 4),
-    (1 << 62, 4096, 4),
+    (40000, 1024, 1),
+    (1 << 62, 2048, 1),
 )
 
 #: Time-major rollouts up to this many steps use the sequential kernel:
@@ -128,8 +127,8 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                 (c, w) for top, c, w in LOOKBACK_CHUNKS if t <= top)
             ranked.append(("lookback", {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps},
                            f"N<{sm_count} SMs, long T: one-pass look-back scan over "
-                           f"{chunk}-step chunks, {warps} warps (GAE 5x300000: 18.0 vs "
-                           "split 22.0 us)"))
+                           f"{chunk}-step chunks, {warps} warps (GAE 5x300000: 14.3 vs "
+                           "split 21.1 us)"))
         ranked.append(("split", {}, f"N<{sm_count} SMs, long T: split time across programs "
                                     "(16x32768: flat 95.8, tiled 42.3, torch scan 30.7 us)"))
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},

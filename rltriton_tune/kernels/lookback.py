@@ -62,11 +62,12 @@ MAX_SPINS = 1 << 20
 #: Predecessor chunks read per look-back step (tests lower it to cross windows).
 LOOK_WINDOW = 32
 
-#: Flag values within an epoch: nothing yet, aggregate published, inclusive value
-#: published. A flag holds ``epoch * EPOCH_STRIDE + value``.
+#: Tag values within an epoch: nothing yet, aggregate published, inclusive value
+#: published. A word's tag is ``(epoch * EPOCH_STRIDE + value) mod 2**32``.
 AGGREGATE = tl.constexpr(1)
 INCLUSIVE = tl.constexpr(2)
 EPOCH_STRIDE = tl.constexpr(4)
+LOW_BITS = tl.constexpr(0xFFFFFFFF)
 
 #: Whether programs publish inclusive values. Tests turn it off: the interpreter runs
 #: programs one after another, so every predecessor would already be inclusive and the
@@ -80,60 +81,81 @@ TICKET_ORDER = False
 
 
 @triton.jit
-def _window_status(flags, win, valid, n_blocks, base):
-    """Flags of chunks ``win`` in this launch's epoch: AGGREGATE, INCLUSIVE or 0 (not yet
-    published, or a stale flag of an earlier launch); lanes before the row's start read
-    as INCLUSIVE so they never hold a wait."""
-    raw = tl.atomic_add(flags + win * n_blocks, 0, mask=valid, sem="acquire")
-    status = tl.where(valid, raw - base, INCLUSIVE)
-    return tl.where((status == AGGREGATE) | (status == INCLUSIVE), status, 0)
+def _pack(tag, value):
+    """One 64-bit word: a 32-bit tag above the float32 ``value``'s bits."""
+    bits = value.to(tl.uint32, bitcast=True).to(tl.int64)
+    return ((tag & LOW_BITS) << 32) | bits
 
 
 @triton.jit
-def _look_back(flags, AGG, plane, r, m, k, base, n_blocks, N, BIG: tl.constexpr,
-               WINDOW: tl.constexpr, MAX_SPINS: tl.constexpr):
-    """The carry into chunk ``k``: predecessors' aggregates composed, WINDOW chunks a
-    step, back to the nearest inclusive value (or to the start of the row)."""
-    lane = tl.arange(0, WINDOW)
+def _tag(word):
+    return (word >> 32) & LOW_BITS
+
+
+@triton.jit
+def _value(word):
+    return (word & LOW_BITS).to(tl.uint32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _publish(WORDS, at, m, tag, value):
+    """Store a tagged value: tag and value travel in one word, so no fence is needed
+    for a reader to see them together (relaxed: it orders nothing else)."""
+    tl.atomic_xchg(WORDS + at, _pack(tag, value), mask=m, sem="relaxed")
+
+
+@triton.jit
+def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.constexpr,
+               MAX_SPINS: tl.constexpr):
+    """The carry into chunk ``k`` of rows ``r``: predecessors' aggregates composed,
+    WINDOW chunks a step, back to each row's nearest inclusive value (or its start)."""
+    lane = tl.arange(0, WINDOW)[None, :]
     acc_a = tl.zeros(r.shape, tl.float32)
     acc_b = acc_a + 1.0
+    done = ~m  # rows past N look for nothing
+    aggregate = (base + AGGREGATE) & LOW_BITS
+    inclusive = (base + INCLUSIVE) & LOW_BITS
     j = k - 1
     looking = j >= 0
+    gave_up = k < 0  # False, as a tensor the loop can carry
     while looking:
         win = j - lane                                  # chunks j, j-1, ... (scan order back)
-        valid = win >= 0
-        status = _window_status(flags, win, valid, n_blocks, base)
-        spins = 0
-        while (tl.min(status, axis=0) == 0) & (spins < MAX_SPINS):
-            status = _window_status(flags, win, valid, n_blocks, base)
-            spins += 1
-        gave_up = tl.min(status, axis=0) == 0
-        pos = tl.min(tl.where(valid & (status == INCLUSIVE), lane, WINDOW), axis=0)
-        used = valid & (lane <= pos)
-        inclusive = (lane == pos)[None, :]
-        at = win[None, :] * N + r[:, None]
+        at = win * N + r[:, None]
         if BIG:
-            at = win[None, :].to(tl.int64) * N + r[:, None]
-        live = m[:, None] & used[None, :]
-        first = tl.load(AGG + tl.where(inclusive, 2 * plane, 0) + at, mask=live, other=0.0,
-                        volatile=True)
-        second = tl.load(AGG + plane + at, mask=live & ~inclusive, other=1.0, volatile=True)
+            at = win.to(tl.int64) * N + r[:, None]
+        live = (win >= 0) & ~done[:, None]
+        wa = tl.load(WORDS + at, mask=live, other=0, volatile=True)
+        wb = tl.load(WORDS + plane + at, mask=live, other=0, volatile=True)
+        ready = ~live | (_tag(wa) == inclusive) | ((_tag(wa) == aggregate) &
+                                                    (_tag(wb) == aggregate))
+        spins = 0
+        while (tl.min(ready.to(tl.int32)) == 0) & (spins < MAX_SPINS):
+            wa = tl.load(WORDS + at, mask=live, other=0, volatile=True)
+            wb = tl.load(WORDS + plane + at, mask=live, other=0, volatile=True)
+            ready = ~live | (_tag(wa) == inclusive) | ((_tag(wa) == aggregate) &
+                                                        (_tag(wb) == aggregate))
+            spins += 1
+        gave_up = tl.min(ready.to(tl.int32)) == 0
+        ends = live & (_tag(wa) == inclusive)
+        pos = tl.min(tl.where(ends, lane, WINDOW), axis=1)  # each row's nearest inclusive
+        used = live & (lane <= pos[:, None])
+        last = lane == pos[:, None]
         # Unused lanes are the identity (0, 1); an inclusive value ends the chain (b = 0).
-        step_a = tl.where(live, first, 0.0)
-        step_b = tl.where(used[None, :], tl.where(inclusive, 0.0, second), 1.0)
+        step_a = tl.where(used, _value(wa), 0.0)
+        step_b = tl.where(used, tl.where(last, 0.0, _value(wb)), 1.0)
         ya, yb = tl.associative_scan((step_a, step_b), 1, combine, reverse=True)
-        nearest = (lane == 0)[None, :]
+        nearest = lane == 0
         acc_a = acc_a + acc_b * take(ya, nearest)
         acc_b = acc_b * take(yb, nearest)
-        acc_a = tl.where(gave_up, float("nan"), acc_a)  # gave up waiting: poison, not hang
+        done = done | (pos < WINDOW)
         j -= WINDOW
-        looking = (j >= 0) & (pos == WINDOW) & ~gave_up
-    return acc_a
+        looking = (j >= 0) & (tl.min(done.to(tl.int32)) == 0) & ~gave_up
+    return tl.where(gave_up, float("nan"), acc_a)  # gave up waiting: poison, not hang
 
 
 @triton.jit
 def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
-                    saa, osn, ost, S0, S1, S2, S3, STATE, AGG, NC,
+                    saa, osn, ost, S0, S1, S2, S3, STATE, NC,
                     COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                     NEXT: tl.constexpr,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
@@ -145,8 +167,8 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     TICKET_ORDER: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
-    # STATE (int64): [0] launch counter, never reset; [1 + k * n_blocks + rb] flag of chunk
-    # k of row block rb. AGG [3, NC, N]: aggregate alpha, aggregate beta, inclusive value.
+    # STATE (int64): [0] launch counter, never reset; then two [NC, N] planes of tagged
+    # words per (chunk, row): aggregate alpha (or the inclusive value), aggregate beta.
     n_blocks = tl.cdiv(N, BLOCK_N)
     programs = n_blocks * NC
     # The counter tells launches apart (launches never overlap) and orders no memory, so
@@ -184,21 +206,18 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     if BIG:
         plane = plane.to(tl.int64)
         mine = k.to(tl.int64) * N + r
-    flags = STATE + 1 + rb
-    if PUBLISH_INCLUSIVE:
-        publish_aggregate = k > 0  # the first chunk's aggregate is its inclusive value
+    WORDS = STATE + 1
+    # The first chunk's aggregate is its inclusive value; later chunks publish theirs
+    # at once, so their successors need not wait for their carry.
+    if k == 0:
+        _publish(WORDS, mine, m, base + INCLUSIVE, agg_a)
     else:
-        publish_aggregate = k >= 0
-    if publish_aggregate:  # later chunks need not wait for this one's carry
-        tl.store(AGG + mine, agg_a, mask=m)
-        tl.store(AGG + plane + mine, agg_b, mask=m)
-        tl.debug_barrier()
-        tl.atomic_xchg(flags + k * n_blocks, base + AGGREGATE, sem="release")
-    carry = _look_back(flags, AGG, plane, r, m, k, base, n_blocks, N, BIG, WINDOW, MAX_SPINS)
+        _publish(WORDS, plane + mine, m, base + AGGREGATE, agg_b)
+        _publish(WORDS, mine, m, base + AGGREGATE, agg_a)
+    carry = _look_back(WORDS, plane, r, m, k, base, N, BIG, WINDOW, MAX_SPINS)
     if PUBLISH_INCLUSIVE:
-        tl.store(AGG + 2 * plane + mine, agg_a + agg_b * carry, mask=m)
-        tl.debug_barrier()
-        tl.atomic_xchg(flags + k * n_blocks, base + INCLUSIVE, sem="release")
+        if k > 0:
+            _publish(WORDS, mine, m, base + INCLUSIVE, agg_a + agg_b * carry)
     y = y + p * carry[:, None]
     if NEXT:
         y_next = y_next + p_next * carry[:, None]
@@ -236,8 +255,9 @@ class LookbackStrategy(TritonStrategy):
         require(programs < 2**31 - 1, self.name, f"grid of {programs} programs is too large")
 
     def default_params(self, key: ProblemKey) -> Params:
-        bt = min(1024, max(next_pow2(key.t), 1))
-        return {"BLOCK_N": 1, "BLOCK_T": bt, "num_warps": max(1, min(8, bt // 128))}
+        # One warp: its lanes are the look-back window (the H200 probe's best configs
+        # from T = 9000 to 300000 all have one warp; benchmarks/NOTES.md, session 9).
+        return {"BLOCK_N": 1, "BLOCK_T": min(1024, max(next_pow2(key.t), 1)), "num_warps": 1}
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
@@ -250,13 +270,11 @@ class LookbackStrategy(TritonStrategy):
                       PUBLISH_INCLUSIVE=inclusive, WINDOW=LOOK_WINDOW,
                       TICKET_ORDER=TICKET_ORDER, num_warps=params["num_warps"])
         kernel = FastLaunch(lookback_kernel, grid, consts)
-        tickets = Tickets(1 + n_blocks * n_chunks)
+        tickets = Tickets(1 + 2 * n_chunks * key.n)
 
         def launch(call: Call):
             args, outs = pack.args(call)
-            device = outs[0].device
-            agg = torch.empty((3, n_chunks, key.n), dtype=torch.float32, device=device)
-            kernel([*args, tickets.buffer(device), agg, n_chunks])
+            kernel([*args, tickets.buffer(outs[0].device), n_chunks])
             return outs
 
         return launch
