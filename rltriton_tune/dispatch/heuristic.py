@@ -78,16 +78,16 @@ ACTION_ROWS_TILE = 128
 #: program took 88.8 us at 48x6000, twice torch.compile's 44.4).
 ACTION_SPLIT_T = 4096
 
-#: Env-major keys of that few-rows, long-T kind take the one-pass look-back scan, with
-#: chunks that grow with T: (largest T, BLOCK_T, num_warps). H200 lookback probe of the
-#: tagged-word look-back (benchmarks/results/lookback/session9), GAE and eligibility
-#: traces at N = 3-40, T = 9000-300000: one warp per 1024-step chunk is best or within
-#: 7% of it up to T = 50000 (GAE 16x32768 7.4 us, against 9.1 for the session-8 rule's
-#: (1, 2048, 4) before the change), 2048-step chunks from there (eligibility traces
-#: 5x300000 11.6 us against 14.5 at 1024). Per-action keys (Retrace) keep 1024-step chunks
-#: with 4 warps (session-6 probe).
+#: Env-major keys of that few-rows, long-T kind take the one-pass look-back scan, one warp
+#: per chunk, with chunks that grow with the key's size: (largest N * T, BLOCK_T,
+#: num_warps). H200 probes of the tagged-word look-back (benchmarks/results/session9),
+#: GAE and eligibility traces at N = 1-64, T = 8192-10^6: one warp per 1024-step chunk is
+#: best or within 7% of it up to N * T = 2^20 (GAE 16x32768 7.1-7.4 us, against 9.1 for
+#: the session-8 rule's (1, 2048, 4) before the change); past that, 2048-step chunks
+#: (eligibility traces 64x32768 10.8 against 11.7 us at 1024, 1x1000000 9.6 against 10.6).
+#: Per-action keys (Retrace) keep 1024-step chunks with 4 warps (session-6 probe).
 LOOKBACK_CHUNKS: tuple[tuple[int, int, int], ...] = (
-    (40000, 1024, 1),
+    (1 << 20, 1024, 1),
     (1 << 62, 2048, 1),
 )
 
@@ -124,7 +124,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
         if not key.time_major:
             chunk, warps = (1024, 4) if key.a else next(
-                (c, w) for top, c, w in LOOKBACK_CHUNKS if t <= top)
+                (c, w) for top, c, w in LOOKBACK_CHUNKS if n * t <= top)
             ranked.append(("lookback", {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps},
                            f"N<{sm_count} SMs, long T: one-pass look-back scan over "
                            f"{chunk}-step chunks, {warps} warps (GAE 5x300000: 14.3 vs "
