@@ -5,22 +5,26 @@ its (row block, chunk), chunks numbered in scan order, because the hardware star
 programs in increasing index order (the assumption CUB's single-pass scan makes; with
 ``TICKET_ORDER`` a program instead takes an atomic ticket first, which orders programs
 by when they actually start at the cost of one round trip before its loads). It
-scans its BLOCK_T chunk from a zero carry and publishes the chunk's aggregate
-(y at the chunk's outgoing edge, product of beta), then looks back over the
-chunks before it, ``LOOK_WINDOW`` at a time: one load of their flags and one of
-their aggregates, composed in a small scan, until it meets a chunk that has
-published its inclusive value (the true carry at its edge). With that carry it
-finishes the chunk still held in registers, stores the outputs and publishes
-its own inclusive value (only when a row has more chunks than one look-back window:
-otherwise every predecessor's aggregate is read in one step anyway, and the extra
-store and fence would only delay the outputs). One launch, one read of the inputs,
-one write of the outputs; in memory besides them only the per-chunk aggregates and
-flags.
+scans its BLOCK_T chunk from a zero carry and publishes, per row, the chunk's aggregate
+(y at the chunk's outgoing edge, product of beta), then looks back over the chunks
+before it, ``LOOK_WINDOW`` at a time (one lane each, a warp's worth), until each row
+meets a chunk that has published its inclusive value (the true carry at its edge).
+With that carry it finishes the chunk still held in registers, stores the outputs and
+publishes its own inclusive value (only when a row has more chunks than one look-back
+window: otherwise every predecessor's aggregate is read in one step anyway). One
+launch, one read of the inputs, one write of the outputs.
 
-The flags and a launch counter live in a buffer the launcher keeps and zeroes once,
+Every published value travels in one 64-bit word with its tag (as CUB does for 4-byte
+values): the float's bits below a 32-bit tag of the launch's epoch and the word's
+status (aggregate or inclusive). A reader that sees the tag has the value, so a
+publish needs no fence and a poll no second load (the H200 probe: GAE 16x32768
+7.4 us with one-warp chunks, 9.1 before with a flag word, release fence and separate
+aggregate loads; benchmarks/NOTES.md, session 9).
+
+The words and a launch counter live in a buffer the launcher keeps and zeroes once,
 so a launch (and a CUDA-graph replay) runs no memset: every program adds one to the
 counter per launch, so ``counter // programs`` read before it adds is the launch's
-epoch, and a flag counts only if it carries the epoch's tag. Launches of one
+epoch, and a word counts only if it carries the epoch's tag. Launches of one
 launcher therefore must not overlap; the launcher orders a call on a new stream
 after its previous call.
 
@@ -56,7 +60,7 @@ from rltriton_tune.kernels.scan import (
 )
 from rltriton_tune.strategy import Launcher, Params
 
-#: Polls of the look-back window's flags before a program gives up (NaN outputs, no hang).
+#: Polls of the look-back window's words before a program gives up (NaN outputs, no hang).
 MAX_SPINS = 1 << 20
 
 #: Predecessor chunks read per look-back step (tests lower it to cross windows).
@@ -277,13 +281,14 @@ class LookbackStrategy(TritonStrategy):
             kernel([*args, tickets.buffer(outs[0].device), n_chunks])
             return outs
 
+        launch.tickets = tickets  # the counter and words, for inspection
         return launch
 
 
 class Tickets:
-    """One launcher's launch counter and chunk flags per device, zeroed once.
+    """One launcher's launch counter and tagged words per device, zeroed once.
 
-    The kernel tags flags with the launch's epoch, so the buffer needs no reset
+    The kernel tags words with the launch's epoch, so the buffer needs no reset
     between launches, but two launches must not run at the same time: a call on
     another stream than the previous call waits for that stream first. While a
     CUDA graph is being captured the previous stream is not waited on (the graph

@@ -44,7 +44,7 @@ def test_many_chunks_one_row(publish_inclusive, window, ticket_order, monkeypatc
 
 @pytest.mark.parametrize("algorithm", ["vtrace", "eligibility_traces"])
 def test_one_launcher_many_launches(algorithm, monkeypatch):
-    """The flags buffer is zeroed once: later launches tell their flags from stale ones
+    """The words buffer is zeroed once: later launches tell their words from stale ones
     by the epoch, on new inputs each time."""
     monkeypatch.setattr(lookback, "PUBLISH_INCLUSIVE", False)
     monkeypatch.setattr(lookback, "LOOK_WINDOW", 2)
@@ -79,7 +79,7 @@ def test_every_triton_strategy_is_searched():
 
 @pytest.mark.gpu
 def test_one_launcher_on_two_streams_and_in_a_graph():
-    """Launches on alternating streams are ordered (they share the flags buffer), and a
+    """Launches on alternating streams are ordered (they share the words buffer), and a
     captured graph replays on it as well, each with the right results."""
     import torch
 
@@ -103,3 +103,23 @@ def test_one_launcher_on_two_streams_and_in_a_graph():
         graph.replay()
         torch.cuda.synchronize(device)
         check_outputs(outs, expected("gae", kwargs), call, "graph replay")
+
+
+def test_epoch_tags_wrap_around(monkeypatch):
+    """Tags are the epoch's low 32 bits: launches on both sides of the wrap (epoch 2^30)
+    tell fresh words from the previous launch's, whose tags sit just below 2^32."""
+    monkeypatch.setattr(lookback, "PUBLISH_INCLUSIVE", False)
+    monkeypatch.setattr(lookback, "LOOK_WINDOW", 2)
+    monkeypatch.setattr(lookback, "MAX_SPINS", 64)  # a stale word taken as fresh: NaN, fast
+    key = ProblemKey("gae", 3, 40, "float32", "env", "trunc")
+    launcher = lookback.LookbackStrategy().prepare(key, {"BLOCK_N": 2, "BLOCK_T": 8,
+                                                         "num_warps": 1})
+    call, kwargs = make_call(key, seed=0)
+    launcher(call)  # allocates the buffer (epoch 0)
+    buffer = launcher.tickets.buffer(call.tensors["rewards"].device)
+    programs = 2 * 5  # 2 row blocks x 5 chunks
+    buffer[0] = programs * ((1 << 30) - 1)  # the next launch is epoch 2^30 - 1
+    for seed in range(1, 4):
+        call, kwargs = make_call(key, seed=seed)
+        check_outputs(launcher(call), expected("gae", kwargs), call, f"launch {seed}")
+    assert int(buffer[0]) == programs * ((1 << 30) + 2)
