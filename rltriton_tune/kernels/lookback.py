@@ -41,6 +41,7 @@ import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.launch import (
+    INT32_LIMIT,
     TILE_BUDGET,
     FastLaunch,
     Packer,
@@ -270,11 +271,14 @@ class LookbackStrategy(TritonStrategy):
         grid = (n_blocks * n_chunks,)
         # Inclusive values shorten a look-back only past one window of predecessors.
         inclusive = PUBLISH_INCLUSIVE and n_chunks > LOOK_WINDOW
+        words = 2 * n_chunks * key.n
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, MAX_SPINS=MAX_SPINS,
                       PUBLISH_INCLUSIVE=inclusive, WINDOW=LOOK_WINDOW,
                       TICKET_ORDER=TICKET_ORDER, num_warps=params["num_warps"])
+        # Word offsets reach 2 * chunks * N, past the inputs' N * T when chunks are 1 step.
+        consts["BIG"] = consts["BIG"] or words >= INT32_LIMIT
         kernel = FastLaunch(lookback_kernel, grid, consts)
-        tickets = Tickets(1 + 2 * n_chunks * key.n)
+        tickets = Tickets(1 + words)
 
         def launch(call: Call):
             args, outs = pack.args(call)
