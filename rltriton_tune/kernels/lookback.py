@@ -110,6 +110,17 @@ def _publish(WORDS, at, m, tag, value):
 
 
 @triton.jit
+def _poll(WORDS, plane, at, live, aggregate, inclusive):
+    """The two words of each ``live`` lane, and whether each lane is ready: its value
+    is inclusive, or both words hold this epoch's aggregate (dead lanes are ready)."""
+    wa = tl.load(WORDS + at, mask=live, other=0, volatile=True)
+    wb = tl.load(WORDS + plane + at, mask=live, other=0, volatile=True)
+    ready = ~live | (_tag(wa) == inclusive) | ((_tag(wa) == aggregate) &
+                                                (_tag(wb) == aggregate))
+    return wa, wb, ready
+
+
+@triton.jit
 def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.constexpr,
                MAX_SPINS: tl.constexpr):
     """The carry into chunk ``k`` of rows ``r``: predecessors' aggregates composed,
@@ -129,16 +140,10 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
         if BIG:
             at = win.to(tl.int64) * N + r[:, None]
         live = (win >= 0) & ~done[:, None]
-        wa = tl.load(WORDS + at, mask=live, other=0, volatile=True)
-        wb = tl.load(WORDS + plane + at, mask=live, other=0, volatile=True)
-        ready = ~live | (_tag(wa) == inclusive) | ((_tag(wa) == aggregate) &
-                                                    (_tag(wb) == aggregate))
+        wa, wb, ready = _poll(WORDS, plane, at, live, aggregate, inclusive)
         spins = 0
         while (tl.min(ready.to(tl.int32)) == 0) & (spins < MAX_SPINS):
-            wa = tl.load(WORDS + at, mask=live, other=0, volatile=True)
-            wb = tl.load(WORDS + plane + at, mask=live, other=0, volatile=True)
-            ready = ~live | (_tag(wa) == inclusive) | ((_tag(wa) == aggregate) &
-                                                        (_tag(wb) == aggregate))
+            wa, wb, ready = _poll(WORDS, plane, at, live, aggregate, inclusive)
             spins += 1
         gave_up = tl.min(ready.to(tl.int32)) == 0
         ends = live & (_tag(wa) == inclusive)
