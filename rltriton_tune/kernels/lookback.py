@@ -110,6 +110,15 @@ def _publish(WORDS, at, m, tag, value):
 
 
 @triton.jit
+def _word_at(chunk, r, N, BIG: tl.constexpr):
+    """Offset of the words of ``chunk`` and rows ``r`` within a [NC, N] plane."""
+    if BIG:
+        return chunk.to(tl.int64) * N + r
+    else:
+        return chunk * N + r
+
+
+@triton.jit
 def _poll(WORDS, plane, at, live, aggregate, inclusive):
     """The two words of each ``live`` lane, and whether each lane is ready: its value
     is inclusive, or both words hold this epoch's aggregate (dead lanes are ready)."""
@@ -136,9 +145,7 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
     gave_up = k < 0  # False, as a tensor the loop can carry
     while looking:
         win = j - lane                                  # chunks j, j-1, ... (scan order back)
-        at = win * N + r[:, None]
-        if BIG:
-            at = win.to(tl.int64) * N + r[:, None]
+        at = _word_at(win, r[:, None], N, BIG)
         live = (win >= 0) & ~done[:, None]
         wa, wb, ready = _poll(WORDS, plane, at, live, aggregate, inclusive)
         spins = 0
@@ -212,10 +219,9 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     r = tl.reshape(rows, [BLOCK_N])
     m = r < N
     plane = NC * N
-    mine = k * N + r
     if BIG:
         plane = plane.to(tl.int64)
-        mine = k.to(tl.int64) * N + r
+    mine = _word_at(k, r, N, BIG)
     WORDS = STATE + 1
     # The first chunk's aggregate is its inclusive value; later chunks publish theirs
     # at once, so their successors need not wait for their carry.
