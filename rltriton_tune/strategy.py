@@ -50,6 +50,11 @@ class Strategy(Protocol):
         """A reasonable config for ``key`` without tuning."""
         ...
 
+    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+        """Why the tuner leaves out this valid, validated config (``None``: it is searched).
+        Forcing and profiles still run it; only searches and sweeps skip it."""
+        ...
+
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:
         """``params`` tuned for ``source``, moved to the shape of ``target`` (dispatch's

@@ -232,6 +232,17 @@ class TritonStrategy:
     def check(self, key: ProblemKey, params: Params) -> None:
         raise NotImplementedError
 
+    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+        """Configs with more threads than tile elements are not searched: the extra threads
+        hold copies of the same elements. In all 56 H200 sweep tables (12 exhaustive, 44
+        partial; benchmarks/NOTES.md, session 10) the fastest config kept none idle, and
+        leaving them out removed 9-56% of each table."""
+        threads = 32 * params["num_warps"]
+        elems = self.tile_elems(key, params)
+        if elems < threads:
+            return f"{threads} threads for a {elems}-element tile"
+        return None
+
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:
         """Unchanged by default: chunk loops and split/lookback chunks do not depend on the

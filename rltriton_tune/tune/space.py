@@ -86,11 +86,21 @@ class SearchSpace:
         return self._spaces[strategy]
 
     def suggest(self, trial: optuna.trial.BaseTrial) -> Candidate:
-        """Suggest a candidate; raise :class:`InvalidConfig` if the strategy rejects it."""
+        """Suggest a candidate; raise :class:`InvalidConfig` if the strategy rejects it or
+        leaves it out of searches (:meth:`skip_reason`)."""
         name = trial.suggest_categorical("strategy", self.names())
         raw = {p: trial.suggest_categorical(f"{name}.{p}", choices)
                for p, choices in self._spaces[name].items()}
-        return self.validate(name, raw)
+        cand = self.validate(name, raw)
+        reason = self.skip_reason(cand)
+        if reason is not None:
+            raise InvalidConfig(f"{name}: not searched: {reason}")
+        return cand
+
+    def skip_reason(self, candidate: Candidate) -> str | None:
+        """Why searches leave out this valid candidate (``None``: searched). Seeds such as
+        the heuristic's choice are tried regardless."""
+        return self.strategies[candidate.strategy].skip_reason(self.key, candidate.params)
 
     def validate(self, strategy: str, params: Params) -> Candidate:
         """Normalise ``params`` through the strategy (raises :class:`InvalidConfig`)."""
@@ -118,7 +128,7 @@ class SearchSpace:
         return total
 
     def enumerate(self) -> list[Candidate]:
-        """Every valid candidate, deduplicated (for exhaustive sweeps)."""
+        """Every valid, searched candidate, deduplicated (for exhaustive sweeps)."""
         import itertools
 
         seen: set[str] = set()
@@ -131,7 +141,7 @@ class SearchSpace:
                     cand = self.validate(name, dict(zip(params, combo, strict=False)))
                 except InvalidConfig:
                     continue
-                if cand.label() not in seen:
+                if cand.label() not in seen and self.skip_reason(cand) is None:
                     seen.add(cand.label())
                     found.append(cand)
         return found
@@ -162,10 +172,12 @@ class SearchSpace:
             name = rng.choice(self.names())
             raw = {p: rng.choice(c) for p, c in self._spaces[name].items()}
             try:
-                points.append(self.validate(name, raw))
+                cand = self.validate(name, raw)
             except InvalidConfig:
                 continue
-            randoms += 1
+            if self.skip_reason(cand) is None:
+                points.append(cand)
+                randoms += 1
         unique: dict[str, Candidate] = {}
         for point in points:
             unique.setdefault(point.label(), point)

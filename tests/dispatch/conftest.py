@@ -53,6 +53,9 @@ class FakeStrategy:
             raise InvalidConfig("BLOCK_T too large")
         return dict(params)
 
+    def skip_reason(self, key, params):
+        return None
+
     def prepare(self, key, params):
         self.prepared.append((key, tuple(sorted(params.items()))))
         torch_impl = registry.torch_strategies()["torch"]

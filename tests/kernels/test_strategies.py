@@ -82,6 +82,18 @@ def test_register_pressure_rule_counts_elements_per_thread():
     tiled.validate(key, {"BLOCK_N": 4, "BLOCK_T": 1024, "num_warps": 2})
 
 
+def test_searches_skip_tiles_with_fewer_elements_than_threads():
+    tiled = strategies()["tiled"]
+    key = ProblemKey("gae", 4096, 512)
+    idle = tiled.validate(key, {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 4})  # still valid
+    assert tiled.skip_reason(key, idle) == "128 threads for a 64-element tile"
+    assert tiled.skip_reason(key, dict(idle, num_warps=2)) is None  # 64 threads, 64 elements
+    flat = strategies()["flat"]  # flat's tile is next_pow2(T) steps per row
+    assert flat.skip_reason(ProblemKey("gae", 4096, 12), {"BLOCK_N": 1, "num_warps": 1})
+    assert flat.skip_reason(ProblemKey("gae", 4096, 12),
+                            {"BLOCK_N": 2, "num_warps": 1, "num_stages": 1}) is None
+
+
 @pytest.mark.parametrize(("name", "params", "match"), [
     ("tiled", {"BLOCK_T": 24}, "power of two"),
     ("tiled", {"BLOCK_X": 4}, "unknown parameter"),

@@ -33,6 +33,9 @@ class Misbehaving:
     def default_params(self, key: ProblemKey) -> Params:
         return {"mode": "doubling"}
 
+    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+        return None
+
     def prepare(self, key: ProblemKey, params: Params) -> Launcher:
         mode = params["mode"]
         inner = REAL.prepare(key, params)

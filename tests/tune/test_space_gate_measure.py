@@ -38,6 +38,24 @@ def test_suggest_is_conditional_and_validated(misbehaving):
     assert set(trial.params) == {"strategy", "torch.mode", "torch.chunk"}
 
 
+def test_skipped_configs_are_left_out_of_searches_but_still_seed_them(misbehaving):
+    import optuna
+
+    class SkipsDoubling(type(misbehaving)):
+        def skip_reason(self, key, params):
+            return "doubling skipped" if params["mode"] == "doubling" else None
+
+    space = SearchSpace(KEY, torch.device("cpu"), {"torch": SkipsDoubling()})
+    labels = {c.label() for c in space.enumerate()}
+    assert "torch(mode=loop)" in labels and "torch(mode=doubling)" not in labels
+    study = optuna.create_study()
+    study.enqueue_trial({"strategy": "torch", "torch.mode": "doubling", "torch.chunk": 16})
+    with pytest.raises(InvalidConfig, match="not searched: doubling skipped"):
+        space.suggest(study.ask())
+    default = Candidate("torch", {"mode": "doubling"})  # the strategy's default: still a seed
+    assert default in space.starting_points(None, extra=0)
+
+
 def test_starting_points_include_heuristic_and_defaults():
     space = SearchSpace(KEY, torch.device("cpu"))
     heuristic = Candidate("torch", {"mode": "loop"})
