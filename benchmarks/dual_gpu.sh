@@ -8,6 +8,8 @@
 #       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS; $LOOKBACK_SHAPES NxT,...;
 #       $LOOKBACK_ALGORITHMS) |
 #       reverse (benchmarks/reverse_scan_probe.py) | costs (benchmarks/lookback_costs.py) |
+#       sweep:ALG (benchmarks/oracle_sweep.py: the oracle's exhaustive sweeps of bench:ALG's
+#       keys, into the tables oracle:ALG reads; $SWEEP_WORKERS compile processes) |
 #       bench:ALG | oracle:ALG (bench --oracle,
 #       $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
@@ -54,6 +56,10 @@ job() {  # gpu job
         TEST_SECONDS=${LOOKBACK_TEST_SECONDS:-150} \
         PROBE_SECONDS=${PROBE_SECONDS:-$(( left < 300 ? left - 160 : 140 ))} timeout "$left" \
         bash benchmarks/lookback_gpu.sh > "$CARRY/logs/lookback.log" 2>&1 ;;
+    sweep) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/oracle_sweep.py \
+        --algorithms "$a" ${HELD_OUT:+--held-out "$HELD_OUT"} --max-seconds "$(( left - 20 ))" \
+        ${SWEEP_WORKERS:+--workers "$SWEEP_WORKERS"} --dir "$CARRY/bench/${a}_oracle/oracle" \
+        > "$CARRY/logs/sweep_$a.log" 2>&1 ;;
     bench|oracle) local extra=(); [ "$kind" = oracle ] && \
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers 8)
         RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \

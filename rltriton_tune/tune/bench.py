@@ -42,7 +42,7 @@ HEURISTIC = "builtin_heuristic"
 #: Configs of the tuned entries near a held-out shape (moved to it), timed there.
 ALTERNATIVE = "alternative"
 #: Best configs of the exhaustive sweep re-measured next to the dispatched one.
-ORACLE_TOP = 3
+ORACLE_TOP = 8
 #: Shapes off every tuning grid (no powers of two), from one environment with a
 #: million steps to 50k environments with short rollouts: how nearest-entry
 #: lookup generalises.
@@ -137,7 +137,7 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
     """Measure every key (and each ``held_out`` key, marked so); return the JSON-able report.
 
     With ``oracle_dir``, each key's whole search space is swept (cached there) and
-    its three best configs are re-measured next to the dispatched one: the oracle
+    its ORACLE_TOP best configs are re-measured next to the dispatched one: the oracle
     is the fastest of those. Rows of a ``previous`` report from the same device and
     software, for the same dispatched choice, are kept instead of re-measured
     (resuming a run cut short); ``oracle_seconds`` caps each key's sweep (the row then

@@ -45,6 +45,7 @@ def check_in_worker(key_text: str, device_text: str, strategy: str,
 
     evaluator = _evaluators.get((key_text, device_text))
     if evaluator is None:  # one per key: its gate keeps the reference cases
+        _forget_keys()  # sweeps go key by key: a big key's gate inputs must not pile up
         key, device = ProblemKey.from_text(key_text), torch.device(device_text)
         evaluator = _evaluators[(key_text, device_text)] = Evaluator(
             key, device, all_strategies_for(device, SearchSpace(key, device)), workers=1)
@@ -55,6 +56,15 @@ def check_in_worker(key_text: str, device_text: str, strategy: str,
     except Exception as exc:  # noqa: BLE001 - reported as the candidate's failure
         return describe(exc)
     return None
+
+
+def _forget_keys() -> None:
+    """Drop the worker's evaluators and the device memory their gates held."""
+    for evaluator in _evaluators.values():
+        evaluator.close()
+    _evaluators.clear()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def default_workers(share: int = 1) -> int:
@@ -102,33 +112,21 @@ class CompilePool:
         except BrokenProcessPool:
             return DIED, True
 
-    def check(self, key: ProblemKey, device: torch.device,
-              candidates: Sequence[Any]) -> list[str | None]:
+    def check(self, key: ProblemKey, device: torch.device, candidates: Sequence[Any],
+              limit: int | None = None) -> list[str | None]:
         """For each candidate (``.strategy``, ``.params``): ``None`` if it passed, else why not.
 
-        All candidates run in parallel; if a worker dies, which candidate killed
-        it is unknown, so the ones left unfinished are re-run one at a time.
+        All candidates run in parallel (at most ``limit`` at a time: a big key's gate
+        holds its inputs in every worker); if a worker dies, which candidate killed it
+        is unknown, so the ones left unfinished are re-run one at a time.
         """
-        def submit(i: int) -> cf.Future:
-            return self._executor().submit(self.task, key.as_text(), str(device),
-                                           candidates[i].strategy, dict(candidates[i].params))
+        return self.start(key, device, candidates, limit).results()
 
-        results: list[str | None] = [None] * len(candidates)
-        futures = [submit(i) for i in range(len(candidates))]
-        unfinished = []
-        broken_any = False
-        for i, fut in enumerate(futures):
-            results[i], broken = self._wait(fut)
-            broken_any |= broken
-            if results[i] is DIED:
-                unfinished.append(i)
-        if broken_any:
-            self._discard()
-        for i in unfinished if len(unfinished) > 1 else ():
-            results[i], broken = self._wait(submit(i))
-            if broken:
-                self._discard()
-        return results
+    def start(self, key: ProblemKey, device: torch.device, candidates: Sequence[Any],
+              limit: int | None = None) -> PendingChecks:
+        """Submit the checks of :meth:`check` and return at once: the workers compile
+        while the caller times the previous batch."""
+        return PendingChecks(self, key, device, candidates, limit)
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -140,6 +138,45 @@ class CompilePool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PendingChecks:
+    """Checks submitted to a :class:`CompilePool`; :meth:`results` waits for them."""
+
+    def __init__(self, pool: CompilePool, key: ProblemKey, device: torch.device,
+                 candidates: Sequence[Any], limit: int | None) -> None:
+        self.pool, self.key, self.device = pool, key, device
+        self.candidates = list(candidates)
+        self.limit = max(1, limit) if limit is not None else len(self.candidates)
+        first = range(min(self.limit, len(self.candidates)))
+        self._futures = {i: self._submit(i) for i in first}
+
+    def _submit(self, i: int) -> cf.Future:
+        cand = self.candidates[i]
+        return self.pool._executor().submit(self.pool.task, self.key.as_text(),
+                                            str(self.device), cand.strategy, dict(cand.params))
+
+    def results(self) -> list[str | None]:
+        """``None`` per candidate that passed, else why not (blocks until all are done)."""
+        pool, n = self.pool, len(self.candidates)
+        results: list[str | None] = [None] * n
+        unfinished = []
+        for start in range(0, n, self.limit):
+            chunk = range(start, min(n, start + self.limit))
+            futures = [self._futures.pop(i, None) or self._submit(i) for i in chunk]
+            broken_any = False
+            for i, fut in zip(chunk, futures, strict=True):
+                results[i], broken = pool._wait(fut)
+                broken_any |= broken
+                if results[i] is DIED:
+                    unfinished.append(i)
+            if broken_any:
+                pool._discard()
+        for i in unfinished if len(unfinished) > 1 else ():
+            results[i], broken = pool._wait(self._submit(i))
+            if broken:
+                pool._discard()
+        return results
 
 
 @contextlib.contextmanager

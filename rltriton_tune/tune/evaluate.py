@@ -59,7 +59,7 @@ class Evaluator:
                  *, seed: int = 0, workers: int | None = None,
                  compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S,
                  time_budget_s: float | None = None, pool: CompilePool | None = None,
-                 rounds: int | None = None) -> None:
+                 rounds: int | None = None, quick: bool = False) -> None:
         self.key = key
         self.pool = pool
         self.device = torch.device(device)
@@ -70,6 +70,8 @@ class Evaluator:
         self.time_budget_s = time_budget_s if time_budget_s is not None else (0.1 if cuda else 0.03)
         self.workers = workers or (min(8, os.cpu_count() or 1) if cuda else 1)
         self.rounds = max(1, rounds if rounds is not None else (GPU_ROUNDS if cuda else 1))
+        #: First-pass timing (see :class:`~rltriton_tune.tune.measure.Bench`).
+        self.quick = quick
         self._threads: cf.ThreadPoolExecutor | None = None
         self._bench: Bench | None = None
         self.gate = Gate(key, self.device)
@@ -77,7 +79,7 @@ class Evaluator:
     @property
     def bench(self) -> Bench:
         if self._bench is None:
-            self._bench = Bench(self.key, self.device, self.seed)
+            self._bench = Bench(self.key, self.device, self.seed, quick=self.quick)
         return self._bench
 
     def check(self, cand: Candidate) -> None:
@@ -101,11 +103,21 @@ class Evaluator:
         return Outcome(cand, timing=timing)
 
     def evaluate(self, candidates: Sequence[Candidate], budget_s: float | None = None,
-                 gate: bool = True) -> list[Outcome]:
-        """Gate every candidate (in parallel), then time those that passed, in rounds."""
+                 gate: bool = True, gated: Sequence[str | None] | None = None
+                 ) -> list[Outcome]:
+        """Gate every candidate (in parallel), then time those that passed, in rounds.
+
+        ``gated``: the gate's verdicts, already obtained (from :meth:`CompilePool.start`),
+        one per candidate; the gate is then not run again.
+        """
         budget = self.time_budget_s if budget_s is None else budget_s
         errors: dict[int, str] = {}
-        if gate and self.pool is not None:
+        if gated is not None:
+            if len(gated) != len(candidates):
+                raise ValueError(f"gated has {len(gated)} verdicts for {len(candidates)} "
+                                 "candidates")
+            errors = {i: e for i, e in enumerate(gated) if e}
+        elif gate and self.pool is not None:
             errors = {i: e for i, e in enumerate(self.pool.check(self.key, self.device,
                                                                  candidates)) if e}
         elif gate:

@@ -17,15 +17,29 @@ from typing import Any
 import torch
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.problems import data_bytes
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator
 from rltriton_tune.tune.space import Candidate, SearchSpace
 from rltriton_tune.tune.study import all_strategies_for
 
-#: Seconds of timing per config and round (shorter than the tuner's: many configs).
-SWEEP_BUDGET_S = 0.03
+#: Seconds of timing per config: one quick round (input copies capped, no host time);
+#: the bench re-measures the best configs in full (``bench.ORACLE_TOP``).
+SWEEP_BUDGET_S = 0.01
 #: Configs per batch without a compile pool (the table is saved after each batch).
 BATCH = 16
+#: Share of free device memory the workers' gates may fill with one key's inputs.
+GATE_MEMORY_SHARE = 0.5
+
+
+def gate_limit(key: ProblemKey, device: torch.device, workers: int) -> int:
+    """How many workers may gate ``key`` at once: each holds a full-size copy of a big
+    key's inputs and outputs (about three times its data), within
+    :data:`GATE_MEMORY_SHARE` of the device's free memory."""
+    if device.type != "cuda":
+        return workers
+    free, _total = torch.cuda.mem_get_info(device)
+    return max(1, min(workers, int(GATE_MEMORY_SHARE * free // max(1, 3 * data_bytes(key)))))
 
 
 def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool | None = None,
@@ -34,7 +48,8 @@ def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool 
 
     With ``max_seconds``, stops after the batch that passes it and returns the partial
     table (``cache`` is then not written: a later call resumes the sweep). Configs are
-    swept in a seeded random order, so a partial table samples every strategy.
+    swept in a seeded random order, so a partial table samples every strategy. With a
+    pool, the workers compile and gate the next batch while this one is timed.
     """
     if cache.exists():
         return json.loads(cache.read_text())
@@ -44,22 +59,31 @@ def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool 
     space = SearchSpace(key, device)
     todo = [c for c in space.enumerate() if c.label() not in table]
     random.Random(0).shuffle(todo)
-    evaluator = Evaluator(key, device, all_strategies_for(device, space),
+    evaluator = Evaluator(key, device, all_strategies_for(device, space), rounds=1, quick=True,
                           time_budget_s=SWEEP_BUDGET_S, workers=1, pool=pool)
     step = 4 * pool.workers if pool is not None else BATCH
+    batches = [todo[i:i + step] for i in range(0, len(todo), step)]
+    limit = gate_limit(key, device, pool.workers) if pool is not None else None
+    pending = pool.start(key, device, batches[0], limit) if pool is not None and batches \
+        else None
     started = time.perf_counter()
     try:
-        for start in range(0, len(todo), step):
-            for out in evaluator.evaluate(todo[start:start + step]):
+        for b, batch in enumerate(batches):
+            gated = None
+            if pending is not None:
+                gated = pending.results()
+                pending = pool.start(key, device, batches[b + 1], limit) \
+                    if b + 1 < len(batches) else None
+            for out in evaluator.evaluate(batch, gated=gated):
                 table[out.candidate.label()] = {
                     "strategy": out.candidate.strategy, "params": out.candidate.params,
                     "device_us": out.timing.device_us if out.ok else None, "error": out.error}
             partial.write_text(json.dumps(table))
             if max_seconds is not None and time.perf_counter() - started > max_seconds \
-                    and start + step < len(todo):
+                    and b + 1 < len(batches):
                 return table
             if log:
-                left = max(0, len(todo) - start - step)
+                left = sum(len(x) for x in batches[b + 1:])
                 print(f"  {key.as_text()}: {len(table)} configs done, {left} left "
                       f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     finally:

@@ -26,6 +26,8 @@ from rltriton_tune.strategy import Launcher
 DEFAULT_L2_BYTES = 60 * 2**20
 #: Most input copies rotated through one graph (tiny problems stay partly cached).
 MAX_COPIES = 1024
+#: Input copies per graph of a quick first pass (:class:`Bench`).
+QUICK_COPIES = 64
 #: Device memory the rotated copies may take.
 MAX_COPY_BYTES = 2 * 2**30
 
@@ -52,30 +54,39 @@ def clone_call(call: Call) -> Call:
                 a=call.a, starts_at=call.starts_at, out_dtype=call.out_dtype)
 
 
-def copies_needed(key: ProblemKey, device: torch.device) -> int:
-    """How many input copies rotate through a graph so the working set exceeds 2x L2."""
+def copies_needed(key: ProblemKey, device: torch.device, max_copies: int = MAX_COPIES) -> int:
+    """How many input copies rotate through a graph so the working set exceeds 2x L2
+    (at most ``max_copies``)."""
     if device.type != "cuda":
         return 1
     props = torch.cuda.get_device_properties(device)
     l2 = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2_BYTES)
     per_call = max(1, data_bytes(key))
     wanted = math.ceil(2 * l2 / per_call)
-    return int(max(2, min(wanted, MAX_COPIES, max(2, MAX_COPY_BYTES // per_call))))
+    return int(max(2, min(wanted, max_copies, max(2, MAX_COPY_BYTES // per_call))))
 
 
 class Bench:
-    """Inputs for timing one key on one device, shared by every candidate of a study."""
+    """Inputs for timing one key on one device, shared by every candidate of a study.
 
-    def __init__(self, key: ProblemKey, device: torch.device, seed: int = 0) -> None:
+    ``quick`` is for first passes over thousands of configs (exhaustive sweeps): at most
+    :data:`QUICK_COPIES` input copies per graph and no host timing, about a tenth of the
+    cost per config on small keys; the best configs are then re-measured in full.
+    """
+
+    def __init__(self, key: ProblemKey, device: torch.device, seed: int = 0,
+                 quick: bool = False) -> None:
         self.key = key
         self.device = torch.device(device)
+        self.quick = quick
         base = make_call(key, self.device, seed)
-        self.calls = [base] + [clone_call(base) for _ in range(copies_needed(key, self.device) - 1)]
+        copies = copies_needed(key, self.device, QUICK_COPIES if quick else MAX_COPIES)
+        self.calls = [base] + [clone_call(base) for _ in range(copies - 1)]
 
     def time(self, launcher: Launcher, budget_s: float = 0.2) -> Timing:
-        """Device and host time of ``launcher`` on these inputs."""
+        """Device and host time of ``launcher`` on these inputs (host time NaN when quick)."""
         if self.device.type == "cuda":
-            return time_cuda(launcher, self.calls, self.device, budget_s)
+            return time_cuda(launcher, self.calls, self.device, budget_s, host=not self.quick)
         return time_cpu(launcher, self.calls[0], budget_s)
 
 
@@ -99,9 +110,9 @@ def time_cpu(launcher: Launcher, call: Call, budget_s: float = 0.2) -> Timing:
 
 
 def time_cuda(launcher: Launcher, calls: Sequence[Call], device: torch.device,
-              budget_s: float = 0.2, replays: int = 10) -> Timing:
+              budget_s: float = 0.2, replays: int = 10, host: bool = True) -> Timing:
     """Median per-launch device time from CUDA-graph replays over rotated inputs,
-    plus the host time of back-to-back eager launches."""
+    plus the host time of back-to-back eager launches (NaN without ``host``)."""
     with torch.cuda.device(device):
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
@@ -136,6 +147,8 @@ def time_cuda(launcher: Launcher, calls: Sequence[Call], device: torch.device,
             end.synchronize()
             times.append(start.elapsed_time(end) * 1e3 / len(calls))
         del graph
+        if not host:
+            return Timing(device_us=statistics.median(times), host_us=math.nan)
 
         host_reps = max(3, min(len(calls), 200))
         torch.cuda.synchronize(device)

@@ -51,6 +51,25 @@ def test_a_dying_worker_fails_only_the_candidate_that_killed_it(crashy):
         assert pool.check(KEY, CPU, [Candidate("ok", {})]) == [None]
 
 
+@pytest.mark.parametrize("limit", [None, 1, 2])
+def test_started_checks_run_while_the_caller_works_and_honour_the_limit(crashy, limit):
+    cands = [Candidate(s, {}) for s in ("ok", "crash", "ok", "other", "ok")]
+    with CompilePool(workers=2, task=crashy) as pool:
+        pending = pool.start(KEY, CPU, cands, limit)
+        assert len(pending._futures) == min(len(cands), limit or len(cands))
+        assert pending.results() == [None, DIED, None, "bad other", None]
+
+
+def test_evaluator_takes_verdicts_gated_elsewhere(misbehaving):
+    space = SearchSpace(KEY, CPU, {"torch": misbehaving})
+    evaluator = Evaluator(KEY, CPU, all_strategies_for(CPU, space))
+    doubling = Candidate("torch", {"mode": "doubling"})
+    out = evaluator.evaluate([doubling, doubling], gated=[None, "failed elsewhere"])
+    assert out[0].ok and out[1].error == "failed elsewhere"
+    with pytest.raises(ValueError, match="1 verdicts for 2"):
+        evaluator.evaluate([doubling, doubling], gated=[None])
+
+
 def test_evaluator_uses_the_pool_for_the_gate(crashy):
     space = SearchSpace(KEY, CPU)
     evaluator = Evaluator(KEY, CPU, all_strategies_for(CPU, space),

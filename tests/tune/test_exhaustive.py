@@ -67,3 +67,31 @@ def test_capped_sweep_returns_a_partial_table_and_resumes(tmp_path, monkeypatch)
     table = exhaustive.sweep(KEY, CPU, cache, log=False)  # uncapped: finishes the rest
     assert set(table) == labels and cache.exists()
     assert all(table[k] == v for k, v in part.items())
+
+
+def test_sweep_with_a_pool_gates_the_next_batch_while_timing_this_one(tmp_path, monkeypatch):
+    from rltriton_tune.tune.compile_pool import CompilePool
+
+    monkeypatch.setattr(exhaustive, "BATCH", 2)
+    labels = {c.label() for c in SearchSpace(KEY, CPU).enumerate()}
+    events = []
+    real_start = CompilePool.start
+    real_evaluate = exhaustive.Evaluator.evaluate
+
+    def start(self, key, device, candidates, limit=None):
+        events.append(("start", len(candidates)))
+        return real_start(self, key, device, candidates, limit)
+
+    def evaluate(self, candidates, *args, **kwargs):
+        assert kwargs["gated"] is not None and len(kwargs["gated"]) == len(candidates)
+        events.append(("time", len(candidates)))
+        return real_evaluate(self, candidates, *args, **kwargs)
+
+    monkeypatch.setattr(CompilePool, "start", start)
+    monkeypatch.setattr(exhaustive.Evaluator, "evaluate", evaluate)
+    with CompilePool(workers=1) as pool:  # batches of 4 * workers
+        table = exhaustive.sweep(KEY, CPU, tmp_path / "t.json", pool, log=False)
+    assert set(table) == labels and all(v["device_us"] > 0 for v in table.values())
+    kinds = [kind for kind, _ in events]
+    # The second batch is submitted before the first is timed, and so on.
+    assert kinds[:3] == ["start", "start", "time"] and kinds.count("time") == kinds.count("start")

@@ -27,6 +27,36 @@ def test_cuda_timing_rotates_inputs_past_l2_and_is_stable():
     assert abs(a.device_us - b.device_us) / a.device_us < 0.3
 
 
+def test_quick_timing_agrees_with_full_timing_at_a_fraction_of_the_inputs():
+    import math
+
+    from rltriton_tune.tune.measure import QUICK_COPIES
+
+    device = torch.device("cuda")
+    key = ProblemKey("gae", 4096, 512)  # 16 MB a call: both benches rotate past L2
+    cand = SearchSpace(key, device).starting_points(None)[0]
+    launcher = SearchSpace(key, device).strategies[cand.strategy].prepare(key, cand.params)
+    full, quick = Bench(key, device), Bench(key, device, quick=True)
+    assert len(quick.calls) <= QUICK_COPIES
+    a, b = full.time(launcher, 0.1), quick.time(launcher, 0.01)
+    assert math.isnan(b.host_us) and b.device_us > 0
+    assert abs(a.device_us - b.device_us) / a.device_us < 0.2
+
+
+def test_pipelined_sweep_on_cuda_times_every_searched_config(tmp_path):
+    from rltriton_tune.tune.compile_pool import CompilePool
+    from rltriton_tune.tune.exhaustive import sweep
+
+    device = torch.device("cuda")
+    key = ProblemKey("discounted_returns", 64, 8)
+    labels = {c.label() for c in SearchSpace(key, device).enumerate()}
+    with CompilePool(workers=4) as pool:
+        table = sweep(key, device, tmp_path / "t.json", pool, log=False)
+    assert set(table) == labels
+    assert all(v["device_us"] and v["device_us"] > 0 for v in table.values()), \
+        [v["error"] for v in table.values() if v["error"]][:3]
+
+
 def test_tune_on_cuda_records_triton_choice_and_baselines(tmp_path):
     result = tune(KEY, "cuda", trials=8, storage=str(tmp_path / "s.journal"))
     entry = result.entry
