@@ -51,7 +51,6 @@ from rltriton_tune.kernels.launch import (
     require,
 )
 from rltriton_tune.kernels.scan import (
-    combine,
     edges,
     row_block,
     scan_tile_next,
@@ -130,6 +129,17 @@ def _poll(WORDS, plane, at, live, aggregate, inclusive):
 
 
 @triton.jit
+def _combine_marked(a1, b1, h1, a2, b2, h2):
+    """``combine`` of affine steps that also carries whether an inclusive value was used."""
+    return a2 + b2 * a1, b1 * b2, tl.maximum(h1, h2)
+
+
+@triton.jit
+def _sum3(a1, b1, h1, a2, b2, h2):
+    return a1 + a2, b1 + b2, h1 + h2
+
+
+@triton.jit
 def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.constexpr,
                MAX_SPINS: tl.constexpr):
     """The carry into chunk ``k`` of rows ``r``: predecessors' aggregates composed,
@@ -153,18 +163,28 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
             wa, wb, ready = _poll(WORDS, plane, at, live, aggregate, inclusive)
             spins += 1
         gave_up = tl.min(ready.to(tl.int32)) == 0
+        # A lane's step comes from its own word only: an inclusive value ends the chain
+        # (b = 0, and h = 1 says an inclusive value was used), an aggregate composes, a
+        # dead lane is the identity. When the window has fewer lanes than the program has
+        # threads, several threads load the same word, possibly on either side of its
+        # aggregate -> inclusive change, and a cross-warp scan or reduction may take any
+        # copy. So every per-row result comes from one joint scan and one joint
+        # reduction of (a, b, h) triples, each triple from one load: any mix of copies
+        # is then an exact composition. (Taking each row's nearest inclusive lane from
+        # one copy and the values from another gave wrong carries on the H200 at
+        # BLOCK_N >= 2 with 4-16 warps; session 10 oracle sweeps.)
         ends = live & (_tag(wa) == inclusive)
-        pos = tl.min(tl.where(ends, lane, WINDOW), axis=1)  # each row's nearest inclusive
-        used = live & (lane <= pos[:, None])
-        last = lane == pos[:, None]
-        # Unused lanes are the identity (0, 1); an inclusive value ends the chain (b = 0).
-        step_a = tl.where(used, _value(wa), 0.0)
-        step_b = tl.where(used, tl.where(last, 0.0, _value(wb)), 1.0)
-        ya, yb = tl.associative_scan((step_a, step_b), 1, combine, reverse=True)
+        step_a = tl.where(live, _value(wa), 0.0)
+        step_b = tl.where(live, tl.where(ends, 0.0, _value(wb)), 1.0)
+        step_h = ends.to(tl.float32)
+        ya, yb, yh = tl.associative_scan((step_a, step_b, step_h), 1, _combine_marked,
+                                         reverse=True)
         nearest = lane == 0
-        acc_a = acc_a + acc_b * take(ya, nearest)
-        acc_b = acc_b * take(yb, nearest)
-        done = done | (pos < WINDOW)
+        win_a, win_b, win_h = tl.reduce((tl.where(nearest, ya, 0.0), tl.where(nearest, yb, 0.0),
+                                         tl.where(nearest, yh, 0.0)), 1, _sum3)
+        acc_a = acc_a + acc_b * win_a
+        acc_b = acc_b * win_b
+        done = done | (win_h > 0)
         j -= WINDOW
         looking = (j >= 0) & (tl.min(done.to(tl.int32)) == 0) & ~gave_up
     return tl.where(gave_up, float("nan"), acc_a)  # gave up waiting: poison, not hang

@@ -149,6 +149,17 @@ class SplitStrategy(TritonStrategy):
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
         return p["BLOCK_N"] * max(p["BLOCK_T"], p["CARRY_BLOCK"])
 
+    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+        """Env-major keys are not searched: ``lookback`` splits time the same way in one
+        pass where split reads the inputs twice. H200 (benchmarks/NOTES.md, session 10):
+        split's best was 1.12-2.23x off the best config in all 12 sweeps (10 complete) of
+        GAE and eligibility traces, 1.4-1.9x off the look-back scan on 10 few-row,
+        long-T probes; it won no cell of the strategy table. Time-major keys keep it
+        (tuned entries at 16x32768 use it)."""
+        if not key.time_major:
+            return "env-major: the lookback scan does split's work in one pass"
+        return super().skip_reason(key, params)
+
     def check(self, key: ProblemKey, p: Params) -> None:
         chunk, bn, bt = p["CHUNK_T"], p["BLOCK_N"], p["BLOCK_T"]
         require(bn * p["CARRY_BLOCK"] <= TILE_BUDGET, self.name,

@@ -105,6 +105,32 @@ def test_one_launcher_on_two_streams_and_in_a_graph():
         check_outputs(outs, expected("gae", kwargs), call, "graph replay")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", ["gae", "eligibility_traces"])
+@pytest.mark.parametrize("params", [
+    {"BLOCK_N": 2, "BLOCK_T": 128, "num_warps": 4}, {"BLOCK_N": 2, "BLOCK_T": 1024, "num_warps": 8},
+    {"BLOCK_N": 4, "BLOCK_T": 128, "num_warps": 8}, {"BLOCK_N": 4, "BLOCK_T": 512, "num_warps": 16},
+    {"BLOCK_N": 8, "BLOCK_T": 64, "num_warps": 16}, {"BLOCK_N": 2, "BLOCK_T": 2048, "num_warps": 4},
+])
+def test_windows_with_fewer_lanes_than_threads_stay_exact(algorithm, params):
+    """Threads holding copies of one word may see it before and after it turns inclusive;
+    the H200 oracle sweeps caught wrong carries in these configs (a few elements in 10^5,
+    so each runs many launches). Each copy must yield an exact composition."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    device = torch.device("cuda")
+    for key in (ProblemKey(algorithm, 16, 32768), ProblemKey(algorithm, 32, 2048)):
+        launcher = lookback.LookbackStrategy().prepare(key, params)
+        call, kwargs = make_call(key, seed=3, device=device)
+        want = expected(algorithm, kwargs)
+        for i in range(40):
+            outs = launcher(call)
+            torch.cuda.synchronize(device)
+            check_outputs(outs, want, call, f"{key.as_text()} launch {i}")
+
+
 def test_epoch_tags_wrap_around(monkeypatch):
     """Tags are the epoch's low 32 bits: launches on both sides of the wrap (epoch 2^30)
     tell fresh words from the previous launch's, whose tags sit just below 2^32."""
