@@ -3,7 +3,7 @@
 # $JOBS1 on GPU 1, each job in order until $SECONDS_LEFT runs out (a cut job resumes in the
 # next call: bench --resume, oracle partial tables, the tuner's journal in $DB). Results
 # accumulate in $CARRY (carry it to the next call); a tarball of it lands in $OUT.
-# Jobs: gputests (the whole `gpu` test suite) | align (benchmarks/align_probe.py,
+# Jobs: gputests[:PATH] (the `gpu` tests of PATH, default the whole suite) | align (benchmarks/align_probe.py,
 #       $ALIGN_SECONDS) | rules (benchmarks/rule_probe.py, $RULE_ALGORITHMS) |
 #       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS; $LOOKBACK_SHAPES NxT,...;
 #       $LOOKBACK_ALGORITHMS) |
@@ -36,7 +36,8 @@ job() {  # gpu job
     IFS=: read -r kind a b c d e <<< "$spec"
     case $kind in
     gputests) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m pytest -q -m gpu \
-        -p no:cacheprovider --durations=15 tests > "$CARRY/logs/gpu_tests.log" 2>&1 ;;
+        -p no:cacheprovider --durations=15 "${a:-tests}" \
+        > "$CARRY/logs/gpu_tests${a:+_$(basename "$a" .py)}.log" 2>&1 ;;
     strategies) local name="strategies_${a//,/_}${b:+_$(basename "$b")}${c:+_n${c//,/_}}"
         CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 "${b:-.}/benchmarks/strategies.py" \
         --output "$CARRY/$name" --algorithms "$a" ${c:+--n "$c"} ${d:+--t "$d"} \
