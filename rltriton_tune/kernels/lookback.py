@@ -140,14 +140,27 @@ def _sum3(a1, b1, h1, a2, b2, h2):
 
 
 @triton.jit
-def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.constexpr,
-               MAX_SPINS: tl.constexpr):
+def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, BLOCK_N: tl.constexpr,
+               WINDOW: tl.constexpr, MAX_SPINS: tl.constexpr):
     """The carry into chunk ``k`` of rows ``r``: predecessors' aggregates composed,
-    WINDOW chunks a step, back to each row's nearest inclusive value (or its start)."""
+    WINDOW chunks a step, back to each row's nearest inclusive value (or its start).
+
+    When the window has fewer lanes than the program has threads, several threads load
+    the same word, possibly on either side of its aggregate -> inclusive change, so
+    copies of a row may disagree on where its nearest inclusive value is. Each copy's
+    composition is exact, but mixing parts of different copies is not (the H200 oracle
+    sweeps of session 10 caught wrong carries at BLOCK_N >= 2 with 4-16 warps). So a
+    lane's step comes from its own load only, the scan and the reduction take (a, b, h)
+    triples jointly, and the per-row state is kept broadcast over the window's lanes
+    ([rows, WINDOW], the same layout as the words): each copy carries its own state
+    through the loop, with no layout conversion that could take its parts from
+    different copies.
+    """
     lane = tl.arange(0, WINDOW)[None, :]
-    acc_a = tl.zeros(r.shape, tl.float32)
+    rows = r[:, None]
+    acc_a = tl.zeros([BLOCK_N, WINDOW], tl.float32)
     acc_b = acc_a + 1.0
-    done = ~m  # rows past N look for nothing
+    done = ~m[:, None] & (lane >= 0)  # rows past N look for nothing
     aggregate = (base + AGGREGATE) & LOW_BITS
     inclusive = (base + INCLUSIVE) & LOW_BITS
     j = k - 1
@@ -155,24 +168,16 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
     gave_up = k < 0  # False, as a tensor the loop can carry
     while looking:
         win = j - lane                                  # chunks j, j-1, ... (scan order back)
-        at = _word_at(win, r[:, None], N, BIG)
-        live = (win >= 0) & ~done[:, None]
+        at = _word_at(win, rows, N, BIG)
+        live = (win >= 0) & ~done
         wa, wb, ready = _poll(WORDS, plane, at, live, aggregate, inclusive)
         spins = 0
         while (tl.min(ready.to(tl.int32)) == 0) & (spins < MAX_SPINS):
             wa, wb, ready = _poll(WORDS, plane, at, live, aggregate, inclusive)
             spins += 1
         gave_up = tl.min(ready.to(tl.int32)) == 0
-        # A lane's step comes from its own word only: an inclusive value ends the chain
-        # (b = 0, and h = 1 says an inclusive value was used), an aggregate composes, a
-        # dead lane is the identity. When the window has fewer lanes than the program has
-        # threads, several threads load the same word, possibly on either side of its
-        # aggregate -> inclusive change, and a cross-warp scan or reduction may take any
-        # copy. So every per-row result comes from one joint scan and one joint
-        # reduction of (a, b, h) triples, each triple from one load: any mix of copies
-        # is then an exact composition. (Taking each row's nearest inclusive lane from
-        # one copy and the values from another gave wrong carries on the H200 at
-        # BLOCK_N >= 2 with 4-16 warps; session 10 oracle sweeps.)
+        # An inclusive value ends the chain (b = 0; h = 1 records that one was used), an
+        # aggregate composes, a dead lane is the identity (0, 1, 0).
         ends = live & (_tag(wa) == inclusive)
         step_a = tl.where(live, _value(wa), 0.0)
         step_b = tl.where(live, tl.where(ends, 0.0, _value(wb)), 1.0)
@@ -181,12 +186,14 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
                                          reverse=True)
         nearest = lane == 0
         win_a, win_b, win_h = tl.reduce((tl.where(nearest, ya, 0.0), tl.where(nearest, yb, 0.0),
-                                         tl.where(nearest, yh, 0.0)), 1, _sum3)
+                                         tl.where(nearest, yh, 0.0)), 1, _sum3, keep_dims=True)
         acc_a = acc_a + acc_b * win_a
         acc_b = acc_b * win_b
         done = done | (win_h > 0)
         j -= WINDOW
         looking = (j >= 0) & (tl.min(done.to(tl.int32)) == 0) & ~gave_up
+    # One value per row leaves the window's layout: whichever copy it comes from is exact.
+    acc_a = tl.sum(tl.where(lane == 0, acc_a, 0.0), axis=1)
     return tl.where(gave_up, float("nan"), acc_a)  # gave up waiting: poison, not hang
 
 
@@ -250,7 +257,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     else:
         _publish(WORDS, plane + mine, m, base + AGGREGATE, agg_b)
         _publish(WORDS, mine, m, base + AGGREGATE, agg_a)
-    carry = _look_back(WORDS, plane, r, m, k, base, N, BIG, WINDOW, MAX_SPINS)
+    carry = _look_back(WORDS, plane, r, m, k, base, N, BIG, BLOCK_N, WINDOW, MAX_SPINS)
     if PUBLISH_INCLUSIVE:
         if k > 0:
             _publish(WORDS, mine, m, base + INCLUSIVE, agg_a + agg_b * carry)
