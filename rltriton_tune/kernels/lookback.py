@@ -28,6 +28,15 @@ epoch, and a word counts only if it carries the epoch's tag. Launches of one
 launcher therefore must not overlap; the launcher orders a call on a new stream
 after its previous call.
 
+Configs with 1 < BLOCK_N < num_warps are invalid: there the window's [BLOCK_N,
+WINDOW] words are loaded by several warps per row, copies that may see a word before
+and after it is published, and the cross-warp reduction that decides "every word is
+ready" treats copies as equal. On the H200 exactly those configs gave wrong carries
+(session 10 sweeps of this kernel: 48 of 164 such configs failed the correctness gate,
+none of 533 others; 280 of 684 against none of 1,915 with two look-back variants tried
+that session; benchmarks/NOTES.md). With BLOCK_N = 1 every warp holds the whole
+window; with num_warps <= BLOCK_N each row's words belong to one warp.
+
 A program waits only on chunks of lower index, started before it, so the chain
 always advances. Waits are bounded (``MAX_SPINS`` polls): past that the program
 gives up and writes NaN rather than hang.
@@ -51,6 +60,7 @@ from rltriton_tune.kernels.launch import (
     require,
 )
 from rltriton_tune.kernels.scan import (
+    combine,
     edges,
     row_block,
     scan_tile_next,
@@ -129,38 +139,14 @@ def _poll(WORDS, plane, at, live, aggregate, inclusive):
 
 
 @triton.jit
-def _combine_marked(a1, b1, h1, a2, b2, h2):
-    """``combine`` of affine steps that also carries whether an inclusive value was used."""
-    return a2 + b2 * a1, b1 * b2, tl.maximum(h1, h2)
-
-
-@triton.jit
-def _sum3(a1, b1, h1, a2, b2, h2):
-    return a1 + a2, b1 + b2, h1 + h2
-
-
-@triton.jit
-def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, BLOCK_N: tl.constexpr,
-               WINDOW: tl.constexpr, MAX_SPINS: tl.constexpr):
+def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.constexpr,
+               MAX_SPINS: tl.constexpr):
     """The carry into chunk ``k`` of rows ``r``: predecessors' aggregates composed,
-    WINDOW chunks a step, back to each row's nearest inclusive value (or its start).
-
-    When the window has fewer lanes than the program has threads, several threads load
-    the same word, possibly on either side of its aggregate -> inclusive change, so
-    copies of a row may disagree on where its nearest inclusive value is. Each copy's
-    composition is exact, but mixing parts of different copies is not (the H200 oracle
-    sweeps of session 10 caught wrong carries at BLOCK_N >= 2 with 4-16 warps). So a
-    lane's step comes from its own load only, the scan and the reduction take (a, b, h)
-    triples jointly, and the per-row state is kept broadcast over the window's lanes
-    ([rows, WINDOW], the same layout as the words): each copy carries its own state
-    through the loop, with no layout conversion that could take its parts from
-    different copies.
-    """
+    WINDOW chunks a step, back to each row's nearest inclusive value (or its start)."""
     lane = tl.arange(0, WINDOW)[None, :]
-    rows = r[:, None]
-    acc_a = tl.zeros([BLOCK_N, WINDOW], tl.float32)
+    acc_a = tl.zeros(r.shape, tl.float32)
     acc_b = acc_a + 1.0
-    done = ~m[:, None] & (lane >= 0)  # rows past N look for nothing
+    done = ~m  # rows past N look for nothing
     aggregate = (base + AGGREGATE) & LOW_BITS
     inclusive = (base + INCLUSIVE) & LOW_BITS
     j = k - 1
@@ -168,32 +154,28 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, BLOCK_N: tl.co
     gave_up = k < 0  # False, as a tensor the loop can carry
     while looking:
         win = j - lane                                  # chunks j, j-1, ... (scan order back)
-        at = _word_at(win, rows, N, BIG)
-        live = (win >= 0) & ~done
+        at = _word_at(win, r[:, None], N, BIG)
+        live = (win >= 0) & ~done[:, None]
         wa, wb, ready = _poll(WORDS, plane, at, live, aggregate, inclusive)
         spins = 0
         while (tl.min(ready.to(tl.int32)) == 0) & (spins < MAX_SPINS):
             wa, wb, ready = _poll(WORDS, plane, at, live, aggregate, inclusive)
             spins += 1
         gave_up = tl.min(ready.to(tl.int32)) == 0
-        # An inclusive value ends the chain (b = 0; h = 1 records that one was used), an
-        # aggregate composes, a dead lane is the identity (0, 1, 0).
         ends = live & (_tag(wa) == inclusive)
-        step_a = tl.where(live, _value(wa), 0.0)
-        step_b = tl.where(live, tl.where(ends, 0.0, _value(wb)), 1.0)
-        step_h = ends.to(tl.float32)
-        ya, yb, yh = tl.associative_scan((step_a, step_b, step_h), 1, _combine_marked,
-                                         reverse=True)
+        pos = tl.min(tl.where(ends, lane, WINDOW), axis=1)  # each row's nearest inclusive
+        used = live & (lane <= pos[:, None])
+        last = lane == pos[:, None]
+        # Unused lanes are the identity (0, 1); an inclusive value ends the chain (b = 0).
+        step_a = tl.where(used, _value(wa), 0.0)
+        step_b = tl.where(used, tl.where(last, 0.0, _value(wb)), 1.0)
+        ya, yb = tl.associative_scan((step_a, step_b), 1, combine, reverse=True)
         nearest = lane == 0
-        win_a, win_b, win_h = tl.reduce((tl.where(nearest, ya, 0.0), tl.where(nearest, yb, 0.0),
-                                         tl.where(nearest, yh, 0.0)), 1, _sum3, keep_dims=True)
-        acc_a = acc_a + acc_b * win_a
-        acc_b = acc_b * win_b
-        done = done | (win_h > 0)
+        acc_a = acc_a + acc_b * take(ya, nearest)
+        acc_b = acc_b * take(yb, nearest)
+        done = done | (pos < WINDOW)
         j -= WINDOW
         looking = (j >= 0) & (tl.min(done.to(tl.int32)) == 0) & ~gave_up
-    # One value per row leaves the window's layout: whichever copy it comes from is exact.
-    acc_a = tl.sum(tl.where(lane == 0, acc_a, 0.0), axis=1)
     return tl.where(gave_up, float("nan"), acc_a)  # gave up waiting: poison, not hang
 
 
@@ -257,7 +239,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     else:
         _publish(WORDS, plane + mine, m, base + AGGREGATE, agg_b)
         _publish(WORDS, mine, m, base + AGGREGATE, agg_a)
-    carry = _look_back(WORDS, plane, r, m, k, base, N, BIG, BLOCK_N, WINDOW, MAX_SPINS)
+    carry = _look_back(WORDS, plane, r, m, k, base, N, BIG, WINDOW, MAX_SPINS)
     if PUBLISH_INCLUSIVE:
         if k > 0:
             _publish(WORDS, mine, m, base + INCLUSIVE, agg_a + agg_b * carry)
@@ -296,6 +278,9 @@ class LookbackStrategy(TritonStrategy):
                 f"BLOCK_N={bn} x BLOCK_T={bt} exceeds the tile budget {TILE_BUDGET}")
         programs = triton.cdiv(key.n, bn) * triton.cdiv(key.t, bt)
         require(programs < 2**31 - 1, self.name, f"grid of {programs} programs is too large")
+        require(bn == 1 or p["num_warps"] <= bn, self.name,
+                f"BLOCK_N={bn} with num_warps={p['num_warps']}: more warps than rows gives "
+                "wrong carries on the GPU (use num_warps <= BLOCK_N, or BLOCK_N=1)")
 
     def default_params(self, key: ProblemKey) -> Params:
         # One warp: its lanes are the look-back window (the H200 probe's best configs
