@@ -9,7 +9,8 @@
 #       $LOOKBACK_ALGORITHMS) |
 #       reverse (benchmarks/reverse_scan_probe.py) | costs (benchmarks/lookback_costs.py) |
 #       sweep:ALG (benchmarks/oracle_sweep.py: the oracle's exhaustive sweeps of bench:ALG's
-#       keys, into the tables oracle:ALG reads; $SWEEP_WORKERS compile processes) |
+#       keys, into the tables oracle:ALG reads; $SWEEP_WORKERS compile processes;
+#       $SWEEP_DROP=STRATEGY,...: measure those strategies again after a kernel change) |
 #       bench:ALG | oracle:ALG (bench --oracle,
 #       $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
@@ -59,7 +60,8 @@ job() {  # gpu job
         bash benchmarks/lookback_gpu.sh > "$CARRY/logs/lookback.log" 2>&1 ;;
     sweep) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/oracle_sweep.py \
         --algorithms "$a" ${HELD_OUT:+--held-out "$HELD_OUT"} --max-seconds "$(( left - 20 ))" \
-        ${SWEEP_WORKERS:+--workers "$SWEEP_WORKERS"} --dir "$CARRY/bench/${a}_oracle/oracle" \
+        ${SWEEP_WORKERS:+--workers "$SWEEP_WORKERS"} ${SWEEP_DROP:+--drop "$SWEEP_DROP"} \
+        --dir "$CARRY/bench/${a}_oracle/oracle" \
         > "$CARRY/logs/sweep_$a.log" 2>&1 ;;
     bench|oracle) local extra=(); [ "$kind" = oracle ] && \
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers 8)

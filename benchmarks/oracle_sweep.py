@@ -31,6 +31,22 @@ from rltriton_tune.tune.exhaustive import cache_name, sweep  # noqa: E402
 from rltriton_tune.tune.space import SearchSpace  # noqa: E402
 
 
+def drop_strategies(folder: Path, names: set[str]) -> None:
+    """Remove ``names``' entries from every table in ``folder``; complete tables that lose
+    entries become partial ones, which the next sweep resumes."""
+    for path in sorted(folder.glob("exhaustive_*.json")):
+        table = json.loads(path.read_text())
+        kept = {label: row for label, row in table.items() if row["strategy"] not in names}
+        if len(kept) == len(table):
+            continue
+        partial = path if path.name.endswith(".partial.json") else \
+            path.with_suffix(".partial.json")
+        partial.write_text(json.dumps(kept))
+        if partial != path:
+            path.unlink()
+        print(f"{path.name}: dropped {len(table) - len(kept)} entries", file=sys.stderr)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algorithms", required=True, help="comma list")
@@ -40,6 +56,9 @@ def main() -> int:
     p.add_argument("--max-seconds", type=float, default=None)
     p.add_argument("--workers", type=int, default=None, help="compile processes")
     p.add_argument("--actions", type=int, default=8)
+    p.add_argument("--drop", default="", metavar="STRATEGY,...",
+                   help="first forget these strategies' entries in the tables of DIR (after a "
+                   "kernel change), so the sweeps measure them again")
     args = p.parse_args()
 
     device = torch.device("cuda")
@@ -49,6 +68,8 @@ def main() -> int:
     keys += [k for k in _keys(algorithms, args.held_out or HELD_OUT_SHAPES, *variants)
              if k not in keys]
     args.dir.mkdir(parents=True, exist_ok=True)
+    if args.drop:
+        drop_strategies(args.dir, set(args.drop.split(",")))
     deadline = None if args.max_seconds is None else time.time() + args.max_seconds
     log = []
     with compile_pool_for(device, args.workers) as pool:
