@@ -27,7 +27,7 @@ from rltriton_tune.problems import data_bytes, random_inputs
 from rltriton_tune.tune.baselines import FLAT, LOOP, baseline_candidates, best_compile
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator
-from rltriton_tune.tune.exhaustive import best_of, cache_name, sweep
+from rltriton_tune.tune.exhaustive import cache_name, finalists, sweep
 from rltriton_tune.tune.measure import copy_bandwidth
 from rltriton_tune.tune.space import DEFAULT_SM_COUNT, Candidate, SearchSpace, builtin_choice
 
@@ -41,8 +41,6 @@ UNMOVED = "unmoved:"
 HEURISTIC = "builtin_heuristic"
 #: Configs of the tuned entries near a held-out shape (moved to it), timed there.
 ALTERNATIVE = "alternative"
-#: Best configs of the exhaustive sweep re-measured next to the dispatched one.
-ORACLE_TOP = 8
 #: Shapes off every tuning grid (no powers of two), from one environment with a
 #: million steps to 50k environments with short rollouts: how nearest-entry
 #: lookup generalises.
@@ -137,8 +135,8 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
     """Measure every key (and each ``held_out`` key, marked so); return the JSON-able report.
 
     With ``oracle_dir``, each key's whole search space is swept (cached there) and
-    its ORACLE_TOP best configs are re-measured next to the dispatched one: the oracle
-    is the fastest of those. Rows of a ``previous`` report from the same device and
+    its best configs (``exhaustive.finalists``) are re-measured next to the dispatched
+    one: the oracle is the fastest of those. Rows of a ``previous`` report from the same device and
     software, for the same dispatched choice, are kept instead of re-measured
     (resuming a run cut short); ``oracle_seconds`` caps each key's sweep (the row then
     says ``oracle_complete: false`` and the summary leaves it out);
@@ -178,7 +176,7 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
         if oracle_dir is not None:
             cache = Path(oracle_dir) / cache_name(key, device)
             table = sweep(key, device, cache, pool, log=False, max_seconds=oracle_seconds)
-            for i, cand in enumerate(best_of(table, ORACLE_TOP)):
+            for i, cand in enumerate(finalists(table)):
                 cands[f"{ORACLE}_{i}"] = cand
         evaluator = Evaluator(key, device, strategies, workers=1, time_budget_s=budget_s)
         try:

@@ -95,3 +95,16 @@ def test_sweep_with_a_pool_gates_the_next_batch_while_timing_this_one(tmp_path, 
     kinds = [kind for kind, _ in events]
     # The second batch is submitted before the first is timed, and so on.
     assert kinds[:3] == ["start", "start", "time"] and kinds.count("time") == kinds.count("start")
+
+
+def test_finalists_take_every_config_near_the_best_within_bounds():
+    def table(times):
+        return {f"flat(BLOCK_N={i})": {"strategy": "flat", "params": {"BLOCK_N": i},
+                                       "device_us": t} for i, t in enumerate(times)}
+
+    close = table([1.0 + 0.001 * i for i in range(40)] + [None])  # 40 within 25%
+    assert len(exhaustive.finalists(close)) == exhaustive.FINALISTS_MAX
+    spread = table([1.0, 1.2, 1.3] + [5.0] * 10)  # at least FINALISTS_MIN, best first
+    picked = exhaustive.finalists(spread)
+    assert len(picked) == exhaustive.FINALISTS_MIN and picked[0].params == {"BLOCK_N": 0}
+    assert exhaustive.finalists(table([None, None])) == []
