@@ -77,9 +77,31 @@ class SearchSpace:
             if self.device.type != "cuda" and "mode" in space:
                 space["mode"] = [m for m in space["mode"] if m not in CPU_EXCLUDED_MODES]
             self._spaces[name] = {p: c for p, c in space.items() if c}
+        self._names: list[str] | None = None
 
     def names(self) -> list[str]:
-        return sorted(self.strategies)
+        """The strategies searched for this key: those with at least one config that is
+        valid and not skipped (a strategy whose every config is skipped, like ``split``
+        on env-major keys, would only spend trials on pruned suggestions)."""
+        if self._names is None:
+            self._names = [n for n in sorted(self.strategies) if self._searches(n)]
+            if not self._names:
+                raise RuntimeError(f"no searched config for {self.key.as_text()} on "
+                                   f"{self.device}")
+        return self._names
+
+    def _searches(self, name: str) -> bool:
+        import itertools
+
+        space = self._spaces[name]
+        for combo in itertools.product(*space.values()):
+            try:
+                cand = self.validate(name, dict(zip(space, combo, strict=True)))
+            except InvalidConfig:
+                continue
+            if self.skip_reason(cand) is None:
+                return True
+        return False
 
     def params_of(self, strategy: str) -> dict[str, list[Any]]:
         """The candidate values of each parameter of ``strategy`` for this key."""
@@ -153,7 +175,7 @@ class SearchSpace:
         valid configs (seeded), deduplicated; invalid ones are dropped."""
         points: list[Candidate] = []
         for known in ([heuristic] if heuristic is not None else []) + list(related):
-            if known.strategy not in self.strategies:
+            if known.strategy not in self.names():  # not a choice of the study's categorical
                 continue
             try:
                 points.append(self.validate(known.strategy, known.params))

@@ -45,11 +45,19 @@ def fingerprint_of(device: torch.device) -> dict[str, Any]:
     return device_fingerprint(device)
 
 
+#: Revision of the search spaces: part of every study's name, so a study started with
+#: other parameter choices (Optuna refuses to resume one whose categorical choices
+#: changed) is left alone and a fresh one starts. 2: env-major keys stopped searching
+#: split and sequential, configs with idle threads are skipped (session 10).
+SPACE_REVISION = 2
+
+
 def study_name(key: ProblemKey, device: torch.device) -> str:
-    """``<key text>@<fingerprint id>``: one study per key and device kind."""
+    """``<key text>@<fingerprint id>/s<space revision>``: one study per key, device kind
+    and search-space revision."""
     from rltriton_tune.tuning_db.fingerprint import fingerprint_id
 
-    return f"{key.as_text()}@{fingerprint_id(fingerprint_of(device))}"
+    return f"{key.as_text()}@{fingerprint_id(fingerprint_of(device))}/s{SPACE_REVISION}"
 
 
 def all_strategies_for(device: torch.device, space: SearchSpace) -> dict[str, Strategy]:

@@ -56,6 +56,19 @@ def test_skipped_configs_are_left_out_of_searches_but_still_seed_them(misbehavin
     assert default in space.starting_points(None, extra=0)
 
 
+def test_strategies_without_a_searched_config_are_no_choice_of_the_study():
+    from rltriton_tune.kernels import strategies
+
+    cuda = torch.device("cuda")  # the spaces need no GPU to be listed
+    env = SearchSpace(ProblemKey("gae", 16, 32768), cuda, strategies())
+    assert "split" not in env.names() and "sequential" not in env.names()
+    assert {c.strategy for c in env.enumerate()} == set(env.names())
+    seeds = env.starting_points(Candidate("split", {}), extra=0)
+    assert seeds and all(p.strategy in env.names() for p in seeds)  # no unsearched seed
+    time_major = SearchSpace(ProblemKey("gae", 16, 32768, layout="time"), cuda, strategies())
+    assert {"split", "sequential"} <= set(time_major.names())
+
+
 def test_starting_points_include_heuristic_and_defaults():
     space = SearchSpace(KEY, torch.device("cpu"))
     heuristic = Candidate("torch", {"mode": "loop"})

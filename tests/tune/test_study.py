@@ -272,3 +272,24 @@ def test_worker_finalizes_each_key_right_after_its_trials(tmp_path):
     order = [(kind, p if kind == "key-done" else p["key"]) for kind, p in events
              if kind in ("key-done", "finalized")]
     assert order == [(kind, key.as_text()) for key in keys for kind in ("key-done", "finalized")]
+
+
+def test_a_study_of_an_older_search_space_is_not_resumed(tmp_path):
+    """Optuna refuses categorical choices that changed; the space revision in the study
+    name starts a fresh study instead of failing on the old one."""
+    import optuna
+
+    from rltriton_tune.tune import study as study_mod
+    from rltriton_tune.tune.storage import open_storage
+
+    key = ProblemKey("gae", 8, 8)
+    storage = str(tmp_path / "s.journal")
+    old_name = study_name(key, CPU).replace(f"/s{study_mod.SPACE_REVISION}", "/s1")
+    old = optuna.create_study(study_name=old_name, storage=open_storage(storage))
+    old.add_trial(optuna.trial.create_trial(
+        params={"strategy": "retired"},
+        distributions={"strategy": optuna.distributions.CategoricalDistribution(["retired"])},
+        value=1.0))
+    result = tune(key, CPU, trials=3, storage=storage)
+    assert result.study_name.endswith(f"/s{study_mod.SPACE_REVISION}")
+    assert result.entry is not None and result.entry.strategy == "torch"
