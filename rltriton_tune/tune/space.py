@@ -78,6 +78,9 @@ class SearchSpace:
                 space["mode"] = [m for m in space["mode"] if m not in CPU_EXCLUDED_MODES]
             self._spaces[name] = {p: c for p, c in space.items() if c}
         self._names: list[str] | None = None
+        #: Whether the strategies' skip rules apply (off for keys so small that they
+        #: would leave nothing, e.g. N = T = 1, where every tile has idle threads).
+        self._skipping = True
 
     def names(self) -> list[str]:
         """The strategies searched for this key: those with at least one config that is
@@ -85,8 +88,11 @@ class SearchSpace:
         on env-major keys, would only spend trials on pruned suggestions)."""
         if self._names is None:
             self._names = [n for n in sorted(self.strategies) if self._searches(n)]
+            if not self._names:  # the skip rules left nothing: search every valid config
+                self._skipping = False
+                self._names = [n for n in sorted(self.strategies) if self._searches(n)]
             if not self._names:
-                raise RuntimeError(f"no searched config for {self.key.as_text()} on "
+                raise RuntimeError(f"no valid config for {self.key.as_text()} on "
                                    f"{self.device}")
         return self._names
 
@@ -99,7 +105,7 @@ class SearchSpace:
                 cand = self.validate(name, dict(zip(space, combo, strict=True)))
             except InvalidConfig:
                 continue
-            if self.skip_reason(cand) is None:
+            if self._skip(cand) is None:
                 return True
         return False
 
@@ -122,6 +128,12 @@ class SearchSpace:
     def skip_reason(self, candidate: Candidate) -> str | None:
         """Why searches leave out this valid candidate (``None``: searched). Seeds such as
         the heuristic's choice are tried regardless."""
+        self.names()  # settles whether the skip rules apply to this key
+        return self._skip(candidate)
+
+    def _skip(self, candidate: Candidate) -> str | None:
+        if not self._skipping:
+            return None
         return self.strategies[candidate.strategy].skip_reason(self.key, candidate.params)
 
     def validate(self, strategy: str, params: Params) -> Candidate:

@@ -69,6 +69,16 @@ def test_strategies_without_a_searched_config_are_no_choice_of_the_study():
     assert {"split", "sequential"} <= set(time_major.names())
 
 
+@pytest.mark.parametrize("n, t", [(1, 1), (2, 2), (1, 3)])
+def test_keys_too_small_for_the_skip_rules_search_every_valid_config(n, t):
+    from rltriton_tune.kernels import strategies
+
+    space = SearchSpace(ProblemKey("gae", n, t), torch.device("cuda"), strategies())
+    found = space.enumerate()  # every tile has idle threads here: nothing is skipped
+    assert found and {c.strategy for c in found} == set(space.names())
+    assert all(space.skip_reason(c) is None for c in found)
+
+
 def test_starting_points_include_heuristic_and_defaults():
     space = SearchSpace(KEY, torch.device("cpu"))
     heuristic = Candidate("torch", {"mode": "loop"})
