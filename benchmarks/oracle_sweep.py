@@ -71,7 +71,6 @@ def main() -> int:
     if args.drop:
         drop_strategies(args.dir, set(args.drop.split(",")))
     deadline = None if args.max_seconds is None else time.time() + args.max_seconds
-    log = []
     with compile_pool_for(device, args.workers) as pool:
         for key in keys:
             cache = args.dir / cache_name(key, device)
@@ -86,11 +85,9 @@ def main() -> int:
             took = time.time() - start
             entry = {"key": key.as_text(), "configs": size, "done": len(table),
                      "complete": cache.exists(), "seconds": round(took, 1)}
-            log.append(entry)
             print(json.dumps(entry), flush=True)
-    with open(args.dir / "sweep_log.jsonl", "a") as f:
-        for entry in log:
-            f.write(json.dumps(entry) + "\n")
+            with open(args.dir / "sweep_log.jsonl", "a") as f:  # kept if the job is killed
+                f.write(json.dumps(entry) + "\n")
     return 0
 
 
