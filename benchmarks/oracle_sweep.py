@@ -74,9 +74,9 @@ def main() -> int:
     with compile_pool_for(device, args.workers) as pool:
         for key in keys:
             cache = args.dir / cache_name(key, device)
-            size = len(SearchSpace(key, device).enumerate())
             if cache.exists():
                 continue
+            size = len(SearchSpace(key, device).enumerate())
             left = None if deadline is None else deadline - time.time()
             if left is not None and left < 5:
                 break
