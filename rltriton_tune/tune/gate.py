@@ -33,12 +33,35 @@ class GateFailure(Exception):
     """A candidate produced wrong results (the message says where)."""
 
 
+#: A capped size keeps the original's residue modulo this (16 for the row axis, 256
+#: for the contiguous one; see :func:`small_key`).
+ROW_RESIDUE, CONTIGUOUS_RESIDUE = 16, 256
+
+
+def _capped(size: int, cap: int, modulus: int) -> int:
+    """The largest size up to ``cap`` congruent to ``size`` modulo ``modulus`` (and not 1
+    unless ``size`` is), else ``cap``: ``size`` itself when it fits."""
+    if size <= cap:
+        return size
+    best = cap - (cap - size) % modulus
+    return best if best >= 2 else max(1, cap)
+
+
 def small_key(key: ProblemKey) -> ProblemKey:
-    """``key`` itself if the reference can check it quickly, else a capped copy."""
+    """``key`` itself if the reference can check it quickly, else a capped copy.
+
+    The copy keeps the sizes' residues where it can: modulo 16 for the row axis and 256
+    for the contiguous one (T env-major, N time-major). Triton specialises a kernel on
+    integers divisible by 16 and the launchers divide the contiguous axis by its
+    power-of-two part up to 16, so the copy's launch then compiles the same binary as
+    the key's own, and a gate compiles each config once instead of twice.
+    """
     if key.n * key.t <= CAP_ELEMS:
         return key
-    t = min(key.t, T_CAP)
-    n = max(1, min(key.n, CAP_ELEMS // t))
+    t_mod, n_mod = ((ROW_RESIDUE, CONTIGUOUS_RESIDUE) if key.time_major
+                    else (CONTIGUOUS_RESIDUE, ROW_RESIDUE))
+    t = _capped(key.t, T_CAP, t_mod)
+    n = _capped(key.n, max(1, CAP_ELEMS // t), n_mod)
     return replace(key, n=n, t=t)
 
 

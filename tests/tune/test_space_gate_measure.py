@@ -121,6 +121,21 @@ def test_gate_accepts_real_strategy_and_rejects_wrong_one(algorithm, misbehaving
         gate.check(misbehaving, {"mode": "chunked", "chunk": 16})
 
 
+@pytest.mark.parametrize("n, t, layout", [(5, 300000, "env"), (12, 45000, "env"),
+                                           (100000, 12, "env"), (17, 100000, "env"),
+                                           (100000, 12, "time"), (1, 10**6, "env")])
+def test_small_key_keeps_the_residues_that_triton_specialises_on(n, t, layout):
+    """Same residue modulo 16 across rows and 256 along the contiguous axis: the small
+    copy's launch compiles the key's own binary (no second compile per gated config)."""
+    key = ProblemKey("gae", n, t, layout=layout)
+    small = small_key(key)
+    assert small.n * small.t <= CAP_ELEMS and small != key
+    rows, contiguous = (small.t, small.n) if layout == "time" else (small.n, small.t)
+    key_rows, key_contiguous = (t, n) if layout == "time" else (n, t)
+    assert rows % 16 == key_rows % 16 and (rows == 1) == (key_rows == 1)
+    assert contiguous % 256 == key_contiguous % 256
+
+
 def test_gate_on_huge_key_checks_small_copy_and_full_shape(monkeypatch, misbehaving):
     import rltriton_tune.tune.gate as gate_mod
 
