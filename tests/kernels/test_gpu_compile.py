@@ -74,3 +74,35 @@ def test_alignment_hints_give_vector_accesses(key, tmp_path):
         return
     assert hinted.get("ld.global.v4.b32", 0) >= 1 and hinted.get("st.global.v4.b32", 0) >= 1
     assert not any(".v" in op for op in plain), plain
+
+
+@pytest.mark.parametrize("key_text, strategy, params", [
+    ("gae|none|float32|env|N=12|T=45000", "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024}),
+    ("gae|none|float32|env|N=100000|T=12", "flat", {"BLOCK_N": 16}),
+    ("vtrace|none|float32|env|N=3000|T=5000", "tiled", {"BLOCK_N": 2, "BLOCK_T": 512}),
+    ("eligibility_traces|none|float32|env|N=40|T=9000", "lookback", {"BLOCK_T": 1024}),
+])
+def test_the_gates_small_copy_specialises_like_the_key(key_text, strategy, params):
+    """The correctness gate checks a big key on a small copy first; with the same
+    specialisation (integer divisibility, alignment constexprs) both launches use one
+    binary, so gating a config compiles it once."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from gpu_compile import OPTIONS, _specialize, recorded_launches
+
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.kernels import strategies
+    from rltriton_tune.tune.gate import small_key
+
+    key = ProblemKey.from_text(key_text)
+    full = strategies()[strategy].validate(key, params)  # as the gate passes them
+
+    def specialisations(key):
+        out = []
+        for kernel, args, consts in recorded_launches(strategy, key, full):
+            options = {k: consts.pop(k) for k in OPTIONS if k in consts}
+            sig, consts, attrs = _specialize(kernel, args, consts)
+            out.append((sig, {k: str(v) for k, v in consts.items()}, attrs, options))
+        return out
+
+    assert small_key(key) != key
+    assert specialisations(small_key(key)) == specialisations(key)
