@@ -14,7 +14,8 @@
 #       bench:ALG | oracle:ALG (bench --oracle,
 #       $ORACLE_SECONDS per key; bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
-#       held-out shapes; $BENCH_LAYOUTS: env, time or env,time) |
+#       held-out shapes; $BENCH_LAYOUTS: env, time or env,time; $COMPILE_FROM: earlier
+#       bench.json files whose torch.compile baselines are taken over) |
 #       tune:DTYPE:LAYOUT:TRUNCATIONS[:ALG,...[:NxT,...]] (default preset, those estimators
 #       ($TUNE_ALGORITHMS or all) and shapes (the preset's grid), $TRIALS trials) |
 #       strategies:ALG,ALG,...[:DIR[:N,...[:T,...]]] (benchmarks/strategies.py, issue 3's
@@ -68,7 +69,7 @@ job() {  # gpu job
         RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \
         python3 -m rltriton_tune.cli bench \
         --algorithms "$a" --held-out ${HELD_OUT:-} --layouts "${BENCH_LAYOUTS:-env}" --resume \
-        --budget "${BUDGET:-0.05}" "${extra[@]}" \
+        --budget "${BUDGET:-0.05}" "${extra[@]}" ${COMPILE_FROM:+--compile-from $COMPILE_FROM} \
         --output "$CARRY/bench/${a}_$kind" > "$CARRY/logs/${kind}_$a.log" 2>&1 ;;
     tune) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m rltriton_tune.cli tune \
         --preset default --algorithms "${d:-${TUNE_ALGORITHMS:-all}}" --trials "${TRIALS:-6}" \

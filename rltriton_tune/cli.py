@@ -189,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--resume", action="store_true",
                    help="keep the rows of OUTPUT/bench.json measured on this device with "
                    "this software (the report is saved after every row)")
+    b.add_argument("--compile-from", type=Path, nargs="+", default=[], metavar="JSON",
+                   help="take the torch.compile baselines of these earlier bench.json files "
+                   "(same GPU, torch and Triton) instead of compiling them again")
     b.add_argument("--budget", type=_positive(float), help="seconds of timing per config")
     b.add_argument("--device", help="cpu, cuda or cuda:N")
     b.add_argument("--output", type=Path, default=Path("bench-results"),
@@ -489,6 +492,13 @@ def cmd_bench(args) -> int:
         except (OSError, ValueError) as exc:
             print(f"{PROG}: warning: cannot resume from {saved} ({exc}); measuring every row",
                   file=sys.stderr)
+    earlier = []
+    for path in args.compile_from:
+        try:
+            earlier.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"{PROG}: warning: --compile-from {path}: {exc}; compiling those baselines",
+                  file=sys.stderr)
     args.output.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=len(keys) + len(held_out), desc="bench", unit="key", file=sys.stderr)
     with compile_pool_for(device, args.compile_workers) as pool:
@@ -496,6 +506,7 @@ def cmd_bench(args) -> int:
                            oracle_dir=args.output / "oracle" if args.oracle else None,
                            oracle_seconds=args.oracle_seconds,
                            progress=lambda _k: bar.update(1), previous=previous,
+                           compile_from=earlier,
                            checkpoint=lambda partial: write_atomic(
                                saved, json.dumps(partial, indent=1) + "\n"))
     bar.close()

@@ -24,7 +24,14 @@ import torch
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.problems import data_bytes, random_inputs
-from rltriton_tune.tune.baselines import FLAT, LOOP, baseline_candidates, best_compile
+from rltriton_tune.tune.baselines import (
+    COMPILE,
+    COMPILE_DOUBLING,
+    FLAT,
+    LOOP,
+    baseline_candidates,
+    best_compile,
+)
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator
 from rltriton_tune.tune.exhaustive import cache_name, finalists, sweep
@@ -117,12 +124,33 @@ def reusable_rows(previous: dict[str, Any] | None, device: torch.device,
                   oracle: bool) -> dict[ProblemKey, dict[str, Any]]:
     """Rows of an earlier report that a resumed run can keep: same device name and
     software, and with an oracle measurement when this run wants one."""
-    if not previous or previous.get("device_name") != _device_name(device) or \
-            previous.get("torch") != torch.__version__ or \
-            previous.get("triton") != _triton_version():
+    if not previous or not same_software(previous, device):
         return {}
     return {row_key(r): r for r in previous.get("rows", [])
             if not oracle or ("oracle_us" in r and r.get("oracle_complete", True))}
+
+
+def same_software(report: dict[str, Any] | None, device: torch.device) -> bool:
+    """Whether ``report`` was measured on this kind of device with this torch and Triton."""
+    return bool(report) and report.get("device_name") == _device_name(device) and \
+        report.get("torch") == torch.__version__ and report.get("triton") == _triton_version()
+
+
+def compile_baselines(reports: Sequence[dict[str, Any]], device: torch.device
+                      ) -> dict[ProblemKey, dict[str, float | None]]:
+    """The torch.compile baselines of earlier reports from this device and software, per
+    key. They depend on torch, Triton and the GPU only, and compiling them is most of a
+    bench's time, so a rerun after a kernel change can take them over."""
+    found: dict[ProblemKey, dict[str, float | None]] = {}
+    for report in reports:
+        if not same_software(report, device):
+            continue
+        for row in report.get("rows", []):
+            times = {n: row["device_us"][n] for n in (COMPILE, COMPILE_DOUBLING)
+                     if n in row.get("device_us", {})}
+            if times:
+                found[row_key(row)] = times
+    return found
 
 
 def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
@@ -131,7 +159,8 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
               progress: Callable[[ProblemKey], None] | None = None,
               previous: dict[str, Any] | None = None,
               checkpoint: Callable[[dict[str, Any]], None] | None = None,
-              oracle_seconds: float | None = None) -> dict[str, Any]:
+              oracle_seconds: float | None = None,
+              compile_from: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Measure every key (and each ``held_out`` key, marked so); return the JSON-able report.
 
     With ``oracle_dir``, each key's whole search space is swept (cached there) and
@@ -140,7 +169,9 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
     software, for the same dispatched choice, are kept instead of re-measured
     (resuming a run cut short); ``oracle_seconds`` caps each key's sweep (the row then
     says ``oracle_complete: false`` and the summary leaves it out);
-    ``checkpoint`` receives the report so far after every row.
+    ``checkpoint`` receives the report so far after every row. Keys with a torch.compile
+    baseline in one of the ``compile_from`` reports (same device and software) take it
+    from there instead of compiling (the row says ``compile_reused: true``).
     """
     from rltriton_tune.dispatch.registry import all_strategies
 
@@ -150,6 +181,7 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
     rows: list[dict[str, Any]] = []
     held = set(held_out)
     kept = reusable_rows(previous, device, oracle_dir is not None)
+    earlier_compile = compile_baselines(compile_from, device)
 
     def report() -> dict[str, Any]:
         return {"device": str(device), "device_name": _device_name(device),
@@ -167,6 +199,9 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
                 progress(key)
             continue
         cands = {DISPATCHED: chosen, **_contenders(key, device, strategies)}
+        reused = earlier_compile.get(key, {})
+        for name in reused:
+            cands.pop(name, None)
         builtin = _builtin(key, device) if device.type == "cuda" else None
         if builtin is not None and builtin.label() != chosen.label():
             cands[HEURISTIC] = builtin  # what the profile's choice is worth over the heuristic
@@ -185,6 +220,7 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
         finally:
             evaluator.close()
         times = {name: (o.timing.device_us if o.ok else None) for name, o in outs.items()}
+        times.update(reused)
         row: dict[str, Any] = {
             "algorithm": key.algorithm, "N": key.n, "T": key.t, "A": key.a, "dtype": key.dtype,
             "layout": key.layout, "flags": key.flags, "strategy": chosen.strategy,
@@ -195,6 +231,8 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
             "full_call_us": time_public(key, device),
             "errors": {n: o.error for n, o in outs.items() if not o.ok},
         }
+        if reused:
+            row["compile_reused"] = True
         if builtin is not None:
             row["heuristic_us"] = times.get(HEURISTIC, times[DISPATCHED])
             row["heuristic"] = {"strategy": builtin.strategy, "params": dict(builtin.params)}

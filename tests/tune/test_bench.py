@@ -122,3 +122,31 @@ def test_cut_oracle_sweeps_are_marked_partial_in_the_table():
     md = to_markdown({"device": "cuda:0", "device_name": "GPU", "torch": "x",
                       "copy_bandwidth_gbs": 1.0, "rows": rows})
     assert "| 1.90 |" in md and "| 1.80 (partial) |" in md
+
+
+def test_compile_baselines_are_taken_over_only_from_the_same_device_and_software():
+    import torch
+
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.tune.baselines import COMPILE, COMPILE_DOUBLING
+    from rltriton_tune.tune.bench import (
+        _device_name,
+        _triton_version,
+        compile_baselines,
+        run_bench,
+    )
+
+    cpu = torch.device("cpu")
+    key = ProblemKey("discounted_returns", 6, 9)
+    row = {"algorithm": key.algorithm, "N": key.n, "T": key.t, "A": 0, "dtype": "float32",
+           "layout": "env", "flags": "none",
+           "device_us": {"dispatched": 1.0, COMPILE: 5.0, COMPILE_DOUBLING: None}}
+    earlier = {"device_name": _device_name(cpu), "torch": torch.__version__,
+               "triton": _triton_version(), "rows": [row]}
+    assert compile_baselines([earlier], cpu) == {key: {COMPILE: 5.0, COMPILE_DOUBLING: None}}
+    assert compile_baselines([{**earlier, "torch": "0.0"}], cpu) == {}
+    report = run_bench([key], cpu, budget_s=0.01, compile_from=[earlier])
+    (measured,) = report["rows"]
+    assert measured["compile_reused"] is True
+    assert measured["device_us"][COMPILE] == 5.0
+    assert measured["device_us"]["dispatched"] > 0  # measured now, not taken over
