@@ -139,8 +139,8 @@ def same_software(report: dict[str, Any] | None, device: torch.device) -> bool:
 def compile_baselines(reports: Sequence[dict[str, Any]], device: torch.device
                       ) -> dict[ProblemKey, dict[str, float | None]]:
     """The torch.compile baselines of earlier reports from this device and software, per
-    key. They depend on torch, Triton and the GPU only, and compiling them is most of a
-    bench's time, so a rerun after a kernel change can take them over."""
+    key. They depend on torch, Triton and the GPU only, and compiling them takes seconds
+    a key, so a rerun after a kernel change can take them over."""
     found: dict[ProblemKey, dict[str, float | None]] = {}
     for report in reports:
         if not same_software(report, device):
