@@ -10,8 +10,9 @@ compiles.
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,8 +98,10 @@ class SearchSpace:
         return self._names
 
     def _searches(self, name: str) -> bool:
-        import itertools
+        return next(self._searched(name), None) is not None
 
+    def _searched(self, name: str) -> Iterator[Candidate]:
+        """Every valid candidate of ``name`` the skip rules keep (labels may repeat)."""
         space = self._spaces[name]
         for combo in itertools.product(*space.values()):
             try:
@@ -106,8 +109,7 @@ class SearchSpace:
             except InvalidConfig:
                 continue
             if self._skip(cand) is None:
-                return True
-        return False
+                yield cand
 
     def params_of(self, strategy: str) -> dict[str, list[Any]]:
         """The candidate values of each parameter of ``strategy`` for this key."""
@@ -163,22 +165,11 @@ class SearchSpace:
 
     def enumerate(self) -> list[Candidate]:
         """Every valid, searched candidate, deduplicated (for exhaustive sweeps)."""
-        import itertools
-
-        seen: set[str] = set()
-        found: list[Candidate] = []
+        found: dict[str, Candidate] = {}
         for name in self.names():
-            space = self._spaces[name]
-            params = list(space)
-            for combo in itertools.product(*(space[p] for p in params)):
-                try:
-                    cand = self.validate(name, dict(zip(params, combo, strict=False)))
-                except InvalidConfig:
-                    continue
-                if cand.label() not in seen and self.skip_reason(cand) is None:
-                    seen.add(cand.label())
-                    found.append(cand)
-        return found
+            for cand in self._searched(name):
+                found.setdefault(cand.label(), cand)
+        return list(found.values())
 
     def starting_points(self, heuristic: Candidate | None, extra: int = 3,
                         seed: int = 0, related: Sequence[Candidate] = ()) -> list[Candidate]:
