@@ -68,6 +68,15 @@ ACTION_SHORT_TILE = {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1, "num_stages": 
 #: at most 1.13x; at 12000x160 the full tile is 1.11x ahead of one row (bench).
 HALF_TILE_MAX_N = 8192
 
+#: Env-major keys with at least HALF_TILE_MAX_N rows of up to this many steps
+#: (next_pow2(T)) take 8 warps and at least 16 rows (FLAT_TILE // next_pow2(T) where that
+#: is more). H200 oracle sweeps of GAE and eligibility traces (session 11, quick pass) and
+#: the earlier GAE/V-trace exhaustive tables, 12 keys of N = 9500-100000, T = 12-40:
+#: within 1.10x of the best everywhere (geometric mean 1.03x), where 16 rows with 4 warps
+#: were up to 1.17x off (eligibility traces 20000x28; geometric mean 1.08x).
+MANY_ROWS_MAX_T = 64
+MANY_ROWS_MIN_ROWS = 16
+
 #: Per-action rows of up to this many steps (next_pow2(T)) share a program: a
 #: ACTION_ROWS_TILE-step tile with one warp (H200 tuned entries, Retrace A=8: 32768x8
 #: 16 rows, one warp 21.3 us against 30.1 for rl-triton's one row).
@@ -173,6 +182,11 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": block_t, "num_warps": warps},
                        f"N*T>=2^23: tiled (1, {block_t}, {warps}) (4096x2048: 41.0 vs flat 49.8; "
                        "32768x2048: 267.8 vs 373.7 us)"))
+    elif t <= MANY_ROWS_MAX_T and n >= HALF_TILE_MAX_N:
+        rows = max(MANY_ROWS_MIN_ROWS, FLAT_TILE // _next_pow2(t))
+        ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 8},
+                       f"N>={HALF_TILE_MAX_N}, T<={MANY_ROWS_MAX_T}: flat, {rows} rows, 8 warps "
+                       "(oracle sweeps: within 1.10x of the best, 16 rows with 4 warps 1.17x)"))
     elif t <= FLAT_TILE_MAX_T:
         width = _next_pow2(t)
         tile = FLAT_TILE // 2 if width >= 64 and n < HALF_TILE_MAX_N else FLAT_TILE

@@ -124,3 +124,19 @@ def cache_name(key: ProblemKey, device: torch.device) -> str:
     """File name of ``key``'s sweep table (one folder per device kind)."""
     text = key.as_text().replace("|", "_").replace("=", "")
     return f"exhaustive_{text}_{device.type}.json"
+
+
+def key_of_cache_name(name: str) -> ProblemKey:
+    """Inverse of :func:`cache_name` (``.partial.json`` names too): the table's key."""
+    stem = name.removesuffix(".json").removesuffix(".partial").removeprefix("exhaustive_")
+    parts = stem.split("_")[:-1]  # the device type is last
+    if len(parts) < 6:
+        raise ValueError(f"not a sweep table name: {name!r}")
+    if parts[-1].startswith("A"):
+        *head, n, t, a = parts
+        sizes = [n.replace("N", "N=", 1), t.replace("T", "T=", 1), a.replace("A", "A=", 1)]
+    else:
+        *head, n, t = parts
+        sizes = [n.replace("N", "N=", 1), t.replace("T", "T=", 1)]
+    algorithm, flags, dtype, layout = "_".join(head[:-3]), *head[-3:]
+    return ProblemKey.from_text("|".join([algorithm, flags, dtype, layout, *sizes]))

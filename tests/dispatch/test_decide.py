@@ -90,6 +90,8 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
     (256, 128, "env", "flat", {"BLOCK_N": 2, "num_warps": 4}),
     (600, 250, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (12000, 160, "env", "flat", {"BLOCK_N": 2, "num_warps": 4}),   # full tile from 8192 rows
+    (9500, 40, "env", "flat", {"BLOCK_N": 16, "num_warps": 8}),    # many rows, T <= 64
+    (100000, 12, "env", "flat", {"BLOCK_N": 32, "num_warps": 8}),  # 512-element tile
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),

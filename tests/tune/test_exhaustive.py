@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 
 from rltriton_tune.call import ProblemKey
@@ -108,3 +109,19 @@ def test_finalists_take_every_config_near_the_best_within_bounds():
     picked = exhaustive.finalists(spread)
     assert len(picked) == exhaustive.FINALISTS_MIN and picked[0].params == {"BLOCK_N": 0}
     assert exhaustive.finalists(table([None, None])) == []
+
+
+def test_key_of_cache_name_inverts_cache_name_for_every_key_shape():
+    keys = [ProblemKey("eligibility_traces", 12, 45000),
+            ProblemKey("retrace", 256, 32768, "bfloat16", "time", "trunc", 8),
+            ProblemKey("gae", 1, 1, flags="bootstrap+trunc")]
+    for key in keys:
+        name = exhaustive.cache_name(key, torch.device("cuda"))
+        assert exhaustive.key_of_cache_name(name) == key
+        partial = name.removesuffix(".json") + ".partial.json"
+        assert exhaustive.key_of_cache_name(partial) == key
+
+
+def test_key_of_cache_name_rejects_other_files():
+    with pytest.raises(ValueError, match="sweep table"):
+        exhaustive.key_of_cache_name("sweep_log.jsonl")
