@@ -15,9 +15,11 @@ never produces an invalid config.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.problems import data_bytes
 
 #: (strategy, parameter overrides, why) in order of preference.
 Candidate = tuple[str, dict[str, Any], str]
@@ -68,6 +70,16 @@ ACTION_SHORT_TILE = {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1, "num_stages": 
 #: at most 1.13x; at 12000x160 the full tile is 1.11x ahead of one row (bench).
 HALF_TILE_MAX_N = 8192
 
+#: Estimators that move fewer than HEAVY_STREAMS values a step (all but V-trace; see
+#: ``step_streams``) take the half tile only below LIGHT_HALF_TILE_MAX_N rows. In the rule
+#: probe the full tile was within 1.03x of the best at N = 2000-3000 for GAE, eligibility
+#: traces and discounted returns (the half tile up to 1.05x), V-trace's 1.10-1.13x; the
+#: H200 oracle benches (session 11) found the full tile best at 1800x220 (GAE 3.75 against
+#: 4.02 us for the half tile; eligibility traces 3.06 against 3.13) and 5000x75
+#: (eligibility traces 3.68 against 3.98); at 1200x90 and below the half tile stays ahead.
+HEAVY_STREAMS = 6
+LIGHT_HALF_TILE_MAX_N = 1536
+
 #: Env-major keys with at least HALF_TILE_MAX_N rows of up to this many steps
 #: (next_pow2(T)) take 8 warps and at least 16 rows (FLAT_TILE // next_pow2(T) where that
 #: is more). H200 oracle sweeps of GAE and eligibility traces (session 11, quick pass) and
@@ -100,6 +112,20 @@ LOOKBACK_CHUNKS: tuple[tuple[int, int, int], ...] = (
     (1 << 62, 2048, 1),
 )
 
+#: The best look-back chunk shrinks as the per-step work grows (H200 oracle sweeps,
+#: session 11, at 12x45000, 16x32768, 40x9000, 5x300000). Estimators that move at most
+#: LOOKBACK_LIGHT_STREAMS values a step (eligibility traces, discounted returns, episodic
+#: sums: 3) take LOOKBACK_LIGHT_CHUNK-step chunks whenever that still gives
+#: LOOKBACK_MIN_PROGRAMS_PER_SM programs an SM (eligibility traces 12x45000: 6.27 us
+#: against 7.28 at 1024 steps; 40x9000, 200 programs: 1024 steps ahead, 4.36 against
+#: 5.35 quick-pass). Those that move at least HEAVY_STREAMS (V-trace: 7) take
+#: LOOKBACK_HEAVY (two rows of 512-step chunks a program): V-trace 5x300000 27.9 us
+#: against 41.5 for the 2048-step rule, 16x32768 10.8 against 10.3 for the best.
+LOOKBACK_LIGHT_STREAMS = 3
+LOOKBACK_LIGHT_CHUNK = 2048
+LOOKBACK_MIN_PROGRAMS_PER_SM = 1.75
+LOOKBACK_HEAVY = {"BLOCK_N": 2, "BLOCK_T": 512, "num_warps": 2}
+
 #: Time-major rollouts up to this many steps use the sequential kernel:
 #: 32768x8 sequential 2.7 vs tiled 3.1 us, 32768x32 7.1 vs 7.5 us; from T=128 on
 #: sequential falls far behind (68.9 vs 22.9 us), so longer ones use the row-block rules
@@ -123,6 +149,28 @@ def _next_pow2(x: int) -> int:
     return 1 << max(0, x - 1).bit_length()
 
 
+def step_streams(key: ProblemKey) -> int:
+    """Values an ideal kernel reads or writes per (row, step) of ``key``: inputs, flags
+    and outputs, not per-row scalars; a measure of per-step work that ignores the dtype."""
+    steps = 1 << 16
+    per_step = replace(key, n=1, t=steps, dtype="float32")
+    return data_bytes(per_step) // (4 * steps)
+
+
+def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
+    """The look-back config for an env-major, few-rows, long-T key without per-action
+    inputs (see LOOKBACK_CHUNKS and LOOKBACK_LIGHT_STREAMS)."""
+    streams = step_streams(key)
+    if streams >= HEAVY_STREAMS:
+        return dict(LOOKBACK_HEAVY)
+    programs = key.n * -(-key.t // LOOKBACK_LIGHT_CHUNK)
+    if streams <= LOOKBACK_LIGHT_STREAMS and \
+            programs >= LOOKBACK_MIN_PROGRAMS_PER_SM * sm_count:
+        return {"BLOCK_N": 1, "BLOCK_T": LOOKBACK_LIGHT_CHUNK, "num_warps": 1}
+    chunk, warps = next((c, w) for top, c, w in LOOKBACK_CHUNKS if key.n * key.t <= top)
+    return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps}
+
+
 def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     """Ordered candidates for ``key`` on a GPU with ``sm_count`` multiprocessors."""
     n, t = key.n, key.t
@@ -132,12 +180,11 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
         if not key.time_major:
-            chunk, warps = (1024, 4) if key.a else next(
-                (c, w) for top, c, w in LOOKBACK_CHUNKS if n * t <= top)
-            ranked.append(("lookback", {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps},
-                           f"N<{sm_count} SMs, long T: one-pass look-back scan over "
-                           f"{chunk}-step chunks, {warps} warps (GAE 5x300000: 14.3 vs "
-                           "split 21.1 us)"))
+            params = {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4} if key.a else \
+                lookback_params(key, sm_count)
+            ranked.append(("lookback", params,
+                           f"N<{sm_count} SMs, long T: one-pass look-back scan, {params} "
+                           "(GAE 5x300000: 14.3 vs split 21.1 us)"))
         ranked.append(("split", {}, f"N<{sm_count} SMs, long T: split time across programs "
                                     "(16x32768: flat 95.8, tiled 42.3, torch scan 30.7 us)"))
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},
@@ -189,7 +236,9 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        "(oracle sweeps: within 1.10x of the best, 16 rows with 4 warps 1.17x)"))
     elif t <= FLAT_TILE_MAX_T:
         width = _next_pow2(t)
-        tile = FLAT_TILE // 2 if width >= 64 and n < HALF_TILE_MAX_N else FLAT_TILE
+        half_below = HALF_TILE_MAX_N if step_streams(key) >= HEAVY_STREAMS else \
+            LIGHT_HALF_TILE_MAX_N
+        tile = FLAT_TILE // 2 if width >= 64 and n < half_below else FLAT_TILE
         rows = max(1, min(FLAT_MAX_ROWS, tile // width, _next_pow2(n)))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
                        f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "

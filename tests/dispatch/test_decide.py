@@ -268,6 +268,35 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     assert params.items() <= full.items()
 
 
+@pytest.mark.parametrize(("algorithm", "n", "t", "strategy", "params"), [
+    # Light estimators (3 values a step) take long look-back chunks while programs last.
+    ("eligibility_traces", 12, 45000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048}),
+    ("eligibility_traces", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
+    ("gae", 12, 45000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
+    # V-trace (7 values a step): two rows of short chunks, and half tiles up to 8192 rows.
+    ("vtrace", 5, 300000, "lookback", {"BLOCK_N": 2, "BLOCK_T": 512, "num_warps": 2}),
+    ("vtrace", 1800, 220, "flat", {"BLOCK_N": 1, "num_warps": 4}),
+    ("gae", 1800, 220, "flat", {"BLOCK_N": 2, "num_warps": 4}),
+    ("discounted_returns", 5000, 75, "flat", {"BLOCK_N": 4, "num_warps": 4}),
+    ("gae", 1200, 90, "flat", {"BLOCK_N": 2, "num_warps": 4}),
+])
+def test_heuristic_scales_with_the_work_per_step(algorithm, n, t, strategy, params):
+    from rltriton_tune.dispatch.heuristic import candidates
+
+    name, overrides, _ = candidates(ProblemKey(algorithm, n, t), 132)[0]
+    assert name == strategy
+    assert params.items() <= overrides.items()
+
+
+def test_step_streams_counts_per_step_values_not_bytes():
+    from rltriton_tune.dispatch.heuristic import step_streams
+
+    assert step_streams(ProblemKey("eligibility_traces", 3, 100)) == 3
+    assert step_streams(ProblemKey("gae", 3, 100, dtype="bfloat16")) == 4
+    assert step_streams(ProblemKey("gae", 3, 100, flags="trunc")) == 5
+    assert step_streams(ProblemKey("vtrace", 3, 100)) == 7
+
+
 def test_transfer_alternatives_are_the_next_nearest_entries(profiles, fake_gpu):
     from rltriton_tune.dispatch.decide import transfer_alternatives
 
