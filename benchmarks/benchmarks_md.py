@@ -78,10 +78,11 @@ def missing(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path,
-                  oracle_runs: list[tuple[Path, dict[str, Any]]] = ()) -> str:
+                  oracle_runs: list[tuple[Path, dict[str, Any]]] = (), note: str = "") -> str:
     """The page: all-runs summary, then each run; ``oracle_runs`` (re-measurements of
     some cells with an exhaustive sweep) follow as their own sections, outside the
-    all-runs summary so that no cell counts twice."""
+    all-runs summary so that no cell counts twice. ``note`` (what a reader should know
+    about the runs, such as which code each measured) follows the header."""
     rows = [r for _, rep in reports for r in rep["rows"]]
     first = reports[0][1]
     lines = ["# Benchmarks", "",
@@ -89,6 +90,7 @@ def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path,
              f"measured {first.get('date', '?')} with `rltriton-tune bench` (raw JSON next to "
              "each table's heatmaps). Regenerate: `python benchmarks/benchmarks_md.py "
              "<bench.json ...> --output BENCHMARKS.md --readme README.md`.", "",
+             *([note, ""] if note else []),
              "## Summary, all runs", "", *headline(summarize(rows)), "", *missing(rows)]
     for path, rep in [*reports, *oracle_runs]:
         rel = os.path.relpath(path.parent, output.parent)
@@ -151,10 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readme", type=Path, help="README to update between the markers")
     p.add_argument("--oracle-runs", type=Path, nargs="*", default=[],
                    help="bench.json files of --oracle runs, shown apart from the summary")
+    p.add_argument("--note", default="", help="a paragraph about the runs, under the header")
     args = p.parse_args(argv)
     reports = [(path, json.loads(path.read_text())) for path in args.reports]
     oracles = [(path, json.loads(path.read_text())) for path in args.oracle_runs]
-    args.output.write_text(benchmarks_md(reports, args.output, oracles))
+    args.output.write_text(benchmarks_md(reports, args.output, oracles, args.note))
     print(args.output)
     if args.readme:
         args.readme.write_text(replace_block(args.readme.read_text(),
