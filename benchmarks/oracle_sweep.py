@@ -81,10 +81,11 @@ def main() -> int:
             if left is not None and left < 5:
                 break
             start = time.time()
-            table = sweep(key, device, cache, pool, log=False, max_seconds=left)
+            spent: dict[str, float] = {}
+            table = sweep(key, device, cache, pool, log=False, max_seconds=left, stats=spent)
             took = time.time() - start
             entry = {"key": key.as_text(), "configs": size, "done": len(table),
-                     "complete": cache.exists(), "seconds": round(took, 1)}
+                     "complete": cache.exists(), "seconds": round(took, 1), **spent}
             print(json.dumps(entry), flush=True)
             with open(args.dir / "sweep_log.jsonl", "a") as f:  # kept if the job is killed
                 f.write(json.dumps(entry) + "\n")

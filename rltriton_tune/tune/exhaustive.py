@@ -43,13 +43,17 @@ def gate_limit(key: ProblemKey, device: torch.device, workers: int) -> int:
 
 
 def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool | None = None,
-          log: bool = True, max_seconds: float | None = None) -> dict[str, dict[str, Any]]:
+          log: bool = True, max_seconds: float | None = None,
+          stats: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
     """label -> {"strategy", "params", "device_us" (None if it failed), "error"}.
 
     With ``max_seconds``, stops after the batch that passes it and returns the partial
     table (``cache`` is then not written: a later call resumes the sweep). Configs are
     swept in a seeded random order, so a partial table samples every strategy. With a
-    pool, the workers compile and gate the next batch while this one is timed.
+    pool, the workers compile and gate the next batch while this one is timed. ``stats``
+    receives where the time went: ``gate_wait_s`` (waiting for the pool's verdicts) and
+    ``timing_s`` (timing the batch, and gating it too without a pool), so a slow sweep
+    says which side limits it.
     """
     if cache.exists():
         return json.loads(cache.read_text())
@@ -67,14 +71,20 @@ def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool 
     pending = pool.start(key, device, batches[0], limit) if pool is not None and batches \
         else None
     started = time.perf_counter()
+    spent = {"gate_wait_s": 0.0, "timing_s": 0.0}
     try:
         for b, batch in enumerate(batches):
             gated = None
+            mark = time.perf_counter()
             if pending is not None:
                 gated = pending.results()
                 pending = pool.start(key, device, batches[b + 1], limit) \
                     if b + 1 < len(batches) else None
-            for out in evaluator.evaluate(batch, gated=gated):
+            spent["gate_wait_s"] += time.perf_counter() - mark
+            mark = time.perf_counter()
+            outcomes = evaluator.evaluate(batch, gated=gated)
+            spent["timing_s"] += time.perf_counter() - mark
+            for out in outcomes:
                 table[out.candidate.label()] = {
                     "strategy": out.candidate.strategy, "params": out.candidate.params,
                     "device_us": out.timing.device_us if out.ok else None, "error": out.error}
@@ -88,6 +98,8 @@ def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool 
                       f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     finally:
         evaluator.close()
+        if stats is not None:
+            stats.update({k: round(v, 1) for k, v in spent.items()})
     cache.write_text(json.dumps(table, indent=1))
     partial.unlink(missing_ok=True)
     return table

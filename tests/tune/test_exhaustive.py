@@ -15,7 +15,9 @@ KEY = ProblemKey("discounted_returns", 6, 40)
 
 def test_sweep_measures_every_config_and_caches(tmp_path):
     cache = tmp_path / "t.json"
-    table = exhaustive.sweep(KEY, CPU, cache, log=False)
+    spent: dict[str, float] = {}
+    table = exhaustive.sweep(KEY, CPU, cache, log=False, stats=spent)
+    assert spent["gate_wait_s"] >= 0 and spent["timing_s"] > 0  # where the time went
     labels = {c.label() for c in SearchSpace(KEY, CPU).enumerate()}
     assert set(table) == labels
     assert all(v["device_us"] > 0 for v in table.values())
