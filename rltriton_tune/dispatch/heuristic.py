@@ -100,31 +100,29 @@ ACTION_ROWS_TILE = 128
 ACTION_SPLIT_T = 4096
 
 #: Env-major keys of that few-rows, long-T kind take the one-pass look-back scan, one warp
-#: per chunk, with chunks that grow with the key's size: (largest N * T, BLOCK_T,
-#: num_warps). H200 probes of the tagged-word look-back (benchmarks/results/session9),
-#: GAE and eligibility traces at N = 1-64, T = 8192-10^6: one warp per 1024-step chunk is
-#: best or within 7% of it up to N * T = 2^20 (GAE 16x32768 7.1-7.4 us, against 9.1 for
-#: the session-8 rule's (1, 2048, 4) before the change); past that, 2048-step chunks
-#: (eligibility traces 64x32768 10.8 against 11.7 us at 1024, 1x1000000 9.6 against 10.6).
-#: Per-action keys (Retrace) keep 1024-step chunks with 4 warps (session-6 probe).
-LOOKBACK_CHUNKS: tuple[tuple[int, int, int], ...] = (
-    (1 << 20, 1024, 1),
-    (1 << 62, 2048, 1),
+#: per chunk. The best chunk length falls as the work per step grows and rises with the
+#: row length: H200 oracle sweeps (session 11) of four estimators at 12x45000, 16x32768,
+#: 40x9000 and 5x300000, and the session-9 probes of GAE and eligibility traces at
+#: N = 1-64, T = 8192-10^6. Per weight class (the most values moved a step, see
+#: ``step_streams``): each row is cut into at least this many chunks, and chunks are at
+#: most this long up to N * T = 2^20 and beyond it. Eligibility traces 40x9000: 1024-step
+#: chunks 4.36 us, 2048 5.35 (8 a row); lambda returns 40x9000: 512 5.84, 1024 7.06 (16 a
+#: row); GAE 16x32768 1024 7.57, 2048 7.95, and 5x300000 2048 14.0, 1024 16.8 (the N * T
+#: cap); V-trace 40x9000: 256 8.22, 512 8.91 (32 a row). Per-action keys (Retrace) keep
+#: 1024-step chunks with 4 warps (session-6 probe).
+LOOKBACK_WEIGHTS: tuple[tuple[int, int, int, int], ...] = (
+    # (values a step, chunks a row at least, longest chunk to N*T = 2^20, beyond)
+    (3, 8, 2048, 2048),        # eligibility traces, discounted returns, episodic sums
+    (5, 16, 1024, 2048),       # GAE, lambda returns (a truncation flag adds a value)
+    (1 << 30, 32, 512, 512),   # V-trace
 )
+LOOKBACK_SMALL_KEY = 1 << 20
+LOOKBACK_MIN_CHUNK = 256
 
-#: The best look-back chunk shrinks as the per-step work grows (H200 oracle sweeps,
-#: session 11, at 12x45000, 16x32768, 40x9000, 5x300000). Estimators that move at most
-#: LOOKBACK_LIGHT_STREAMS values a step (eligibility traces, discounted returns, episodic
-#: sums: 3) take LOOKBACK_LIGHT_CHUNK-step chunks whenever that still gives
-#: LOOKBACK_MIN_PROGRAMS_PER_SM programs an SM (eligibility traces 12x45000: 6.27 us
-#: against 7.28 at 1024 steps; 40x9000, 200 programs: 1024 steps ahead, 4.36 against
-#: 5.35 quick-pass). Those that move at least HEAVY_STREAMS (V-trace: 7) take
-#: LOOKBACK_HEAVY (two rows of 512-step chunks a program): V-trace 5x300000 27.9 us
-#: against 41.5 for the 2048-step rule, 16x32768 10.8 against 10.3 for the best.
-LOOKBACK_LIGHT_STREAMS = 3
-LOOKBACK_LIGHT_CHUNK = 2048
-LOOKBACK_MIN_PROGRAMS_PER_SM = 1.75
-LOOKBACK_HEAVY = {"BLOCK_N": 2, "BLOCK_T": 512, "num_warps": 2}
+#: Estimators that move at least HEAVY_STREAMS values a step (V-trace: 7) put two rows of
+#: 512-step chunks in a program, one warp a row: V-trace 5x300000 27.9 us against 30.5 for
+#: one row, 12x45000 11.3 against 12.9 (oracle sweeps, session 11).
+HEAVY_ROWS = 2
 
 #: Time-major rollouts up to this many steps use the sequential kernel:
 #: 32768x8 sequential 2.7 vs tiled 3.1 us, 32768x32 7.1 vs 7.5 us; from T=128 on
@@ -157,18 +155,20 @@ def step_streams(key: ProblemKey) -> int:
     return data_bytes(per_step) // (4 * steps)
 
 
-def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
+def _pow2_floor(x: int) -> int:
+    return 1 << max(0, x.bit_length() - 1)
+
+
+def lookback_params(key: ProblemKey) -> dict[str, int]:
     """The look-back config for an env-major, few-rows, long-T key without per-action
-    inputs (see LOOKBACK_CHUNKS and LOOKBACK_LIGHT_STREAMS)."""
+    inputs (see LOOKBACK_WEIGHTS and HEAVY_ROWS)."""
     streams = step_streams(key)
-    if streams >= HEAVY_STREAMS:
-        return dict(LOOKBACK_HEAVY)
-    programs = key.n * -(-key.t // LOOKBACK_LIGHT_CHUNK)
-    if streams <= LOOKBACK_LIGHT_STREAMS and \
-            programs >= LOOKBACK_MIN_PROGRAMS_PER_SM * sm_count:
-        return {"BLOCK_N": 1, "BLOCK_T": LOOKBACK_LIGHT_CHUNK, "num_warps": 1}
-    chunk, warps = next((c, w) for top, c, w in LOOKBACK_CHUNKS if key.n * key.t <= top)
-    return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps}
+    per_row, small_cap, big_cap = next((n, s, b) for top, n, s, b in LOOKBACK_WEIGHTS
+                                       if streams <= top)
+    cap = small_cap if key.n * key.t <= LOOKBACK_SMALL_KEY else big_cap
+    chunk = max(LOOKBACK_MIN_CHUNK, min(cap, _pow2_floor(key.t // per_row)))
+    rows = HEAVY_ROWS if streams >= HEAVY_STREAMS and chunk >= 512 and key.n > 1 else 1
+    return {"BLOCK_N": rows, "BLOCK_T": chunk, "num_warps": rows}
 
 
 def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
@@ -181,7 +181,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
         if not key.time_major:
             params = {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4} if key.a else \
-                lookback_params(key, sm_count)
+                lookback_params(key)
             ranked.append(("lookback", params,
                            f"N<{sm_count} SMs, long T: one-pass look-back scan, {params} "
                            "(GAE 5x300000: 14.3 vs split 21.1 us)"))

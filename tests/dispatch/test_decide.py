@@ -95,7 +95,7 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
-    (24, 12000, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 1}),
+    (24, 12000, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 1}),
     (16, 32768, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 1}),
     (12, 45000, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 1}),
     (64, 32768, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048, "num_warps": 1}),
@@ -269,11 +269,15 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
 
 
 @pytest.mark.parametrize(("algorithm", "n", "t", "strategy", "params"), [
-    # Light estimators (3 values a step) take long look-back chunks while programs last.
+    # Look-back chunks: longer for light estimators (3 values a step), at least 8, 16 or
+    # 32 of them a row by weight, capped by N * T.
     ("eligibility_traces", 12, 45000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048}),
     ("eligibility_traces", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
     ("gae", 12, 45000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
-    # V-trace (7 values a step): two rows of short chunks, and half tiles up to 8192 rows.
+    ("gae", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512}),
+    ("gae", 5, 300000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048}),
+    ("vtrace", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
+    # V-trace (7 values a step): two rows of 512-step chunks, half tiles up to 8192 rows.
     ("vtrace", 5, 300000, "lookback", {"BLOCK_N": 2, "BLOCK_T": 512, "num_warps": 2}),
     ("vtrace", 1800, 220, "flat", {"BLOCK_N": 1, "num_warps": 4}),
     ("gae", 1800, 220, "flat", {"BLOCK_N": 2, "num_warps": 4}),
