@@ -173,12 +173,13 @@ def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():
                           SearchSpace(few_rows_long_t, cuda)).strategy == "lookback"
     shorter = ProblemKey("gae", 24, 12000)  # look-back too, with shorter chunks
     choice = builtin_choice(shorter, SearchSpace(shorter, cuda))
-    assert choice.strategy == "lookback" and choice.params["BLOCK_T"] == 1024
+    assert choice.strategy == "lookback" and choice.params["BLOCK_T"] == 512
     time_major = ProblemKey("gae", 24, 12000, layout="time")  # steps not contiguous: split
     assert builtin_choice(time_major, SearchSpace(time_major, cuda)).strategy == "split"
     short = ProblemKey("vtrace", 32768, 8)
     choice = builtin_choice(short, SearchSpace(short, cuda))
-    assert choice.strategy == "flat" and choice.params["BLOCK_N"] == 16
+    assert choice.strategy == "flat" and choice.params["BLOCK_N"] == 64  # many short rows
+    assert choice.params["num_warps"] == 8
     cpu_space = SearchSpace(short, torch.device("cpu"))  # GPU rules only: none applies
     assert builtin_choice(short, cpu_space) is None
 
