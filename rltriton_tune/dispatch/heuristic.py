@@ -4,10 +4,12 @@ The rules are read off DESIGN.md's "H200 reference points" table (GAE,
 float32, env-major, torch 2.11, Triton 3.6; raw numbers in
 ``anchors/h200-2026-11-30.jsonl``), this project's exhaustive H200 sweeps of GAE
 and V-trace for env-major T <= 512 (see ``FLAT_TILE``), its rule probe of four
-estimators on off-grid shapes (``HALF_TILE_MAX_N``, ``TIME_MAJOR_BLOCKS``) and its
-tuned entries. The other estimators run the same scan cores with a few more loads
-per element, so the same shape rules are used for them, except per-action ones
-(Retrace), which have their own rules (see ``ACTION_ELEMS_PER_WARP``). Each rule
+estimators on off-grid shapes (``HALF_TILE_MAX_N``, ``TIME_MAJOR_BLOCKS``), the oracle
+sweeps of four estimators (``LOOKBACK_WEIGHTS``, ``MANY_ROWS_MAX_T``) and its tuned
+entries. All estimators run the same scan cores; where the best config depends on how
+much an estimator moves per step (look-back chunk length, half tiles), the rules scale
+with ``step_streams``. Per-action estimators (Retrace) have their own rules (see
+``ACTION_ELEMS_PER_WARP``). Each rule
 gives an ordered list of candidates; dispatch keeps the first that the strategy
 validates for the key (merged over the strategy's ``default_params``), so a rule
 never produces an invalid config.
