@@ -50,9 +50,11 @@ class Strategy(Protocol):
         """A reasonable config for ``key`` without tuning."""
         ...
 
-    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+    def skip_reason(self, key: ProblemKey, params: Params,
+                    sm_count: int | None = None) -> str | None:
         """Why the tuner leaves out this valid, validated config (``None``: it is searched).
-        Forcing and profiles still run it; only searches and sweeps skip it."""
+        Forcing and profiles still run it; only searches and sweeps skip it. ``sm_count``
+        is the device's multiprocessor count where known (rules about filling the GPU)."""
         ...
 
     def transfer(self, source: ProblemKey, target: ProblemKey,

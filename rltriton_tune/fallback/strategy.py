@@ -61,7 +61,8 @@ class TorchStrategy:
         chunks = [c for c in CHUNK_CHOICES if c < key.t] or [scans.default_chunk(key.t)]
         return {"mode": list(_modes()), "chunk": chunks}
 
-    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+    def skip_reason(self, key: ProblemKey, params: Params,
+                    sm_count: int | None = None) -> str | None:
         return None
 
     def validate(self, key: ProblemKey, params: Params) -> Params:

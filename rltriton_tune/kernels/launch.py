@@ -232,7 +232,8 @@ class TritonStrategy:
     def check(self, key: ProblemKey, params: Params) -> None:
         raise NotImplementedError
 
-    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+    def skip_reason(self, key: ProblemKey, params: Params,
+                    sm_count: int | None = None) -> str | None:
         """Configs with more threads than tile elements are not searched: the extra threads
         hold copies of the same elements. In all 56 H200 sweep tables (12 exhaustive, 44
         partial; benchmarks/NOTES.md, session 10) the fastest config kept none idle, and

@@ -59,13 +59,14 @@ class SequentialStrategy(TritonStrategy):
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
         return p["BLOCK_N"]
 
-    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+    def skip_reason(self, key: ProblemKey, params: Params,
+                    sm_count: int | None = None) -> str | None:
         """Env-major keys are not searched: a thread walks one row, so each step's loads
         are T elements apart (H200 exhaustive sweeps, session 10: 1.23-935x off the best
         config in every swept env-major key). It serves time-major rollouts."""
         if not key.time_major:
             return "env-major: one thread per row reads uncoalesced"
-        return super().skip_reason(key, params)
+        return super().skip_reason(key, params, sm_count)
 
     def check(self, key: ProblemKey, p: Params) -> None:
         require(p["BLOCK_N"] <= 4096, self.name, f"BLOCK_N={p['BLOCK_N']} exceeds 4096")

@@ -149,7 +149,8 @@ class SplitStrategy(TritonStrategy):
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
         return p["BLOCK_N"] * max(p["BLOCK_T"], p["CARRY_BLOCK"])
 
-    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+    def skip_reason(self, key: ProblemKey, params: Params,
+                    sm_count: int | None = None) -> str | None:
         """Env-major keys are not searched: ``lookback`` splits time the same way in one
         pass where split reads the inputs twice. H200 (benchmarks/NOTES.md, session 10):
         split's best was 1.12-2.23x off the best config in all 12 sweeps (10 complete) of
@@ -158,7 +159,7 @@ class SplitStrategy(TritonStrategy):
         (tuned entries at 16x32768 use it)."""
         if not key.time_major:
             return "env-major: the lookback scan does split's work in one pass"
-        return super().skip_reason(key, params)
+        return super().skip_reason(key, params, sm_count)
 
     def check(self, key: ProblemKey, p: Params) -> None:
         chunk, bn, bt = p["CHUNK_T"], p["BLOCK_N"], p["BLOCK_T"]

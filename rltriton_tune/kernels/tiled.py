@@ -45,6 +45,11 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, sa
               BLOCK_A, BIG, BLOCK_T, NEXT, RUN)
 
 
+#: Steps from which an env-major key with fewer rows than SMs is left to the look-back
+#: scan in searches (``TiledStrategy.skip_reason``; the dispatch rule's ``LONG_T``).
+FEW_ROWS_LONG_T = 8192
+
+
 class TiledStrategy(TritonStrategy):
     name = "tiled"
 
@@ -62,6 +67,20 @@ class TiledStrategy(TritonStrategy):
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
         return p["BLOCK_N"] * p["BLOCK_T"]
+
+    def skip_reason(self, key: ProblemKey, params: Params,
+                    sm_count: int | None = None) -> str | None:
+        """Env-major keys with fewer rows than SMs and at least FEW_ROWS_LONG_T steps are not
+        searched (when the SM count is known): a program walks its rows' whole length, so
+        at most N programs run, where the look-back scan splits time into N * T / chunk
+        of them. H200 oracle sweeps (benchmarks/NOTES.md, session 11): tiled's best was
+        1.44-13.1x off the best config at all 16 such keys of four estimators (GAE,
+        eligibility traces, V-trace, lambda returns; 258-430 configs a key, the largest
+        share of each table). Per-action keys (Retrace) keep it: no sweep says otherwise."""
+        if sm_count and not key.time_major and not key.a and key.n < sm_count \
+                and key.t >= FEW_ROWS_LONG_T:
+            return f"{key.n} rows < {sm_count} SMs, T >= {FEW_ROWS_LONG_T}: look-back splits time"
+        return super().skip_reason(key, params, sm_count)
 
     def check(self, key: ProblemKey, p: Params) -> None:
         require(p["BLOCK_N"] * p["BLOCK_T"] <= TILE_BUDGET, self.name,

@@ -61,13 +61,26 @@ def search_strategies(device: torch.device) -> dict[str, Strategy]:
     return {n: s for n, s in torch_strategies().items() if s.available(device)}
 
 
+def _sm_count(device: torch.device) -> int | None:
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+
+    count = device_fingerprint(device).get("sm_count")
+    return int(count) if count else None
+
+
 class SearchSpace:
     """The search space of one problem key on one device."""
 
     def __init__(self, key: ProblemKey, device: torch.device,
-                 strategies: dict[str, Strategy] | None = None) -> None:
+                 strategies: dict[str, Strategy] | None = None,
+                 sm_count: int | None = None) -> None:
         self.key = key
         self.device = torch.device(device)
+        #: Multiprocessors of the device, for skip rules about filling it: given, else
+        #: read from a present CUDA device, else unknown (those rules then keep configs).
+        self.sm_count = sm_count if sm_count is not None else _sm_count(self.device)
         self.strategies = dict(strategies) if strategies is not None else search_strategies(
             self.device)
         if not self.strategies:
@@ -136,7 +149,8 @@ class SearchSpace:
     def _skip(self, candidate: Candidate) -> str | None:
         if not self._skipping:
             return None
-        return self.strategies[candidate.strategy].skip_reason(self.key, candidate.params)
+        return self.strategies[candidate.strategy].skip_reason(self.key, candidate.params,
+                                                               self.sm_count)
 
     def validate(self, strategy: str, params: Params) -> Candidate:
         """Normalise ``params`` through the strategy (raises :class:`InvalidConfig`)."""

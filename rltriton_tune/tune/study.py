@@ -49,7 +49,7 @@ def fingerprint_of(device: torch.device) -> dict[str, Any]:
 #: other parameter choices (Optuna refuses to resume one whose categorical choices
 #: changed) is left alone and a fresh one starts. 2: env-major keys stopped searching
 #: split and sequential, configs with idle threads are skipped (session 10).
-SPACE_REVISION = 2
+SPACE_REVISION = 3
 
 
 def study_name(key: ProblemKey, device: torch.device) -> str:

@@ -53,7 +53,7 @@ class FakeStrategy:
             raise InvalidConfig("BLOCK_T too large")
         return dict(params)
 
-    def skip_reason(self, key, params):
+    def skip_reason(self, key, params, sm_count=None):
         return None
 
     def prepare(self, key, params):

@@ -172,3 +172,17 @@ def test_import_without_triton():
             "import rltriton_tune.kernels as k\n"
             "assert not k.triton_available() and k.strategies() == {}\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_tiled_leaves_few_long_rows_to_the_lookback_scan_when_the_sm_count_is_known():
+    tiled = strategies()["tiled"]
+    params = {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4, "num_stages": 1}
+    few_long = ProblemKey("gae", 16, 32768)
+    assert "look-back" in tiled.skip_reason(few_long, params, sm_count=132)
+    assert tiled.skip_reason(few_long, params) is None            # SM count unknown
+    assert tiled.skip_reason(ProblemKey("gae", 256, 32768), params, sm_count=132) is None
+    assert tiled.skip_reason(ProblemKey("gae", 16, 4096), params, sm_count=132) is None
+    assert tiled.skip_reason(ProblemKey("gae", 16, 32768, layout="time"), params,
+                             sm_count=132) is None
+    per_action = ProblemKey("retrace", 16, 32768, flags="trunc", a=8)
+    assert tiled.skip_reason(per_action, params, sm_count=132) is None

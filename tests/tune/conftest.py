@@ -33,7 +33,8 @@ class Misbehaving:
     def default_params(self, key: ProblemKey) -> Params:
         return {"mode": "doubling"}
 
-    def skip_reason(self, key: ProblemKey, params: Params) -> str | None:
+    def skip_reason(self, key: ProblemKey, params: Params,
+                    sm_count: int | None = None) -> str | None:
         return None
 
     def prepare(self, key: ProblemKey, params: Params) -> Launcher:

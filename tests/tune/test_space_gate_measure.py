@@ -42,7 +42,7 @@ def test_skipped_configs_are_left_out_of_searches_but_still_seed_them(misbehavin
     import optuna
 
     class SkipsDoubling(type(misbehaving)):
-        def skip_reason(self, key, params):
+        def skip_reason(self, key, params, sm_count=None):
             return "doubling skipped" if params["mode"] == "doubling" else None
 
     space = SearchSpace(KEY, torch.device("cpu"), {"torch": SkipsDoubling()})
@@ -191,3 +191,11 @@ def test_candidate_label_round_trips_and_rejects_other_text():
     assert Candidate.from_label("torch()") == Candidate("torch", {})
     with pytest.raises(ValueError, match="not a candidate label"):
         Candidate.from_label("flat BLOCK_N=1")
+
+
+def test_space_drops_tiled_for_few_long_rows_given_the_sm_count():
+    cuda = torch.device("cuda")  # the space only needs Triton, not a GPU
+    key = ProblemKey("gae", 16, 32768)
+    assert "tiled" not in SearchSpace(key, cuda, sm_count=132).names()
+    assert "lookback" in SearchSpace(key, cuda, sm_count=132).names()
+    assert "tiled" in SearchSpace(key, cuda, sm_count=8).names()   # 16 rows fill 8 SMs
