@@ -34,7 +34,7 @@ from rltriton_tune.tune.baselines import (
 )
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator
-from rltriton_tune.tune.exhaustive import cache_name, finalists, sweep
+from rltriton_tune.tune.exhaustive import cache_name, finalists, gate_limit, sweep
 from rltriton_tune.tune.measure import copy_bandwidth
 from rltriton_tune.tune.space import DEFAULT_SM_COUNT, Candidate, SearchSpace, builtin_choice
 
@@ -215,8 +215,9 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
                 cands[f"{ORACLE}_{i}"] = cand
         evaluator = Evaluator(key, device, strategies, workers=1, time_budget_s=budget_s)
         try:
-            outs = dict(zip(cands, evaluator.evaluate(list(cands.values()), gate=False),
-                            strict=True))
+            verdicts = pool_verdicts(pool, key, device, list(cands.values()))
+            outs = dict(zip(cands, evaluator.evaluate(list(cands.values()), gate=False,
+                                                      gated=verdicts), strict=True))
         finally:
             evaluator.close()
         times = {name: (o.timing.device_us if o.ok else None) for name, o in outs.items()}
@@ -260,6 +261,26 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
         if progress is not None:
             progress(key)
     return report()
+
+
+def pool_verdicts(pool: CompilePool | None, key: ProblemKey, device: torch.device,
+                  candidates: Sequence[Candidate]) -> list[str | None] | None:
+    """With a pool: its workers compile (and gate) a row's Triton candidates in parallel,
+    so the timing process loads binaries instead of compiling a row's 10-40 configs one
+    after another (most of an oracle bench's time); ``None`` (passed) for the others,
+    which time as before. Without a pool: ``None``, nothing is gated."""
+    if pool is None:
+        return None
+    from rltriton_tune.kernels import STRATEGY_NAMES
+
+    triton = [i for i, c in enumerate(candidates) if c.strategy in STRATEGY_NAMES]
+    verdicts: list[str | None] = [None] * len(candidates)
+    if triton:
+        found = pool.check(key, device, [candidates[i] for i in triton],
+                           gate_limit(key, device, pool.workers))
+        for i, verdict in zip(triton, found, strict=True):
+            verdicts[i] = verdict
+    return verdicts
 
 
 def add_ratios(row: dict[str, Any], device_type: str) -> None:

@@ -3,7 +3,9 @@
 import math
 
 import pytest
+import torch
 
+from rltriton_tune.call import ProblemKey
 from rltriton_tune.tune.bench import add_ratios, summarize
 
 
@@ -150,3 +152,30 @@ def test_compile_baselines_are_taken_over_only_from_the_same_device_and_software
     assert measured["compile_reused"] is True
     assert measured["device_us"][COMPILE] == 5.0
     assert measured["device_us"]["dispatched"] > 0  # measured now, not taken over
+
+
+def test_pool_verdicts_gate_only_the_triton_candidates_in_the_workers():
+    from rltriton_tune.tune.bench import pool_verdicts
+    from rltriton_tune.tune.space import Candidate
+
+    class FakePool:
+        workers = 4
+
+        def __init__(self):
+            self.asked = []
+
+        def check(self, key, device, candidates, limit=None):
+            self.asked.append(([c.strategy for c in candidates], limit))
+            return ["wrong results" if c.params.get("BLOCK_N") == 2 else None
+                    for c in candidates]
+
+    key = ProblemKey("gae", 64, 32)
+    cands = [Candidate("flat", {"BLOCK_N": 1}), Candidate("torch", {"mode": "compile"}),
+             Candidate("tiled", {"BLOCK_N": 2, "BLOCK_T": 32}), Candidate("lookback", {})]
+    pool = FakePool()
+    assert pool_verdicts(pool, key, torch.device("cpu"), cands) == \
+        [None, None, "wrong results", None]
+    assert pool.asked == [(["flat", "tiled", "lookback"], 4)]  # torch.compile times as before
+    assert pool_verdicts(None, key, torch.device("cpu"), cands) is None
+    assert pool_verdicts(pool, key, torch.device("cpu"), cands[1:2]) == [None]
+    assert len(pool.asked) == 1  # nothing to compile: the pool is not asked
