@@ -8,8 +8,9 @@
 #       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS; $LOOKBACK_SHAPES NxT,...;
 #       $LOOKBACK_ALGORITHMS) |
 #       reverse (benchmarks/reverse_scan_probe.py) | costs (benchmarks/lookback_costs.py) |
-#       sweep:ALG (benchmarks/oracle_sweep.py: the oracle's exhaustive sweeps of bench:ALG's
-#       keys, into the tables oracle:ALG reads; $SWEEP_WORKERS compile processes;
+#       sweep:ALG[:DTYPES[:NxT,...]] (benchmarks/oracle_sweep.py: the oracle's exhaustive
+#       sweeps of bench:ALG's keys (or of those dtypes and shapes), into the tables
+#       oracle:ALG reads; $SWEEP_WORKERS compile processes;
 #       $SWEEP_DROP=STRATEGY,...: measure those strategies again after a kernel change) |
 #       bench:ALG | oracle:ALG (bench --oracle,
 #       $ORACLE_SECONDS per key; bench
@@ -61,9 +62,10 @@ job() {  # gpu job
         bash benchmarks/lookback_gpu.sh > "$CARRY/logs/lookback.log" 2>&1 ;;
     sweep) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/oracle_sweep.py \
         --algorithms "$a" ${HELD_OUT:+--held-out "$HELD_OUT"} --max-seconds "$(( left - 20 ))" \
+        ${b:+--dtypes "$b"} ${c:+--shapes "$c"} \
         ${SWEEP_WORKERS:+--workers "$SWEEP_WORKERS"} ${SWEEP_DROP:+--drop "$SWEEP_DROP"} \
         --dir "$CARRY/bench/${a}_oracle/oracle" \
-        > "$CARRY/logs/sweep_$a.log" 2>&1 ;;
+        > "$CARRY/logs/sweep_$a${b:+_$b}.log" 2>&1 ;;
     bench|oracle) local extra=(); [ "$kind" = oracle ] && \
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers 8)
         RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \

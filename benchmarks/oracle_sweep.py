@@ -10,6 +10,8 @@ key is loaded from Triton's cache for the next key that specialises it the same 
 
     python benchmarks/oracle_sweep.py --algorithms gae --held-out 5x300000,... \\
         --dir bench/gae_oracle/oracle --max-seconds 500 [--workers 16]
+    python benchmarks/oracle_sweep.py --algorithms retrace --dtypes bfloat16 \\
+        --shapes 256x32768,32768x128 --dir bench/retrace_bf16  # any keys, same tables
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ def main() -> int:
     p.add_argument("--max-seconds", type=float, default=None)
     p.add_argument("--workers", type=int, default=None, help="compile processes")
     p.add_argument("--actions", type=int, default=8)
+    p.add_argument("--dtypes", default="float32", help="comma list (default float32)")
+    p.add_argument("--shapes", type=_shapes, default=None,
+                   help="NxT,...: sweep only these shapes (default: the bench's grid and "
+                   "held-out shapes)")
     p.add_argument("--drop", default="", metavar="STRATEGY,...",
                    help="first forget these strategies' entries in the tables of DIR (after a "
                    "kernel change), so the sweeps measure them again")
@@ -63,10 +69,13 @@ def main() -> int:
 
     device = torch.device("cuda")
     algorithms = args.algorithms.split(",")
-    variants = (["float32"], ["env"], ["off"], args.actions)
-    keys = _keys(algorithms, PRESETS["default"]["shapes"], *variants)
-    keys += [k for k in _keys(algorithms, args.held_out or HELD_OUT_SHAPES, *variants)
-             if k not in keys]
+    variants = (args.dtypes.split(","), ["env"], ["off"], args.actions)
+    if args.shapes:
+        keys = _keys(algorithms, args.shapes, *variants)
+    else:
+        keys = _keys(algorithms, PRESETS["default"]["shapes"], *variants)
+        keys += [k for k in _keys(algorithms, args.held_out or HELD_OUT_SHAPES, *variants)
+                 if k not in keys]
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.drop:
         drop_strategies(args.dir, set(args.drop.split(",")))
