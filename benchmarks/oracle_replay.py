@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from entries_from_bench import shipped_h200_profile  # noqa: E402
-from transfer_eval import H200_SMS, _label, _ratio  # noqa: E402
+from transfer_eval import H200_SMS, _label, _ratio, table_times  # noqa: E402
 
 from rltriton_tune.dispatch import decide  # noqa: E402
 from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
@@ -31,13 +31,8 @@ from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 
 
 def replay(path: Path, profile) -> dict:
-    table = json.loads(path.read_text())
     key = key_of_cache_name(path.name)
-    times: dict[str, float] = {}
-    for v in table.values():
-        if v.get("device_us") is not None:
-            label = _label(v["strategy"], v["params"])
-            times[label] = min(times.get(label, v["device_us"]), v["device_us"])
+    times = table_times(json.loads(path.read_text()))
     best_label = min(times, key=times.get)
     usable = triton_strategies()
     found = decide.exact_or_nearest(key, profile, usable) or \

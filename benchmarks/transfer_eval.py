@@ -40,6 +40,17 @@ def _label(strategy: str, params: dict) -> str:
     return Candidate(strategy, dict(params)).label()
 
 
+def table_times(table: dict) -> dict[str, float]:
+    """Label -> time of each timed config of an exhaustive table (the fastest reading where
+    labels coincide, as flat's no-op ``num_stages`` makes them)."""
+    times: dict[str, float] = {}
+    for v in table.values():
+        if v.get("device_us") is not None:
+            label = _label(v["strategy"], v["params"])
+            times[label] = min(times.get(label, v["device_us"]), v["device_us"])
+    return times
+
+
 def _ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
@@ -49,11 +60,7 @@ def evaluate(table_path: Path, profile) -> dict:
     algorithm, shape = stem.rsplit("_", 1)
     n, t = (int(x) for x in shape.split("x"))
     key = ProblemKey(algorithm, n, t)
-    times: dict[str, float] = {}
-    for v in json.loads(table_path.read_text()).values():
-        if v["device_us"] is not None:
-            label = _label(v["strategy"], v["params"])
-            times[label] = min(times.get(label, v["device_us"]), v["device_us"])
+    times = table_times(json.loads(table_path.read_text()))
     best = min(times.values())
     others = {k: e for k, e in profile.entries.items() if k != key.as_text()}
     profiles = SimpleNamespace(entries=others, sources={k: "shipped" for k in others})

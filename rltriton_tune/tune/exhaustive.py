@@ -144,11 +144,7 @@ def key_of_cache_name(name: str) -> ProblemKey:
     parts = stem.split("_")[:-1]  # the device type is last
     if len(parts) < 6:
         raise ValueError(f"not a sweep table name: {name!r}")
-    if parts[-1].startswith("A"):
-        *head, n, t, a = parts
-        sizes = [n.replace("N", "N=", 1), t.replace("T", "T=", 1), a.replace("A", "A=", 1)]
-    else:
-        *head, n, t = parts
-        sizes = [n.replace("N", "N=", 1), t.replace("T", "T=", 1)]
+    count = 3 if parts[-1].startswith("A") else 2  # N, T and, per action, A
+    head, sizes = parts[:-count], [f"{s[0]}={s[1:]}" for s in parts[-count:]]
     algorithm, flags, dtype, layout = "_".join(head[:-3]), *head[-3:]
     return ProblemKey.from_text("|".join([algorithm, flags, dtype, layout, *sizes]))
