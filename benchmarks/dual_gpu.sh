@@ -13,7 +13,7 @@
 #       oracle:ALG reads; $SWEEP_WORKERS compile processes;
 #       $SWEEP_DROP=STRATEGY,...: measure those strategies again after a kernel change) |
 #       bench:ALG | oracle:ALG (bench --oracle,
-#       $ORACLE_SECONDS per key; bench
+#       $ORACLE_SECONDS per key, $ORACLE_WORKERS compile processes (8); bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes; $BENCH_LAYOUTS: env, time or env,time; $COMPILE_FROM: earlier
 #       bench.json files whose torch.compile baselines are taken over) |
@@ -67,7 +67,7 @@ job() {  # gpu job
         --dir "$CARRY/bench/${a}_oracle/oracle" \
         > "$CARRY/logs/sweep_$a${b:+_$b}.log" 2>&1 ;;
     bench|oracle) local extra=(); [ "$kind" = oracle ] && \
-        extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers 8)
+        extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers "${ORACLE_WORKERS:-8}")
         RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \
         python3 -m rltriton_tune.cli bench \
         --algorithms "$a" --held-out ${HELD_OUT:-} --layouts "${BENCH_LAYOUTS:-env}" --resume \

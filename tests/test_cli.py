@@ -181,8 +181,10 @@ def test_bench_with_oracle_and_held_out_shapes(tmp_path, capsys, monkeypatch):
         (8, 8, False, "time"), (5, 7, True, "time"), (3, 13, True, "time")]
     for row in rows:
         # The oracle is the fastest of the sweep's best configs and the dispatched one,
-        # measured together, so the dispatched time is never below it.
-        assert row["oracle_us"] <= row["device_us"]["dispatched"]
+        # measured together (and, when another config won, both again head to head), so
+        # the dispatched time is never below it.
+        mine = row.get("oracle_dispatched_us", row["device_us"]["dispatched"])
+        assert row["oracle_us"] <= mine
         assert row["vs_oracle"] >= 1.0 and row["oracle"].startswith("torch(")
         assert row["full_call_us"] > 0
     assert len(list((out_dir / "oracle").glob("exhaustive_gae_*_cpu.json"))) == 3

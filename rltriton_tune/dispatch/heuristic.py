@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.problems import data_bytes
 
@@ -30,6 +31,19 @@ Candidate = tuple[str, dict[str, Any], str]
 #: 4096x2048 (8M) tiled 41.0 vs flat 49.8 us; 32768x512 (16M) 64.7 vs 67.9 us;
 #: below it (4096x512, 32768x128) flat wins (8.0 vs 8.8, 21.7 vs 22.9 us).
 LARGE_ELEMENTS = 1 << 23
+
+#: Chunk loop of those large keys with at most 4096 rows, by step_streams (at most
+#: LARGE_LIGHT_STREAMS values a step, or more). H200 oracle sweeps at 3000x5000 (quick
+#: pass, ratio to each table's best): (1, 512, 4 warps) is 1.000-1.006 for eligibility
+#: traces and discounted returns and V-trace but 1.095 for GAE; (1, 1024, 8 warps,
+#: 3 stages) 1.001-1.002 for GAE, lambda returns and V-trace, 1.03-1.04 for the light
+#: two; the (1, 1024, 4) it replaces was 1.02-1.10 (oracle benches: GAE 68.4 vs 64.4 us,
+#: lambda returns 67.9 vs 62.6, V-trace 121.9 vs 114.9).
+LARGE_LIGHT_STREAMS = 3
+LARGE_TILES: dict[bool, dict[str, int]] = {
+    False: {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4, "num_stages": 1},
+    True: {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3},
+}
 
 #: Steps from which few-row problems need time parallelism: 16x32768 runs
 #: 95.8 us flat and 42.3 us tiled, but torch's parallel scan does 30.7 us.
@@ -114,10 +128,16 @@ ACTION_SPLIT_T = 4096
 #: 1024-step chunks with 4 warps (session-6 probe).
 LOOKBACK_WEIGHTS: tuple[tuple[int, int, int, int], ...] = (
     # (values a step, chunks a row at least, longest chunk to N*T = 2^20, beyond)
-    (3, 8, 2048, 2048),        # eligibility traces, discounted returns, episodic sums
-    (5, 16, 1024, 2048),       # GAE, lambda returns (a truncation flag adds a value)
+    (3, 8, 2048, 2048),        # eligibility traces, episodic sums (forward scans)
+    (5, 16, 1024, 2048),       # GAE, lambda and discounted returns (a truncation flag: +1)
     (1 << 30, 32, 512, 512),   # V-trace
 )
+#: Backward scans weigh at least this much in LOOKBACK_WEIGHTS: the light class's long
+#: chunks were read off the forward estimators (eligibility traces, episodic sums), and
+#: discounted returns, as light but backward, follow GAE's class instead (oracle sweeps,
+#: session 12, quick pass: 12x45000 512-step chunks 8.02 us, 2048 9.91; 40x9000 512 4.72,
+#: 1024 6.36; where eligibility traces and episodic sums take 2048 and 1024).
+BACKWARD_MIN_WEIGHT = 4
 LOOKBACK_SMALL_KEY = 1 << 20
 LOOKBACK_MIN_CHUNK = 256
 
@@ -163,10 +183,12 @@ def _pow2_floor(x: int) -> int:
 
 def lookback_params(key: ProblemKey) -> dict[str, int]:
     """The look-back config for an env-major, few-rows, long-T key without per-action
-    inputs (see LOOKBACK_WEIGHTS and HEAVY_ROWS)."""
+    inputs (see LOOKBACK_WEIGHTS, BACKWARD_MIN_WEIGHT and HEAVY_ROWS)."""
     streams = step_streams(key)
+    weight = streams if ALGORITHMS[key.algorithm].direction == "forward" else \
+        max(streams, BACKWARD_MIN_WEIGHT)
     per_row, small_cap, big_cap = next((n, s, b) for top, n, s, b in LOOKBACK_WEIGHTS
-                                       if streams <= top)
+                                       if weight <= top)
     cap = small_cap if key.n * key.t <= LOOKBACK_SMALL_KEY else big_cap
     chunk = max(LOOKBACK_MIN_CHUNK, min(cap, _pow2_floor(key.t // per_row)))
     rows = HEAVY_ROWS if streams >= HEAVY_STREAMS and chunk >= 512 and key.n > 1 else 1
@@ -227,9 +249,10 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"per-action inputs (A={key.a}): flat, one row per program, "
                        f"{warps} warps (32768x32: 40.0 vs 62.5 us for 2 rows, 4 warps)"))
     elif n * t >= LARGE_ELEMENTS:
-        block_t, warps = (1024, 4) if n <= 4096 else (256, 1)
-        ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": block_t, "num_warps": warps},
-                       f"N*T>=2^23: tiled (1, {block_t}, {warps}) (4096x2048: 41.0 vs flat 49.8; "
+        params = dict(LARGE_TILES[step_streams(key) > LARGE_LIGHT_STREAMS]) if n <= 4096 else \
+            {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}
+        ranked.append(("tiled", params,
+                       f"N*T>=2^23: tiled {params} (4096x2048: 41.0 vs flat 49.8; "
                        "32768x2048: 267.8 vs 373.7 us)"))
     elif t <= MANY_ROWS_MAX_T and n >= HALF_TILE_MAX_N:
         rows = max(MANY_ROWS_MIN_ROWS, FLAT_TILE // _next_pow2(t))

@@ -277,12 +277,22 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("gae", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512}),
     ("gae", 5, 300000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048}),
     ("vtrace", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
+    # Discounted returns: as light as eligibility traces but backward, so GAE's chunks.
+    ("discounted_returns", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512}),
+    ("episodic_prefix_sum", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
+    ("discounted_returns", 5, 300000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048}),
     # V-trace (7 values a step): two rows of 512-step chunks, half tiles up to 8192 rows.
     ("vtrace", 5, 300000, "lookback", {"BLOCK_N": 2, "BLOCK_T": 512, "num_warps": 2}),
     ("vtrace", 1800, 220, "flat", {"BLOCK_N": 1, "num_warps": 4}),
     ("gae", 1800, 220, "flat", {"BLOCK_N": 2, "num_warps": 4}),
     ("discounted_returns", 5000, 75, "flat", {"BLOCK_N": 4, "num_warps": 4}),
     ("gae", 1200, 90, "flat", {"BLOCK_N": 2, "num_warps": 4}),
+    # At least 2^23 steps in at most 4096 rows: 512-step chunks with 4 warps for light
+    # estimators, 1024 with 8 warps and 3 stages for the others.
+    ("eligibility_traces", 3000, 5000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
+    ("gae", 3000, 5000, "tiled",
+     {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}),
+    ("vtrace", 4096, 2048, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
 ])
 def test_heuristic_scales_with_the_work_per_step(algorithm, n, t, strategy, params):
     from rltriton_tune.dispatch.heuristic import candidates

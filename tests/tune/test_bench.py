@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.tune.bench import add_ratios, summarize
+from rltriton_tune.fallback import STRATEGIES
+from rltriton_tune.tune.bench import CONFIRM_ROUNDS, add_ratios, confirm_oracle, summarize
+from rltriton_tune.tune.space import Candidate
 
 
 def _row(dispatched, flat, compile_us, oracle, held_out=False):
@@ -63,7 +65,7 @@ def test_resume_keeps_rows_only_from_the_same_device_and_software():
     from rltriton_tune.tune.bench import _device_name, _triton_version, reusable_rows, row_key
 
     row = {"algorithm": "gae", "N": 8, "T": 4, "A": 0, "dtype": "float32", "layout": "env",
-           "flags": "none"}
+           "flags": "none", "strategy": "torch", "params": {"mode": "loop"}}
     cpu = torch.device("cpu")
     same = {"device_name": _device_name(cpu), "torch": torch.__version__,
             "triton": _triton_version(), "rows": [row]}
@@ -76,6 +78,12 @@ def test_resume_keeps_rows_only_from_the_same_device_and_software():
     assert reusable_rows(capped, cpu, oracle=True) == {}  # its sweep goes on
     done = {**same, "rows": [{**row, "oracle_us": 1.0, "oracle_complete": True}]}
     assert list(reusable_rows(done, cpu, oracle=True)) == [row_key(row)]
+    # Another config won the first reading: kept only once re-measured head to head.
+    beaten = {**row, "oracle_us": 1.0, "oracle": "torch(mode='doubling')"}
+    assert reusable_rows({**same, "rows": [beaten]}, cpu, oracle=True) == {}
+    confirmed = {**beaten, "oracle_dispatched_us": 1.02}
+    assert list(reusable_rows({**same, "rows": [confirmed]}, cpu, oracle=True)) == \
+        [row_key(row)]
 
 
 def test_builtin_heuristic_column_and_count():
@@ -179,3 +187,42 @@ def test_pool_verdicts_gate_only_the_triton_candidates_in_the_workers():
     assert pool_verdicts(None, key, torch.device("cpu"), cands) is None
     assert pool_verdicts(pool, key, torch.device("cpu"), cands[1:2]) == [None]
     assert len(pool.asked) == 1  # nothing to compile: the pool is not asked
+
+
+def test_vs_oracle_uses_the_head_to_head_dispatched_time_when_there_is_one():
+    row = {"device_us": {"dispatched": 10.0, "flat_heuristic": 20.0}, "compile_us": None,
+           "oracle_us": 9.0, "oracle_dispatched_us": 9.45}
+    add_ratios(row, "cuda")
+    assert row["speedup"] == 2.0  # the baselines compare with the batch's own reading
+    assert row["vs_oracle"] == pytest.approx(1.05)
+
+
+def test_confirm_oracle_re_times_the_two_configs_head_to_head(monkeypatch):
+    key = ProblemKey("gae", 4, 16)
+    loop, doubling = Candidate("torch", {"mode": "loop"}), Candidate("torch", {"mode": "doubling"})
+    readings = {"loop": [3.0, 2.0, 2.5] * 3, "doubling": [2.2] * 9}
+    seen = []
+
+    def fake_time(self, cand, budget_s):
+        from rltriton_tune.tune.evaluate import Outcome
+        from rltriton_tune.tune.measure import Timing
+        seen.append((cand.params["mode"], budget_s))
+        return Outcome(cand, timing=Timing(readings[cand.params["mode"]].pop(), 1.0))
+
+    monkeypatch.setattr("rltriton_tune.tune.evaluate.Evaluator._time", fake_time)
+    got = confirm_oracle(key, torch.device("cpu"), dict(STRATEGIES), loop, doubling,
+                         budget_s=0.01, selection_us=1.5)
+    # Medians of 9 interleaved rounds each: 2.5 for the dispatched config, 2.2 beside it.
+    assert got == {"oracle_selection_us": 1.5, "oracle_dispatched_us": 2.5, "oracle_us": 2.2}
+    assert len(seen) == 2 * CONFIRM_ROUNDS and {m for m, _ in seen} == {"loop", "doubling"}
+    assert all(b == pytest.approx(4 * 0.01 / CONFIRM_ROUNDS) for _, b in seen)
+
+
+def test_confirm_oracle_keeps_the_first_reading_when_a_config_fails(monkeypatch):
+    from rltriton_tune.tune.evaluate import Outcome
+
+    monkeypatch.setattr("rltriton_tune.tune.evaluate.Evaluator._time",
+                        lambda self, cand, budget_s: Outcome(cand, error="timing failed"))
+    key = ProblemKey("gae", 4, 16)
+    cands = [Candidate("torch", {"mode": "loop"}), Candidate("torch", {"mode": "doubling"})]
+    assert confirm_oracle(key, torch.device("cpu"), dict(STRATEGIES), *cands, 0.01, 1.5) == {}
