@@ -104,6 +104,11 @@ LIGHT_HALF_TILE_MAX_N = 1536
 #: were up to 1.17x off (eligibility traces 20000x28; geometric mean 1.08x).
 MANY_ROWS_MAX_T = 64
 MANY_ROWS_MIN_ROWS = 16
+#: ... with 4 warps instead where next_pow2(T) is at most this: at 100000x12 the 32-row
+#: tile with 4 warps measured ahead of 8 warps for all six estimators in the oracle
+#: sweeps, and in the oracle benches (session 12; full measurements) 7.13 against 7.39 us
+#: for GAE, 5.60 against 6.07 for discounted returns, 10.31 against 10.43 for V-trace.
+MANY_ROWS_FEW_WARPS_MAX_T = 16
 
 #: Per-action rows of up to this many steps (next_pow2(T)) share a program: a
 #: ACTION_ROWS_TILE-step tile with one warp (H200 tuned entries, Retrace A=8: 32768x8
@@ -140,6 +145,14 @@ LOOKBACK_WEIGHTS: tuple[tuple[int, int, int, int], ...] = (
 BACKWARD_MIN_WEIGHT = 4
 LOOKBACK_SMALL_KEY = 1 << 20
 LOOKBACK_MIN_CHUNK = 256
+
+#: One-row flat tiles of this many steps (next_pow2(T)) take HEAVY_FLAT_WARPS warps, not
+#: rl-triton's 16, for estimators that move at least HEAVY_STREAMS values a step: V-trace
+#: 350x1300 measured 6.21 and 6.26 us with 8 warps against 6.77 and 6.72 with 16 in two
+#: oracle benches (session 12); GAE, eligibility traces and lambda and discounted returns
+#: stay best with 16 there, as V-trace does at 100x3000 (a 4096-step tile).
+HEAVY_FLAT_SPAN = 2048
+HEAVY_FLAT_WARPS = 8
 
 #: Estimators that move at least HEAVY_STREAMS values a step (V-trace: 7) put two rows of
 #: 512-step chunks in a program, one warp a row: V-trace 5x300000 27.9 us against 30.5 for
@@ -256,9 +269,10 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        "32768x2048: 267.8 vs 373.7 us)"))
     elif t <= MANY_ROWS_MAX_T and n >= HALF_TILE_MAX_N:
         rows = max(MANY_ROWS_MIN_ROWS, FLAT_TILE // _next_pow2(t))
-        ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 8},
-                       f"N>={HALF_TILE_MAX_N}, T<={MANY_ROWS_MAX_T}: flat, {rows} rows, 8 warps "
-                       "(oracle sweeps: within 1.10x of the best, 16 rows with 4 warps 1.17x)"))
+        warps = 8 if _next_pow2(t) > MANY_ROWS_FEW_WARPS_MAX_T else 4
+        ranked.append(("flat", {"BLOCK_N": rows, "num_warps": warps},
+                       f"N>={HALF_TILE_MAX_N}, T<={MANY_ROWS_MAX_T}: flat, {rows} rows, {warps} "
+                       "warps (oracle benches: within 1.05x of the best at T = 28-40)"))
     elif t <= FLAT_TILE_MAX_T:
         width = _next_pow2(t)
         half_below = HALF_TILE_MAX_N if step_streams(key) >= HEAVY_STREAMS else \
@@ -268,6 +282,11 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
                        f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "
                        "4 warps (exhaustive tables and rule probe: within 1.13x of the best)"))
+    elif step_streams(key) >= HEAVY_STREAMS and _next_pow2(t) == HEAVY_FLAT_SPAN:
+        ranked.append(("flat", {"BLOCK_N": 1, "num_warps": HEAVY_FLAT_WARPS},
+                       f"T>512 below 2^23 elements, {step_streams(key)} values a step: flat, "
+                       f"one row per program, {HEAVY_FLAT_WARPS} warps (V-trace 350x1300: "
+                       "6.21 vs 6.77 us for 16)"))
     else:
         ranked.append(("flat", {"BLOCK_N": 1},
                        "T>512 below 2^23 elements: flat, one row per program (DESIGN.md's "

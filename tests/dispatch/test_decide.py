@@ -91,7 +91,7 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
     (600, 250, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (12000, 160, "env", "flat", {"BLOCK_N": 2, "num_warps": 4}),   # full tile from 8192 rows
     (9500, 40, "env", "flat", {"BLOCK_N": 16, "num_warps": 8}),    # many rows, T <= 64
-    (100000, 12, "env", "flat", {"BLOCK_N": 32, "num_warps": 8}),  # 512-element tile
+    (100000, 12, "env", "flat", {"BLOCK_N": 32, "num_warps": 4}),  # 512-element tile
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
@@ -286,6 +286,10 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("vtrace", 1800, 220, "flat", {"BLOCK_N": 1, "num_warps": 4}),
     ("gae", 1800, 220, "flat", {"BLOCK_N": 2, "num_warps": 4}),
     ("discounted_returns", 5000, 75, "flat", {"BLOCK_N": 4, "num_warps": 4}),
+    # V-trace's one-row 2048-step tiles take 8 warps, the light estimators' 16.
+    ("vtrace", 350, 1300, "flat", {"BLOCK_N": 1, "num_warps": 8}),
+    ("gae", 350, 1300, "flat", {"BLOCK_N": 1}),      # rl-triton's 16 warps (the default)
+    ("vtrace", 100, 3000, "flat", {"BLOCK_N": 1}),   # (4096-step tile: 16 warps)
     ("gae", 1200, 90, "flat", {"BLOCK_N": 2, "num_warps": 4}),
     # At least 2^23 steps in at most 4096 rows: 512-step chunks with 4 warps for light
     # estimators, 1024 with 8 warps and 3 stages for the others.
