@@ -10,7 +10,10 @@ built-in heuristic's side by side, so such a row is direct evidence that the ent
 is stale. Output: entries (``show --format json`` form, ``"method": "bench"``) for
 ``ship_entries.py``, which keeps an entry only where it measured faster. Rows from
 before bench recorded the heuristic's config (``row["heuristic"]``) get it from the
-heuristic module at ``--heuristic-rev`` (the commit the run was made with).
+heuristic module at ``--heuristic-rev`` (the commit the run was made with). With
+``--oracle``, the reports are ``bench --oracle`` runs and a grid row's entry is replaced
+by the oracle's config where that measured more than 3% faster in the head-to-head
+re-measurement (``"method": "oracle"``).
 
     python benchmarks/entries_from_bench.py benchmarks/results/bench_h200/*/bench.json \
         --heuristic-rev a22ad95 --output /tmp/bench_entries.json [--probe FILE ...]
@@ -125,6 +128,29 @@ def probe_entries(path: Path, shipped: dict, fingerprint) -> list[dict]:
     return out
 
 
+def oracle_entries(report: dict, fingerprint) -> list[dict]:
+    """Entries from an ``--oracle`` bench report: grid rows dispatched from the profile whose
+    oracle config measured more than MARGIN faster head to head (``oracle_dispatched_us``,
+    see ``bench.confirm_oracle``) take that config (``"method": "oracle"``)."""
+    out = []
+    for row in report["rows"]:
+        mine, best = row.get("oracle_dispatched_us"), row.get("oracle_us")
+        if row.get("held_out") or not row["source"].startswith("profile:") or \
+                not row.get("oracle_complete", True) or not mine or not best or \
+                best * MARGIN >= mine:
+            continue
+        key, cand = row_key(row), Candidate.from_label(row["oracle"])
+        out.append(_entry(key, cand.strategy, cand.params, best,
+                          {"strategy": row["strategy"], "params": row["params"],
+                           "device_time_us": mine},
+                          {name: t for name, t in row["device_us"].items()
+                           if name == "flat_heuristic" and t},
+                          row.get("oracle_configs", 0), report.get("date", ""), "oracle",
+                          fingerprint))
+        print(f"{key.as_text()}: {cand.label()} {best:.2f} us (entry's config {mine:.2f} us)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("reports", type=Path, nargs="*", help="bench.json files")
@@ -133,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", type=Path, required=True)
     p.add_argument("--probe", type=Path, nargs="*", default=[],
                    help="rule_probe.json / align_probe.json files")
+    p.add_argument("--oracle", action="store_true",
+                   help="the reports are --oracle runs: take each grid row's oracle config "
+                   "where it beat the entry's head to head (instead of the heuristic's)")
     args = p.parse_args(argv)
     impls = strategies()
     old = heuristic_at(args.heuristic_rev) if args.heuristic_rev else None
@@ -143,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         out += probe_entries(path, profile.entries, fingerprint)
     for path in args.reports:
         report = json.loads(path.read_text())
+        if args.oracle:
+            out += oracle_entries(report, fingerprint)
+            continue
         for row in report["rows"]:
             mine, theirs = row["device_us"].get("dispatched"), row.get("heuristic_us")
             if row.get("held_out") or not row["source"].startswith("profile:") or \
