@@ -8,6 +8,9 @@
 #       lookback ($LOOKBACK_TEST_SECONDS, 0: no tests; $PROBE_SECONDS; $LOOKBACK_SHAPES NxT,...;
 #       $LOOKBACK_ALGORITHMS) |
 #       reverse (benchmarks/reverse_scan_probe.py) | costs (benchmarks/lookback_costs.py) |
+#       gateprof:KEY (benchmarks/gate_profile.py: where a sweep's gate time goes for that
+#       problem key, e.g. 'gateprof:retrace|none|float32|env|N=900|T=400|A=8' (quote the
+#       job list); $GATEPROF_WORKERS pool processes) |
 #       sweep:ALG[:DTYPES[:NxT,...]] (benchmarks/oracle_sweep.py: the oracle's exhaustive
 #       sweeps of bench:ALG's keys (or of those dtypes and shapes), into the tables
 #       oracle:ALG reads; $SWEEP_WORKERS compile processes;
@@ -45,6 +48,10 @@ job() {  # gpu job
         CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 "${b:-.}/benchmarks/strategies.py" \
         --output "$CARRY/$name" --algorithms "$a" ${c:+--n "$c"} ${d:+--t "$d"} \
         --max-seconds "$(( left - 30 ))" > "$CARRY/logs/$name.log" 2>&1 ;;
+    gateprof) local name="gateprof_$(tr '|=' '_-' <<< "$a")"
+        CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/gate_profile.py \
+        --key "$a" --output "$CARRY/$name" ${GATEPROF_WORKERS:+--workers "$GATEPROF_WORKERS"} \
+        > "$CARRY/logs/$name.log" 2>&1 ;;
     align) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/align_probe.py \
         --output "$CARRY/align" --max-seconds "${ALIGN_SECONDS:-200}" \
         --sections "${ALIGN_SECTIONS:-align,wide,action}" > "$CARRY/logs/align.log" 2>&1 ;;
