@@ -7,8 +7,10 @@ this process, times each phase separately:
 
 * ``compile_s``: ``triton.compile`` of the config's launches for this GPU (the same call
   ``tests/kernels/gpu_compile.py`` makes, so it compares with a machine without a GPU);
-* ``prepare_s``: the strategy's ``prepare`` (JIT lookup, binary load, launcher);
-* ``gate_s``: the gate's check (runs at the small and full size, compared on the GPU);
+* ``prepare_s``: the strategy's ``prepare`` (the launcher; nothing compiles yet);
+* ``gate_s``: the gate's check: the first launches (the binary found in Triton's cache,
+  which ``compile_s`` filled, or compiled again where the launch specialises otherwise),
+  runs at the small and the full size, compared on the GPU;
 
 then gates ``--pool-configs`` other configs through a :class:`CompilePool` of 1 and of
 ``--workers`` processes (configs/s each: does the pool scale with its processes?), and
