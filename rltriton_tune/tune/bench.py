@@ -287,9 +287,9 @@ def confirm_oracle(key: ProblemKey, device: torch.device, strategies: dict[str, 
     """Re-measure the dispatched config beside the oracle's, head to head.
 
     The oracle is the fastest of 10-40 finalists timed once each, so its reading is the
-    luckiest of many and biased low (on ~3 us kernels the same binary reads up to ~7%
-    apart from one batch to the next): the readings that pick the best config cannot
-    also say how far the dispatched one is from it. The two are timed again in
+    luckiest of many and biased low (a config's reading moves by a few percent from one
+    batch to the next on few-microsecond kernels): the readings that pick the best config
+    cannot also say how far the dispatched one is from it. The two are timed again in
     :data:`CONFIRM_ROUNDS` interleaved rounds; ``oracle_us`` and ``vs_oracle`` come from
     this measurement (``oracle_selection_us`` keeps the first reading).
     """
