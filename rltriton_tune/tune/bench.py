@@ -48,6 +48,9 @@ UNMOVED = "unmoved:"
 HEURISTIC = "builtin_heuristic"
 #: Configs of the tuned entries near a held-out shape (moved to it), timed there.
 ALTERNATIVE = "alternative"
+#: Report field of a resumed run's checkpoint: the earlier run's rows for keys it has not
+#: reached yet (kept for the next resume, left out of the tables and the summary).
+UNREACHED = "unreached_rows"
 #: Shapes off every tuning grid (no powers of two), from one environment with a
 #: million steps to 50k environments with short rollouts: how nearest-entry
 #: lookup generalises.
@@ -128,7 +131,7 @@ def reusable_rows(previous: dict[str, Any] | None, device: torch.device,
     :func:`confirm_oracle`)."""
     if not previous or not same_software(previous, device):
         return {}
-    return {row_key(r): r for r in previous.get("rows", [])
+    return {row_key(r): r for r in [*previous.get(UNREACHED, []), *previous.get("rows", [])]
             if not oracle or _oracle_settled(r)}
 
 
@@ -191,14 +194,20 @@ def run_bench(keys: Sequence[ProblemKey], device: torch.device | str, *,
     held = set(held_out)
     kept = reusable_rows(previous, device, oracle_dir is not None)
     earlier_compile = compile_baselines(compile_from, device)
+    reached: set[ProblemKey] = set()
 
     def report() -> dict[str, Any]:
-        return {"device": str(device), "device_name": _device_name(device),
-                "copy_bandwidth_gbs": bandwidth / 1e9, "torch": torch.__version__,
-                "triton": _triton_version(), "python": platform.python_version(),
-                "date": time.strftime("%Y-%m-%d", time.gmtime()), "rows": rows}
+        rep = {"device": str(device), "device_name": _device_name(device),
+               "copy_bandwidth_gbs": bandwidth / 1e9, "torch": torch.__version__,
+               "triton": _triton_version(), "python": platform.python_version(),
+               "date": time.strftime("%Y-%m-%d", time.gmtime()), "rows": rows}
+        waiting = [row for key, row in kept.items() if key not in reached]
+        if waiting:  # a checkpoint of a resumed run: the next resume still weighs these
+            rep[UNREACHED] = waiting
+        return rep
 
     for key in [*keys, *(k for k in held_out if k not in keys)]:
+        reached.add(key)
         chosen, source = _dispatched(key, device)
         old = kept.get(key)
         if old is not None and old.get("held_out", False) == (key in held) and \

@@ -226,3 +226,33 @@ def test_confirm_oracle_keeps_the_first_reading_when_a_config_fails(monkeypatch)
     key = ProblemKey("gae", 4, 16)
     cands = [Candidate("torch", {"mode": "loop"}), Candidate("torch", {"mode": "doubling"})]
     assert confirm_oracle(key, torch.device("cpu"), dict(STRATEGIES), *cands, 0.01, 1.5) == {}
+
+
+def test_a_resumed_run_cut_short_keeps_the_rows_it_did_not_reach():
+    from rltriton_tune.tune.bench import UNREACHED, reusable_rows, row_key, run_bench
+
+    cpu = torch.device("cpu")
+    keys = [ProblemKey("discounted_returns", 6, 9), ProblemKey("discounted_returns", 5, 7)]
+    first = run_bench(keys, cpu, budget_s=0.005)
+    assert UNREACHED not in first  # a complete run reached every key
+
+    class Cut(Exception):
+        pass
+
+    checkpoints = []
+
+    def cut_after_one_row(report):
+        checkpoints.append(report)
+        raise Cut  # the job's time ran out after its first row
+
+    # The second key's dispatch changed since (a row measured for another choice): the
+    # resumed run measures it first, then its time runs out.
+    stale = {**first, "rows": [first["rows"][0], {**first["rows"][1], "params": {"x": 1}}]}
+    with pytest.raises(Cut):
+        run_bench(list(reversed(keys)), cpu, budget_s=0.005, previous=stale,
+                  checkpoint=cut_after_one_row)
+    (saved,) = checkpoints
+    assert [row_key(r) for r in saved["rows"]] == [keys[1]]
+    assert [row_key(r) for r in saved[UNREACHED]] == [keys[0]]
+    # The next resume keeps both: one measured again, one not reached yet.
+    assert set(reusable_rows(saved, cpu, oracle=False)) == set(keys)
