@@ -211,6 +211,7 @@ def lookback_params(key: ProblemKey) -> dict[str, int]:
 def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     """Ordered candidates for ``key`` on a GPU with ``sm_count`` multiprocessors."""
     n, t = key.n, key.t
+    streams = step_streams(key)
     ranked: list[Candidate] = []
     few_rows = n < sm_count
     if key.time_major and t <= SEQUENTIAL_MAX_T:
@@ -262,7 +263,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"per-action inputs (A={key.a}): flat, one row per program, "
                        f"{warps} warps (32768x32: 40.0 vs 62.5 us for 2 rows, 4 warps)"))
     elif n * t >= LARGE_ELEMENTS:
-        params = dict(LARGE_TILES[step_streams(key) > LARGE_LIGHT_STREAMS]) if n <= 4096 else \
+        params = dict(LARGE_TILES[streams > LARGE_LIGHT_STREAMS]) if n <= 4096 else \
             {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}
         ranked.append(("tiled", params,
                        f"N*T>=2^23: tiled {params} (4096x2048: 41.0 vs flat 49.8; "
@@ -275,16 +276,16 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        "warps (oracle benches: within 1.05x of the best at T = 28-40)"))
     elif t <= FLAT_TILE_MAX_T:
         width = _next_pow2(t)
-        half_below = HALF_TILE_MAX_N if step_streams(key) >= HEAVY_STREAMS else \
+        half_below = HALF_TILE_MAX_N if streams >= HEAVY_STREAMS else \
             LIGHT_HALF_TILE_MAX_N
         tile = FLAT_TILE // 2 if width >= 64 and n < half_below else FLAT_TILE
         rows = max(1, min(FLAT_MAX_ROWS, tile // width, _next_pow2(n)))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
                        f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "
                        "4 warps (exhaustive tables and rule probe: within 1.13x of the best)"))
-    elif step_streams(key) >= HEAVY_STREAMS and _next_pow2(t) == HEAVY_FLAT_SPAN:
+    elif streams >= HEAVY_STREAMS and _next_pow2(t) == HEAVY_FLAT_SPAN:
         ranked.append(("flat", {"BLOCK_N": 1, "num_warps": HEAVY_FLAT_WARPS},
-                       f"T>512 below 2^23 elements, {step_streams(key)} values a step: flat, "
+                       f"T>512 below 2^23 elements, {streams} values a step: flat, "
                        f"one row per program, {HEAVY_FLAT_WARPS} warps (V-trace 350x1300: "
                        "6.21 vs 6.77 us for 16)"))
     else:
