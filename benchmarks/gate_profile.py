@@ -72,17 +72,10 @@ def python_loop_s() -> float:
 
 def compile_s(strategy: str, key: ProblemKey, params: dict, arch: int) -> float:
     """Seconds to compile the config's launches with ``triton.compile`` (no cache)."""
-    import triton
-    from gpu_compile import OPTIONS, _specialize, recorded_launches
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    from gpu_compile import compiled_launches
 
     start = time.perf_counter()
-    for kernel, args, consts in recorded_launches(strategy, key, params):
-        options = {k: consts.pop(k) for k in OPTIONS if k in consts}
-        sig, consts, attrs = _specialize(kernel, args, consts)
-        triton.compile(ASTSource(kernel, sig, consts, attrs),
-                       target=GPUTarget("cuda", arch, 32), options=options)
+    compiled_launches(strategy, key, params, arch)
     return time.perf_counter() - start
 
 

@@ -105,6 +105,23 @@ def _specialize(kernel: Any, args: list[Any], consts: dict[str, Any]
     return sig, consts, attrs
 
 
+def compiled_launches(strategy: str, key: Any, params: dict[str, Any], arch: int = 90
+                      ) -> list[Any]:
+    """Triton's compiled kernel for each launch of ``strategy`` on ``key`` (a ProblemKey),
+    specialised the way a launch on 16-byte aligned tensors is (see ``_specialize``)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    out = []
+    for kernel, args, consts in recorded_launches(strategy, key, params):
+        options = {k: consts.pop(k) for k in OPTIONS if k in consts}
+        sig, consts, attrs = _specialize(kernel, args, consts)
+        out.append(triton.compile(ASTSource(kernel, sig, consts, attrs),
+                                  target=GPUTarget("cuda", arch, 32), options=options))
+    return out
+
+
 def global_accesses(strategy: str, key_text: str, params: dict[str, Any], arch: int = 90
                     ) -> list[dict[str, int]]:
     """For each launch of ``strategy`` on ``key_text``: how many global load and store
@@ -113,22 +130,11 @@ def global_accesses(strategy: str, key_text: str, params: dict[str, Any], arch: 
     import re
     from collections import Counter
 
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from rltriton_tune.call import ProblemKey
 
-    out = []
-    for kernel, args, consts in recorded_launches(strategy, ProblemKey.from_text(key_text),
-                                                  params):
-        options = {k: consts.pop(k) for k in OPTIONS if k in consts}
-        sig, consts, attrs = _specialize(kernel, args, consts)
-        compiled = triton.compile(ASTSource(kernel, sig, consts, attrs),
-                                  target=GPUTarget("cuda", arch, 32), options=options)
-        out.append(dict(Counter(re.findall(r"(?:ld|st)\.global[\w.]*",
-                                           compiled.asm["ptx"]))))
-    return out
+    return [dict(Counter(re.findall(r"(?:ld|st)\.global[\w.]*", compiled.asm["ptx"])))
+            for compiled in compiled_launches(strategy, ProblemKey.from_text(key_text),
+                                              params, arch)]
 
 
 def compile_one(strategy: str, key_text: str, params: dict[str, Any], arch: int,
