@@ -17,6 +17,7 @@ import concurrent.futures as cf
 import contextlib
 import multiprocessing as mp
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -24,12 +25,17 @@ from typing import Any
 import torch
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.problems import data_bytes
 
 #: Seconds one candidate may spend compiling and passing the gate in a worker.
 DEFAULT_TIMEOUT_S = 120.0
 #: Most workers started by default: each holds a CUDA context (about 0.5 GB of GPU
 #: memory), and past 16 compiles no longer dominate a batch on an H200.
 MAX_DEFAULT_WORKERS = 16
+#: Keys whose inputs exceed this many bytes are not kept by a worker between checks:
+#: :class:`PendingChecks` bounds how many checks of a big key run at once, but not
+#: which workers take them, so only freeing its inputs bounds the memory they hold.
+KEEP_INPUTS_MAX_BYTES = 1 << 28
 #: The failure of a candidate whose worker process died.
 DIED = "compile worker process died (the config may fault the GPU)"
 
@@ -55,6 +61,11 @@ def check_in_worker(key_text: str, device_text: str, strategy: str,
         evaluator.check(Candidate(strategy, params))
     except Exception as exc:  # noqa: BLE001 - reported as the candidate's failure
         return describe(exc)
+    finally:
+        if data_bytes(evaluator.key) > KEEP_INPUTS_MAX_BYTES:
+            evaluator.gate.forget_full()
+            if evaluator.device.type == "cuda":
+                torch.cuda.empty_cache()
     return None
 
 
@@ -109,7 +120,7 @@ class CompilePool:
             return fut.result(timeout=self.timeout_s), False
         except cf.TimeoutError:  # the worker is still busy with it: the pool must go
             return f"timeout: compile/check exceeded {self.timeout_s:g} s", True
-        except BrokenProcessPool:
+        except (BrokenProcessPool, cf.CancelledError):  # its worker died, or was killed
             return DIED, True
 
     def check(self, key: ProblemKey, device: torch.device, candidates: Sequence[Any],
@@ -141,37 +152,81 @@ class CompilePool:
 
 
 class PendingChecks:
-    """Checks submitted to a :class:`CompilePool`; :meth:`results` waits for them."""
+    """Checks submitted to a :class:`CompilePool`; :meth:`results` waits for them.
+
+    A feeder thread keeps ``limit`` checks in flight from the start: each finished check
+    frees a slot for the next candidate at once, so one slow compile holds up one slot,
+    not a whole group, and the workers keep compiling while the caller does other work.
+    """
 
     def __init__(self, pool: CompilePool, key: ProblemKey, device: torch.device,
                  candidates: Sequence[Any], limit: int | None) -> None:
         self.pool, self.key, self.device = pool, key, device
         self.candidates = list(candidates)
-        self.limit = max(1, limit) if limit is not None else len(self.candidates)
-        first = range(min(self.limit, len(self.candidates)))
-        self._futures = {i: self._submit(i) for i in first}
+        self.limit = max(1, limit) if limit is not None else max(1, len(self.candidates))
+        self._futures: dict[int, cf.Future] = {}
+        self._halted = False
+        self._changed = threading.Condition()
+        self._slots = threading.Semaphore(self.limit)
+        self._feeder = threading.Thread(target=self._feed, name="rltriton-tune-feeder",
+                                        daemon=True)
+        self._feeder.start()
 
     def _submit(self, i: int) -> cf.Future:
         cand = self.candidates[i]
-        return self.pool._executor().submit(self.pool.task, self.key.as_text(),
-                                            str(self.device), cand.strategy, dict(cand.params))
+        try:
+            return self.pool._executor().submit(self.pool.task, self.key.as_text(),
+                                                str(self.device), cand.strategy,
+                                                dict(cand.params))
+        except (BrokenProcessPool, RuntimeError) as exc:  # broken or shut down meanwhile
+            failed: cf.Future = cf.Future()
+            failed.set_exception(BrokenProcessPool(str(exc)))
+            return failed
+
+    def _feed(self) -> None:
+        for i in range(len(self.candidates)):
+            self._slots.acquire()
+            with self._changed:
+                if self._halted:
+                    return
+                fut = self._submit(i)
+                self._futures[i] = fut
+                self._changed.notify_all()
+            fut.add_done_callback(lambda _done: self._slots.release())
+
+    def _halt(self) -> None:
+        """Stop submitting: the pool broke, the candidates left are re-run below."""
+        with self._changed:
+            self._halted = True
+            self._changed.notify_all()
+        self._slots.release()  # wake the feeder if it waits for a slot
+
+    def _future(self, i: int) -> cf.Future | None:
+        """Candidate ``i``'s future once submitted; ``None`` if feeding stopped first."""
+        with self._changed:
+            self._changed.wait_for(lambda: i in self._futures or self._halted)
+            return self._futures.get(i)
 
     def results(self) -> list[str | None]:
-        """``None`` per candidate that passed, else why not (blocks until all are done)."""
+        """``None`` per candidate that passed, else why not (blocks until all are done).
+
+        If a worker dies, which in-flight candidate killed it is unknown, so every
+        candidate the broken pool left unfinished is re-run alone in a fresh one.
+        """
         pool, n = self.pool, len(self.candidates)
         results: list[str | None] = [None] * n
         unfinished = []
-        for start in range(0, n, self.limit):
-            chunk = range(start, min(n, start + self.limit))
-            futures = [self._futures.pop(i, None) or self._submit(i) for i in chunk]
-            broken_any = False
-            for i, fut in zip(chunk, futures, strict=True):
+        for i in range(n):
+            fut = self._future(i)
+            if fut is None:
+                results[i] = DIED
+            else:
                 results[i], broken = pool._wait(fut)
-                broken_any |= broken
-                if results[i] is DIED:
-                    unfinished.append(i)
-            if broken_any:
-                pool._discard()
+                if broken:
+                    self._halt()
+                    pool._discard()
+            if results[i] is DIED:
+                unfinished.append(i)
         for i in unfinished if len(unfinished) > 1 else ():
             results[i], broken = pool._wait(self._submit(i))
             if broken:

@@ -65,7 +65,7 @@ def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool 
     random.Random(0).shuffle(todo)
     evaluator = Evaluator(key, device, all_strategies_for(device, space), rounds=1, quick=True,
                           time_budget_s=SWEEP_BUDGET_S, workers=1, pool=pool)
-    step = 4 * pool.workers if pool is not None else BATCH
+    step = 8 * pool.workers if pool is not None else BATCH
     batches = [todo[i:i + step] for i in range(0, len(todo), step)]
     limit = gate_limit(key, device, pool.workers) if pool is not None else None
     pending = pool.start(key, device, batches[0], limit) if pool is not None and batches \

@@ -134,6 +134,11 @@ class Gate:
         expected = tuple(o.clone() for o in strategy.prepare(self.key, params)(call))
         return call, expected
 
+    def forget_full(self) -> None:
+        """Drop the full-size inputs and expected outputs (rebuilt by the next check)."""
+        with self._lock:
+            self._full = None
+
     def check(self, strategy: Strategy, params: Params) -> None:
         """Raise :class:`GateFailure` (wrong results) or any error the candidate raises."""
         with self._lock:

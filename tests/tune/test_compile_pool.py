@@ -52,12 +52,49 @@ def test_a_dying_worker_fails_only_the_candidate_that_killed_it(crashy):
 
 
 @pytest.mark.parametrize("limit", [None, 1, 2])
-def test_started_checks_run_while_the_caller_works_and_honour_the_limit(crashy, limit):
+def test_started_checks_give_the_same_verdicts_at_any_limit(crashy, limit):
     cands = [Candidate(s, {}) for s in ("ok", "crash", "ok", "other", "ok")]
     with CompilePool(workers=2, task=crashy) as pool:
         pending = pool.start(KEY, CPU, cands, limit)
-        assert len(pending._futures) == min(len(cands), limit or len(cands))
         assert pending.results() == [None, DIED, None, "bad other", None]
+
+
+@pytest.fixture
+def recording(tmp_path, monkeypatch):
+    """A worker task that sleeps ``params["s"]`` seconds and logs its start and end times."""
+    (tmp_path / "recording_task.py").write_text(textwrap.dedent("""
+        import os, time
+
+        def task(key, device, strategy, params):
+            start = time.time()
+            time.sleep(params["s"])
+            with open(os.path.join(os.environ["RECORD_DIR"], strategy), "w") as f:
+                f.write(f"{start} {time.time()}")
+            return None
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("RECORD_DIR", str(tmp_path))
+    import recording_task
+
+    def spans() -> dict[str, tuple[float, float]]:
+        return {p.name: tuple(map(float, p.read_text().split()))
+                for p in tmp_path.iterdir() if p.name.startswith("c")}
+
+    return recording_task.task, spans
+
+
+def test_a_slow_check_holds_one_slot_not_the_group(recording):
+    """limit 2: while c0 is slow, c1, c2 and c3 run one after another in the other slot
+    (checks go out in groups no more), and never more than two run at once."""
+    task, spans = recording
+    cands = [Candidate("c0", {"s": 3.0})] + [Candidate(f"c{i}", {"s": 0.05}) for i in (1, 2, 3)]
+    with CompilePool(workers=4, task=task) as pool:
+        assert pool.start(KEY, CPU, cands, limit=2).results() == [None] * 4
+    span = spans()
+    slow_start, slow_end = span["c0"]
+    assert span["c2"][0] < slow_end and span["c3"][0] < slow_end
+    for t in (s for s, _e in span.values()):
+        assert sum(s <= t < e for s, e in span.values()) <= 2
 
 
 def test_evaluator_takes_verdicts_gated_elsewhere(misbehaving):
