@@ -9,7 +9,7 @@
 #       $LOOKBACK_ALGORITHMS) |
 #       reverse (benchmarks/reverse_scan_probe.py) | costs (benchmarks/lookback_costs.py) |
 #       gateprof:KEY (benchmarks/gate_profile.py: where a sweep's gate time goes for that
-#       problem key, e.g. 'gateprof:retrace|none|float32|env|N=900|T=400|A=8' (quote the
+#       problem key, e.g. 'gateprof:retrace|trunc|float32|env|N=900|T=400|A=8' (quote the
 #       job list); $GATEPROF_WORKERS pool processes) |
 #       sweep:ALG[:DTYPES[:NxT,...]] (benchmarks/oracle_sweep.py: the oracle's exhaustive
 #       sweeps of bench:ALG's keys (or of those dtypes and shapes), into the tables
@@ -72,7 +72,7 @@ job() {  # gpu job
         ${b:+--dtypes "$b"} ${c:+--shapes "$c"} \
         ${SWEEP_WORKERS:+--workers "$SWEEP_WORKERS"} ${SWEEP_DROP:+--drop "$SWEEP_DROP"} \
         --dir "$CARRY/bench/${a}_oracle/oracle" \
-        > "$CARRY/logs/sweep_$a${b:+_$b}.log" 2>&1 ;;
+        > "$CARRY/logs/sweep_$a${b:+_$b}_gpu$gpu.log" 2>&1 ;;
     bench|oracle) local extra=(); [ "$kind" = oracle ] && \
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers "${ORACLE_WORKERS:-8}")
         RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \

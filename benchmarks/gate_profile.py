@@ -17,7 +17,7 @@ then gates ``--pool-configs`` other configs through a :class:`CompilePool` of 1 
 writes a cProfile of one more pass over fresh configs (top functions by cumulative
 time). Results: ``gate_profile.json`` and ``gate_profile_cprofile.txt`` in ``--output``.
 
-    python benchmarks/gate_profile.py --key "retrace|none|float32|env|N=900|T=400|A=8" \\
+    python benchmarks/gate_profile.py --key "retrace|trunc|float32|env|N=900|T=400|A=8" \\
         --output /tmp/gateprof [--configs 12] [--pool-configs 48] [--workers 16]
 """
 

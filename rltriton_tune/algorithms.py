@@ -35,6 +35,18 @@ class AlgorithmSpec:
         """Name of the tensor whose dtype the outputs take."""
         return "rewards" if "rewards" in self.tensors else self.tensors[0]
 
+    @property
+    def possible_flags(self) -> frozenset[str]:
+        """Flags a problem key of this estimator may carry."""
+        found = {FLAG_NAMES[name] for name in self.tensors if name in FLAG_NAMES}
+        return frozenset(found | ({STARTS_AT} if self.name == "episodic_prefix_sum" else set()))
+
+    @property
+    def required_flags(self) -> frozenset[str]:
+        """Flags of inputs this estimator always takes (Retrace's truncations)."""
+        return frozenset(FLAG_NAMES[name] for name in self.tensors
+                         if name in FLAG_NAMES and name not in self.optional)
+
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec

@@ -82,6 +82,11 @@ class ProblemKey:
         a = int(parts[6].removeprefix("A=")) if len(parts) == 7 else 0
         if algorithm not in ALGORITHMS or layout not in LAYOUTS or dtype not in DTYPES_BY_NAME:
             raise ValueError(f"malformed problem key {text!r}")
+        spec, flag_set = ALGORITHMS[algorithm], parse_flags(flags)
+        if not spec.required_flags <= flag_set <= spec.possible_flags:
+            raise ValueError(f"problem key {text!r}: {algorithm} takes flags from "
+                             f"{sorted(spec.possible_flags)} and always "
+                             f"{sorted(spec.required_flags) or 'none'}, got {flags!r}")
         return cls(algorithm, int(n.removeprefix("N=")), int(t.removeprefix("T=")),
                    dtype, layout, flags, a)
 

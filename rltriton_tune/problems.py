@@ -26,24 +26,29 @@ def random_inputs(
     device: torch.device | str = "cpu",
     seed: int = 0,
     flag_dtype: torch.dtype = torch.float32,
+    on_device: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for the public function of ``key.algorithm``.
 
     Tensors follow the key's layout (``[T, N]`` when time-major) and dtype; the
     optional inputs present are exactly the key's flags; scalars are included.
+    They are drawn on the CPU, the same for a seed on every device, unless
+    ``on_device``: then ``device``'s own generator draws them there (other values,
+    but gigabytes in milliseconds instead of seconds).
     """
     spec = key.spec
     dtype = DTYPES_BY_NAME[key.dtype]
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    where = torch.device(device) if on_device else torch.device("cpu")
+    gen = torch.Generator(device=where).manual_seed(seed)
     n, t, a = key.n, key.t, key.a
     shape = (t, n) if key.time_major else (n, t)
     flags = key.flag_set
 
     def normal(*size: int) -> torch.Tensor:
-        return torch.randn(*size, generator=gen, dtype=torch.float32)
+        return torch.randn(*size, generator=gen, dtype=torch.float32, device=where)
 
     def flag() -> torch.Tensor:
-        return (torch.rand(*shape, generator=gen) < FLAG_RATE).to(flag_dtype)
+        return (torch.rand(*shape, generator=gen, device=where) < FLAG_RATE).to(flag_dtype)
 
     kwargs: dict[str, Any] = {}
     for name in spec.tensors:
@@ -58,9 +63,9 @@ def random_inputs(
         elif name == "next_q_values_all":
             value = normal(*shape, a)
         elif name == "action_probs_behavior":
-            value = torch.rand(*shape, generator=gen) * 0.9 + 0.1
+            value = torch.rand(*shape, generator=gen, device=where) * 0.9 + 0.1
         elif name == "actions":
-            value = torch.randint(0, max(a, 1), shape, generator=gen)
+            value = torch.randint(0, max(a, 1), shape, generator=gen, device=where)
         elif name in ("log_pi_target", "log_pi_behavior"):
             value = normal(*shape) * 0.5 - 1.0
         else:

@@ -35,3 +35,15 @@ def test_flags_take_the_requested_dtype_and_are_zero_or_one():
         assert flags.dtype == torch.bfloat16
         assert set(flags.float().unique().tolist()) <= {0.0, 1.0}
     assert kwargs["rewards"].dtype == torch.bfloat16
+
+
+def test_inputs_drawn_on_the_device_keep_shapes_dtypes_and_flags():
+    """``on_device`` draws other values (the device's generator) of the same kind."""
+    key = ProblemKey("retrace", 5, 7, "bfloat16", "time", "trunc", 3)
+    host, dev = random_inputs(key, "cpu", 3), random_inputs(key, "cpu", 3, on_device=True)
+    assert host.keys() == dev.keys()
+    for name, value in host.items():
+        if isinstance(value, torch.Tensor):
+            assert (value.shape, value.dtype) == (dev[name].shape, dev[name].dtype), name
+    assert set(dev["terminateds"].unique().tolist()) <= {0.0, 1.0}
+    assert int(dev["actions"].max()) < 3

@@ -34,7 +34,8 @@ DEFAULT_TIMEOUT_S = 120.0
 MAX_DEFAULT_WORKERS = 16
 #: Keys whose inputs exceed this many bytes are not kept by a worker between checks:
 #: :class:`PendingChecks` bounds how many checks of a big key run at once, but not
-#: which workers take them, so only freeing its inputs bounds the memory they hold.
+#: which workers take them, so only freeing its inputs bounds the memory they hold
+#: (the gate draws them on the device again, in milliseconds).
 KEEP_INPUTS_MAX_BYTES = 1 << 28
 #: The failure of a candidate whose worker process died.
 DIED = "compile worker process died (the config may fault the GPU)"
@@ -67,6 +68,12 @@ def check_in_worker(key_text: str, device_text: str, strategy: str,
             if evaluator.device.type == "cuda":
                 torch.cuda.empty_cache()
     return None
+
+
+def _one_thread() -> None:
+    """Worker start-up: one CPU thread for torch; the pool's processes are the parallelism
+    (a torch thread per core in every worker would oversubscribe the cores)."""
+    torch.set_num_threads(1)
 
 
 def _forget_keys() -> None:
@@ -102,7 +109,8 @@ class CompilePool:
 
     def _executor(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                                initializer=_one_thread)
         return self._pool
 
     def _discard(self) -> None:

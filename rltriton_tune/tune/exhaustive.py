@@ -28,6 +28,9 @@ from rltriton_tune.tune.study import all_strategies_for
 SWEEP_BUDGET_S = 0.01
 #: Configs per batch without a compile pool (the table is saved after each batch).
 BATCH = 16
+#: Configs per batch with a compile pool, per worker: enough that the workers rarely
+#: idle at a batch's tail while they wait for the next one to be handed out.
+POOL_BATCH_PER_WORKER = 8
 #: Share of free device memory the workers' gates may fill with one key's inputs.
 GATE_MEMORY_SHARE = 0.5
 
@@ -65,7 +68,7 @@ def sweep(key: ProblemKey, device: torch.device, cache: Path, pool: CompilePool 
     random.Random(0).shuffle(todo)
     evaluator = Evaluator(key, device, all_strategies_for(device, space), rounds=1, quick=True,
                           time_budget_s=SWEEP_BUDGET_S, workers=1, pool=pool)
-    step = 8 * pool.workers if pool is not None else BATCH
+    step = POOL_BATCH_PER_WORKER * pool.workers if pool is not None else BATCH
     batches = [todo[i:i + step] for i in range(0, len(todo), step)]
     limit = gate_limit(key, device, pool.workers) if pool is not None else None
     pending = pool.start(key, device, batches[0], limit) if pool is not None and batches \

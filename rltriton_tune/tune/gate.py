@@ -129,7 +129,7 @@ class Gate:
             torch_strategy = STRATEGIES["torch"]
             self._trusted = (torch_strategy, torch_strategy.default_params(self.key))
         strategy, params = self._trusted
-        kwargs = random_inputs(self.key, self.device, GATE_SEEDS[0])
+        kwargs = random_inputs(self.key, self.device, GATE_SEEDS[0], on_device=True)
         call = prepare_call(self.key.algorithm, **kwargs)
         expected = tuple(o.clone() for o in strategy.prepare(self.key, params)(call))
         return call, expected

@@ -75,7 +75,7 @@ def test_capped_sweep_returns_a_partial_table_and_resumes(tmp_path, monkeypatch)
 def test_sweep_with_a_pool_gates_the_next_batch_while_timing_this_one(tmp_path, monkeypatch):
     from rltriton_tune.tune.compile_pool import CompilePool
 
-    monkeypatch.setattr(exhaustive, "BATCH", 2)
+    monkeypatch.setattr(exhaustive, "POOL_BATCH_PER_WORKER", 2)
     labels = {c.label() for c in SearchSpace(KEY, CPU).enumerate()}
     events = []
     real_start = CompilePool.start
@@ -92,7 +92,7 @@ def test_sweep_with_a_pool_gates_the_next_batch_while_timing_this_one(tmp_path, 
 
     monkeypatch.setattr(CompilePool, "start", start)
     monkeypatch.setattr(exhaustive.Evaluator, "evaluate", evaluate)
-    with CompilePool(workers=1) as pool:  # batches of 4 * workers
+    with CompilePool(workers=1) as pool:  # batches of 2 configs
         table = exhaustive.sweep(KEY, CPU, tmp_path / "t.json", pool, log=False)
     assert set(table) == labels and all(v["device_us"] > 0 for v in table.values())
     kinds = [kind for kind, _ in events]
