@@ -7,7 +7,7 @@ the H200 with the shipped profile (exact entry, else nearest within
 table and compare it with the table's best. Quick-pass times stray up to ~15% on 3 us
 kernels, so this finds candidate misses; ``bench --oracle`` measures them.
 
-    python benchmarks/oracle_replay.py --dir benchmarks/results/oracle_session12/gae
+    python benchmarks/oracle_replay.py --dir benchmarks/results/oracle_session13/gae
 """
 
 from __future__ import annotations

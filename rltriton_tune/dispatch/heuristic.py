@@ -5,8 +5,8 @@ float32, env-major, torch 2.11, Triton 3.6; raw numbers in
 ``anchors/h200-2026-11-30.jsonl``), this project's exhaustive H200 sweeps of GAE
 and V-trace for env-major T <= 512 (see ``FLAT_TILE``), its rule probe of four
 estimators on off-grid shapes (``HALF_TILE_MAX_N``, ``TIME_MAJOR_BLOCKS``), the oracle
-sweeps of four estimators (``LOOKBACK_WEIGHTS``, ``MANY_ROWS_MAX_T``) and its tuned
-entries. All estimators run the same scan cores; where the best config depends on how
+sweeps of all seven (``LOOKBACK_WEIGHTS``, ``MANY_ROWS_MAX_T``, the per-action rules) and
+its tuned entries. All estimators run the same scan cores; where the best config depends on how
 much an estimator moves per step (look-back chunk length, half tiles), the rules scale
 with ``step_streams``. Per-action estimators (Retrace) have their own rules (see
 ``ACTION_ELEMS_PER_WARP``). Each rule
@@ -110,11 +110,32 @@ MANY_ROWS_MIN_ROWS = 16
 #: for GAE, 5.60 against 6.07 for discounted returns, 10.31 against 10.43 for V-trace.
 MANY_ROWS_FEW_WARPS_MAX_T = 16
 
-#: Per-action rows of up to this many steps (next_pow2(T)) share a program: a
-#: ACTION_ROWS_TILE-step tile with one warp (H200 tuned entries, Retrace A=8: 32768x8
-#: 16 rows, one warp 21.3 us against 30.1 for rl-triton's one row).
+#: Per-action rows of up to this many steps (next_pow2(T)) share a program:
+#: ACTION_SHORT_ROWS rows with one warp. H200 oracle sweeps (session 13, quick pass,
+#: Retrace A=8): four rows best at 4096x8 and 100000x12; eight (the 128-step tile this
+#: replaces) 1.20x and 1.08x, one row (rl-triton's) further off.
 ACTION_SHORT_T = 16
-ACTION_ROWS_TILE = 128
+ACTION_SHORT_ROWS = 4
+
+#: Per-action keys with fewer rows than ACTION_MANY_ROWS_PER_SM per SM fit every one-row
+#: program in one wave at this many warps or fewer, and take at most that many: Retrace
+#: 900x400 4 warps 12.9 us against 13.9 at the 16 of the element rule (oracle bench,
+#: session 13); 256x128 best at 4.
+ACTION_FEW_ROWS_MAX_WARPS = 4
+
+#: Per-action keys with rows longer than a flat tile (T > FLAT_TILE_MAX_T) up to this
+#: many elements, and fewer rows than SMs from T = ACTION_SPLIT_T on, take the one-pass
+#: look-back scan with one warp a chunk: each row cut into at least ACTION_CHUNKS_A_ROW
+#: chunks of ACTION_MIN_CHUNK to ACTION_MAX_CHUNK steps, ACTION_LONG_CHUNK from
+#: ACTION_LONG_ROW steps. H200 oracle sweeps (session 13, Retrace A=8, ratio to each
+#: table's best): 350x1300 128 steps 1.00 (one flat row, 16 warps: 1.18); 100x3000 256
+#: 1.00 (flat: 1.51); 40x9000 256 1.00, 512 1.08; 16x32768 512 1.00, 256 1.14; 12x45000
+#: 512 1.02; 5x300000 512 1.00; the (1, 1024, 4 warps) chunks this replaces were
+#: 1.07-1.54x off.
+ACTION_LOOKBACK_MAX_ELEMS = 1 << 20
+ACTION_CHUNKS_A_ROW = 8
+ACTION_MIN_CHUNK, ACTION_MAX_CHUNK, ACTION_LONG_CHUNK = 128, 256, 512
+ACTION_LONG_ROW = 16384
 #: Per-action keys with fewer rows than SMs split time from this T on (the split
 #: strategy serves Retrace 10x20000 in 26.9 us and 16x32768 in 59 us; one row per
 #: program took 88.8 us at 48x6000, twice torch.compile's 44.4).
@@ -208,6 +229,13 @@ def lookback_params(key: ProblemKey) -> dict[str, int]:
     return {"BLOCK_N": rows, "BLOCK_T": chunk, "num_warps": rows}
 
 
+def action_lookback_params(key: ProblemKey) -> dict[str, int]:
+    """The look-back config of a per-action key (see ACTION_LOOKBACK_MAX_ELEMS)."""
+    cap = ACTION_LONG_CHUNK if key.t >= ACTION_LONG_ROW else ACTION_MAX_CHUNK
+    chunk = max(ACTION_MIN_CHUNK, min(cap, _pow2_floor(key.t // ACTION_CHUNKS_A_ROW)))
+    return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1}
+
+
 def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     """Ordered candidates for ``key`` on a GPU with ``sm_count`` multiprocessors."""
     n, t = key.n, key.t
@@ -218,8 +246,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
         if not key.time_major:
-            params = {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4} if key.a else \
-                lookback_params(key)
+            params = action_lookback_params(key) if key.a else lookback_params(key)
             ranked.append(("lookback", params,
                            f"N<{sm_count} SMs, long T: one-pass look-back scan, {params} "
                            "(GAE 5x300000: 14.3 vs split 21.1 us)"))
@@ -237,15 +264,20 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"time-major, N<{sm_count} SMs: flat, one row per program (48x6000: "
                        "4x ahead of any row block)"))
     elif key.a and t <= ACTION_SHORT_T:
-        rows = max(1, min(FLAT_MAX_ROWS, _next_pow2(n), ACTION_ROWS_TILE // _next_pow2(t)))
+        rows = min(ACTION_SHORT_ROWS, _next_pow2(n))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
                        f"per-action inputs, T<={ACTION_SHORT_T}: flat, {rows} rows, one warp "
-                       "(32768x8: 21.3 vs 30.1 us for one row)"))
+                       "(oracle sweeps: best at 4096x8 and 100000x12)"))
     elif key.a and n >= ACTION_MANY_ROWS_PER_SM * sm_count and n * t >= LARGE_ELEMENTS:
         ranked.append(("tiled", dict(ACTION_SHORT_TILE),
                        f"per-action inputs, N>={ACTION_MANY_ROWS_PER_SM}x{sm_count} SMs, "
                        "N*T>=2^23: tiled (1, 64, 1 warp) (Retrace 32768x2048: 1600 us, the "
                        "HBM floor; one flat row per program 1984)"))
+    elif key.a and t > FLAT_TILE_MAX_T and n * t <= ACTION_LOOKBACK_MAX_ELEMS:
+        params = action_lookback_params(key)
+        ranked.append(("lookback", params,
+                       f"per-action inputs, T>{FLAT_TILE_MAX_T}, N*T<=2^20: look-back scan "
+                       f"{params} (Retrace 100x3000: 1.51x faster than one flat row)"))
     elif key.a and _next_pow2(t) >= LONG_T:
         # The flat kernel's tile is next_pow2(T) steps, so T = 5000 compiles the same
         # 8192-step tile as T = 8192 (held-out bench: Retrace 3000x5000 flat 2363 us,
@@ -258,7 +290,8 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"per-action inputs (A={key.a}), T>{FLAT_TILE_MAX_T}: flat, one row "
                        "per program at every size (6000x3000: 1200 vs tiled 1706 us)"))
     elif key.a:
-        warps = max(1, min(32, _next_pow2(t) * _next_pow2(key.a) // ACTION_ELEMS_PER_WARP))
+        most = 32 if n >= ACTION_MANY_ROWS_PER_SM * sm_count else ACTION_FEW_ROWS_MAX_WARPS
+        warps = max(1, min(most, _next_pow2(t) * _next_pow2(key.a) // ACTION_ELEMS_PER_WARP))
         ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                        f"per-action inputs (A={key.a}): flat, one row per program, "
                        f"{warps} warps (32768x32: 40.0 vs 62.5 us for 2 rows, 4 warps)"))

@@ -248,10 +248,14 @@ def test_heuristic_tiles_count_retraces_actions():
     (32768, 2048, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1}),  # many rows
     (6000, 3000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1}),   # >= 8 per SM
     (1000, 3000, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),   # fewer: rl-triton warps
-    (16, 32768, 8, "lookback", {"BLOCK_T": 1024}),              # few rows, long T: one pass
-    (48, 6000, 8, "lookback", {"BLOCK_T": 1024}),               # ... from T = 4096 with actions
-    (70000, 10, 8, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # 8 rows x 16 steps, one warp
-    (32768, 8, 8, "flat", {"BLOCK_N": 16, "num_warps": 1}),
+    (16, 32768, 8, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 1}),  # long rows
+    (48, 6000, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # shorter: 256-step chunks
+    (100, 3000, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # T > 512, N*T <= 2^20
+    (350, 1300, 8, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # >= 8 chunks a row
+    (900, 400, 8, "flat", {"BLOCK_N": 1, "num_warps": 4}),      # < 8 rows per SM: <= 4 warps
+    (4096, 512, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),    # more rows: 512 * 8 / 256
+    (70000, 10, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),     # 4 rows x 16 steps, one warp
+    (32768, 8, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
     (1000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # 8192 tile
     (3000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1}),    # many rows
