@@ -69,6 +69,12 @@ FLAT_TILE_MAX_T = 512
 #: warps 9.8 vs 12.1; 777x77 four warps 6.0 vs 6.7 at two; only 10000x12 went the other
 #: way (12.2 vs 11.5). Large keys with many rows: ACTION_MANY_ROWS_PER_SM.
 ACTION_ELEMS_PER_WARP = 256
+#: ... and twice as many for tiles of up to ACTION_SHORT_TILE_T steps with at least
+#: ACTION_MANY_ROWS_PER_SM rows a SM: H200 oracle sweeps (session 13, quick pass, ratio to
+#: the best) Retrace 5000x75 2 warps 1.00, 4 warps 1.04 (the oracle bench: 15.6 us against
+#: 15.1 for rl-triton's 2); 9500x40 1 warp 1.00, 2 warps 1.03; 1800x220 keeps 8 (1.03;
+#: 4 warps 1.11).
+ACTION_SHORT_TILE_T = 128
 
 #: Per-action keys with at least this many rows per SM and LARGE_ELEMENTS steps in all
 #: run a one-row chunk loop of short tiles with one warp, now that Retrace reads its
@@ -290,8 +296,11 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"per-action inputs (A={key.a}), T>{FLAT_TILE_MAX_T}: flat, one row "
                        "per program at every size (6000x3000: 1200 vs tiled 1706 us)"))
     elif key.a:
-        most = 32 if n >= ACTION_MANY_ROWS_PER_SM * sm_count else ACTION_FEW_ROWS_MAX_WARPS
-        warps = max(1, min(most, _next_pow2(t) * _next_pow2(key.a) // ACTION_ELEMS_PER_WARP))
+        many_rows = n >= ACTION_MANY_ROWS_PER_SM * sm_count
+        most = 32 if many_rows else ACTION_FEW_ROWS_MAX_WARPS
+        per_warp = ACTION_ELEMS_PER_WARP * (2 if many_rows and _next_pow2(t) <= ACTION_SHORT_TILE_T
+                                            else 1)
+        warps = max(1, min(most, _next_pow2(t) * _next_pow2(key.a) // per_warp))
         ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                        f"per-action inputs (A={key.a}): flat, one row per program, "
                        f"{warps} warps (32768x32: 40.0 vs 62.5 us for 2 rows, 4 warps)"))

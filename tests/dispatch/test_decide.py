@@ -253,6 +253,8 @@ def test_heuristic_tiles_count_retraces_actions():
     (100, 3000, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # T > 512, N*T <= 2^20
     (350, 1300, 8, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # >= 8 chunks a row
     (900, 400, 8, "flat", {"BLOCK_N": 1, "num_warps": 4}),      # < 8 rows per SM: <= 4 warps
+    (5000, 75, 8, "flat", {"BLOCK_N": 1, "num_warps": 2}),      # many rows, short: 512 a warp
+    (1800, 220, 8, "flat", {"BLOCK_N": 1, "num_warps": 8}),     # 256-step tiles: 256 a warp
     (4096, 512, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),    # more rows: 512 * 8 / 256
     (70000, 10, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),     # 4 rows x 16 steps, one warp
     (32768, 8, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),
