@@ -134,3 +134,21 @@ def test_default_workers_share_the_cores_and_stay_bounded(monkeypatch):
     assert compile_pool.default_workers(share=16) == 8
     monkeypatch.setattr(compile_pool.os, "sched_getaffinity", lambda _pid: {0})
     assert compile_pool.default_workers(share=2) == 1
+
+
+@pytest.mark.parametrize("keep_max, kept", [(1 << 40, True), (0, False)])
+def test_a_worker_frees_a_big_keys_full_size_inputs_after_each_check(monkeypatch, keep_max,
+                                                                      kept):
+    """Which worker takes a check is not up to the pool, so a big key's full-size gate
+    inputs are freed after each check instead of piling up in every worker."""
+    from rltriton_tune.tune import compile_pool
+
+    monkeypatch.setattr(compile_pool, "KEEP_INPUTS_MAX_BYTES", keep_max)
+    monkeypatch.setattr(compile_pool, "_evaluators", {})
+    key = ProblemKey("gae", 300, 300)  # above the gate's cap: a small copy plus full size
+    verdict = compile_pool.check_in_worker(key.as_text(), "cpu", "torch", {"mode": "loop"})
+    assert verdict is None
+    [evaluator] = compile_pool._evaluators.values()
+    assert evaluator.gate.small != key
+    assert (evaluator.gate._full is not None) is kept
+    compile_pool._forget_keys()
