@@ -1,9 +1,9 @@
 """Where a sweep's gate time goes: compile, load, run-and-compare, and pool scaling.
 
-The oracle sweeps wait on the compile pool 85-97% of the time (session 12), at 0.8-5 s a
-config a worker on the device against 0.24-0.55 s to compile one config on a 2-core
-machine without a GPU. This probe takes ``--configs`` random configs of one key and, in
-this process, times each phase separately:
+An exhaustive sweep waits on its compile pool most of the time, and a config compiles
+several times slower on the device's CPUs than on a fast workstation. This probe takes
+``--configs`` random configs of one key and, in this process, times each phase
+separately:
 
 * ``compile_s``: ``triton.compile`` of the config's launches for this GPU (the same call
   ``tests/kernels/gpu_compile.py`` makes, so it compares with a machine without a GPU);
