@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import torch
 
-from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES, STARTS_AT
+from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.call import DTYPES_BY_NAME, LAYOUTS, ProblemKey, flags_string, parse_flags
 from rltriton_tune.dispatch import forcing
 from rltriton_tune.dispatch.decide import Decision, decide
@@ -25,11 +25,7 @@ def _positive_int(name: str, value: object) -> int:
 
 def _flags(algorithm: str, flags: str | Iterable[str] | None) -> str:
     spec = ALGORITHMS[algorithm]
-    allowed = {FLAG_NAMES[name] for name in spec.tensors if name in FLAG_NAMES}
-    required = {FLAG_NAMES[name] for name in spec.tensors
-                if name in FLAG_NAMES and name not in spec.optional}
-    if algorithm == "episodic_prefix_sum":
-        allowed.add(STARTS_AT)
+    allowed, required = spec.possible_flags, spec.required_flags
     if flags is None:
         given: frozenset[str] = frozenset()
     elif isinstance(flags, str):

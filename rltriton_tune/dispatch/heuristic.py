@@ -248,6 +248,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     streams = step_streams(key)
     ranked: list[Candidate] = []
     few_rows = n < sm_count
+    many_action_rows = n >= ACTION_MANY_ROWS_PER_SM * sm_count
     if key.time_major and t <= SEQUENTIAL_MAX_T:
         ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
@@ -274,7 +275,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
                        f"per-action inputs, T<={ACTION_SHORT_T}: flat, {rows} rows, one warp "
                        "(oracle sweeps: best at 4096x8 and 100000x12)"))
-    elif key.a and n >= ACTION_MANY_ROWS_PER_SM * sm_count and n * t >= LARGE_ELEMENTS:
+    elif key.a and many_action_rows and n * t >= LARGE_ELEMENTS:
         ranked.append(("tiled", dict(ACTION_SHORT_TILE),
                        f"per-action inputs, N>={ACTION_MANY_ROWS_PER_SM}x{sm_count} SMs, "
                        "N*T>=2^23: tiled (1, 64, 1 warp) (Retrace 32768x2048: 1600 us, the "
@@ -296,10 +297,9 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"per-action inputs (A={key.a}), T>{FLAT_TILE_MAX_T}: flat, one row "
                        "per program at every size (6000x3000: 1200 vs tiled 1706 us)"))
     elif key.a:
-        many_rows = n >= ACTION_MANY_ROWS_PER_SM * sm_count
-        most = 32 if many_rows else ACTION_FEW_ROWS_MAX_WARPS
-        per_warp = ACTION_ELEMS_PER_WARP * (2 if many_rows and _next_pow2(t) <= ACTION_SHORT_TILE_T
-                                            else 1)
+        most = 32 if many_action_rows else ACTION_FEW_ROWS_MAX_WARPS
+        short_tile = many_action_rows and _next_pow2(t) <= ACTION_SHORT_TILE_T
+        per_warp = ACTION_ELEMS_PER_WARP * (2 if short_tile else 1)
         warps = max(1, min(most, _next_pow2(t) * _next_pow2(key.a) // per_warp))
         ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                        f"per-action inputs (A={key.a}): flat, one row per program, "
