@@ -11,11 +11,12 @@
 #       gateprof:KEY (benchmarks/gate_profile.py: where a sweep's gate time goes for that
 #       problem key, e.g. 'gateprof:retrace|trunc|float32|env|N=900|T=400|A=8' (quote the
 #       job list); $GATEPROF_WORKERS pool processes) |
-#       sweep:ALG[:DTYPES[:NxT,...]] (benchmarks/oracle_sweep.py: the oracle's exhaustive
+#       sweep:ALG[:DTYPES[:NxT,...[:TAG]]] (benchmarks/oracle_sweep.py: the oracle's exhaustive
 #       sweeps of bench:ALG's keys (or of those dtypes and shapes), into the tables
-#       oracle:ALG reads; $SWEEP_WORKERS compile processes;
+#       oracle:ALG[:TAG] reads; $SWEEP_WORKERS compile processes;
 #       $SWEEP_DROP=STRATEGY,...: measure those strategies again after a kernel change) |
-#       bench:ALG | oracle:ALG (bench --oracle,
+#       bench:ALG[:TAG[:NxT,...]] | oracle:ALG[:TAG[:NxT,...]] (bench --oracle into
+#       bench/ALG_oracleTAG, with those held-out shapes instead of $HELD_OUT;
 #       $ORACLE_SECONDS per key, $ORACLE_WORKERS compile processes (8); bench
 #       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes; $BENCH_LAYOUTS: env, time or env,time; $COMPILE_FROM: earlier
@@ -71,15 +72,15 @@ job() {  # gpu job
         --algorithms "$a" ${HELD_OUT:+--held-out "$HELD_OUT"} --max-seconds "$(( left - 20 ))" \
         ${b:+--dtypes "$b"} ${c:+--shapes "$c"} \
         ${SWEEP_WORKERS:+--workers "$SWEEP_WORKERS"} ${SWEEP_DROP:+--drop "$SWEEP_DROP"} \
-        --dir "$CARRY/bench/${a}_oracle/oracle" \
-        > "$CARRY/logs/sweep_$a${b:+_$b}_gpu$gpu.log" 2>&1 ;;
+        --dir "$CARRY/bench/${a}_oracle${d}/oracle" \
+        > "$CARRY/logs/sweep_$a${b:+_$b}${d}_gpu$gpu.log" 2>&1 ;;
     bench|oracle) local extra=(); [ "$kind" = oracle ] && \
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers "${ORACLE_WORKERS:-8}")
         RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \
         python3 -m rltriton_tune.cli bench \
-        --algorithms "$a" --held-out ${HELD_OUT:-} --layouts "${BENCH_LAYOUTS:-env}" --resume \
+        --algorithms "$a" --held-out ${c:-${HELD_OUT:-}} --layouts "${BENCH_LAYOUTS:-env}" --resume \
         --budget "${BUDGET:-0.05}" "${extra[@]}" ${COMPILE_FROM:+--compile-from $COMPILE_FROM} \
-        --output "$CARRY/bench/${a}_$kind" > "$CARRY/logs/${kind}_$a.log" 2>&1 ;;
+        --output "$CARRY/bench/${a}_$kind$b" > "$CARRY/logs/${kind}_$a$b.log" 2>&1 ;;
     tune) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m rltriton_tune.cli tune \
         --preset default --algorithms "${d:-${TUNE_ALGORITHMS:-all}}" --trials "${TRIALS:-6}" \
         --dtypes "$a" --layouts "$b" ${e:+--shapes "$e"} \
