@@ -77,13 +77,14 @@ ACTION_ELEMS_PER_WARP = 256
 ACTION_SHORT_TILE_T = 128
 
 #: Per-action keys with at least this many rows per SM and LARGE_ELEMENTS steps in all
-#: run a one-row chunk loop of short tiles with one warp, now that Retrace reads its
-#: [N, T, A] rows once (H200 strategy run, benchmarks/results/strategies_session7, A=8):
-#: tiled (1, 64, 1) 1600 us at 32768x2048 (1.00x the HBM floor; one flat row per program
-#: over 1984), 875 at 4096x8192 (tiled (1, 1024, 8): 999), 211 at 4096x2048 (flat over
-#: 265). With fewer rows (256x8192, 256x32768) the wide chunk loop stays ahead.
+#: run a one-row chunk loop, ACTION_MANY_ROWS_TILE, now that Retrace reads its [N, T, A]
+#: rows once. H200 oracle sweeps (Retrace A=8, quick pass, ratio to each table's best):
+#: (1, 256, 4 warps) 1.022 at 32768x2048, 1.001 at 3000x5000, 1.018 at 2000x7000, where
+#: the (1, 64, 1 warp) tile it replaces read 1.000, 1.031 and 1.246 (2000x7000 oracle
+#: bench: 433 us against 353). With fewer rows (256x8192, 256x32768) the wide chunk loop
+#: stays ahead.
 ACTION_MANY_ROWS_PER_SM = 8
-ACTION_SHORT_TILE = {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1, "num_stages": 1}
+ACTION_MANY_ROWS_TILE = {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4, "num_stages": 1}
 
 #: Env-major rows of 64-512 steps take half the tile (FLAT_TILE // 2 elements: 4 rows
 #: at T = 64, 2 at 128, 1 at 256) below this many rows. H200 rule probe, 4 estimators x
@@ -128,6 +129,10 @@ ACTION_SHORT_ROWS = 4
 #: 900x400 4 warps 12.9 us against 13.9 at the 16 of the element rule (oracle bench,
 #: session 13); 256x128 best at 4.
 ACTION_FEW_ROWS_MAX_WARPS = 4
+#: ... and keys with more rows at most this many: Retrace 1300x300 (a 512-step tile)
+#: measured 15.8 us with 8 warps against 17.1 with the element rule's 16 (oracle bench,
+#: session 14); 4096x512 reads 1.007 with 8 warps, 1.000 with 16 (sweep, quick pass).
+ACTION_MANY_ROWS_MAX_WARPS = 8
 
 #: Per-action keys with rows longer than a flat tile (T > FLAT_TILE_MAX_T) up to this
 #: many elements, and fewer rows than SMs from T = ACTION_SPLIT_T on, take the one-pass
@@ -276,10 +281,10 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"per-action inputs, T<={ACTION_SHORT_T}: flat, {rows} rows, one warp "
                        "(oracle sweeps: best at 4096x8 and 100000x12)"))
     elif key.a and many_action_rows and n * t >= LARGE_ELEMENTS:
-        ranked.append(("tiled", dict(ACTION_SHORT_TILE),
+        ranked.append(("tiled", dict(ACTION_MANY_ROWS_TILE),
                        f"per-action inputs, N>={ACTION_MANY_ROWS_PER_SM}x{sm_count} SMs, "
-                       "N*T>=2^23: tiled (1, 64, 1 warp) (Retrace 32768x2048: 1600 us, the "
-                       "HBM floor; one flat row per program 1984)"))
+                       "N*T>=2^23: tiled (1, 256, 4 warps) (oracle sweeps: within 1.022x of "
+                       "the best at 32768x2048, 3000x5000 and 2000x7000)"))
     elif key.a and t > FLAT_TILE_MAX_T and n * t <= ACTION_LOOKBACK_MAX_ELEMS:
         params = action_lookback_params(key)
         ranked.append(("lookback", params,
@@ -297,7 +302,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"per-action inputs (A={key.a}), T>{FLAT_TILE_MAX_T}: flat, one row "
                        "per program at every size (6000x3000: 1200 vs tiled 1706 us)"))
     elif key.a:
-        most = 32 if many_action_rows else ACTION_FEW_ROWS_MAX_WARPS
+        most = ACTION_MANY_ROWS_MAX_WARPS if many_action_rows else ACTION_FEW_ROWS_MAX_WARPS
         short_tile = many_action_rows and _next_pow2(t) <= ACTION_SHORT_TILE_T
         per_warp = ACTION_ELEMS_PER_WARP * (2 if short_tile else 1)
         warps = max(1, min(most, _next_pow2(t) * _next_pow2(key.a) // per_warp))

@@ -245,8 +245,9 @@ def test_heuristic_tiles_count_retraces_actions():
     (32768, 32, 8, "flat", {"BLOCK_N": 1, "num_warps": 1}),     # 256 tile elements: 1 warp
     (777, 77, 8, "flat", {"BLOCK_N": 1, "num_warps": 4}),       # 128 * 8 = 1024: 4 warps
     (1000, 200, 3, "flat", {"BLOCK_N": 1, "num_warps": 4}),     # 256 * 4 = 1024
-    (32768, 2048, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1}),  # many rows
-    (6000, 3000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1}),   # >= 8 per SM
+    (32768, 2048, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # many rows
+    (6000, 3000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),   # >= 8 per SM
+    (2000, 7000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),
     (1000, 3000, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),   # fewer: rl-triton warps
     (16, 32768, 8, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 1}),  # long rows
     (48, 6000, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # shorter: 256-step chunks
@@ -255,12 +256,13 @@ def test_heuristic_tiles_count_retraces_actions():
     (900, 400, 8, "flat", {"BLOCK_N": 1, "num_warps": 4}),      # < 8 rows per SM: <= 4 warps
     (5000, 75, 8, "flat", {"BLOCK_N": 1, "num_warps": 2}),      # many rows, short: 512 a warp
     (1800, 220, 8, "flat", {"BLOCK_N": 1, "num_warps": 8}),     # 256-step tiles: 256 a warp
-    (4096, 512, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),    # more rows: 512 * 8 / 256
+    (4096, 512, 8, "flat", {"BLOCK_N": 1, "num_warps": 8}),     # 512 * 8 / 256, at most 8
+    (1300, 300, 8, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     (70000, 10, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),     # 4 rows x 16 steps, one warp
     (32768, 8, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
     (1000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # 8192 tile
-    (3000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1}),    # many rows
+    (3000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),   # many rows
 ])
 def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     from rltriton_tune.dispatch.heuristic import candidates
