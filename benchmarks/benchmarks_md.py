@@ -6,7 +6,9 @@ from where they lie. Output: BENCHMARKS.md with the headline numbers (share of
 cells within 5% of the oracle, geometric-mean speedups over the flat heuristic
 and over torch.compile), per-run tables and heatmaps. With ``--readme``, the
 block between ``<!-- performance:begin -->`` and ``<!-- performance:end -->``
-in the README is replaced by a short table and one plot.
+in the README is replaced by a short table and one plot. ``--fresh-runs`` adds bench.json
+files of a second held-out set (shapes no rule was read from): their held-out cells get
+a summary of their own, the measure of how dispatch generalises.
 
     python benchmarks/benchmarks_md.py benchmarks/results/bench_h200/*/bench.json \
         --output BENCHMARKS.md --readme README.md
@@ -77,12 +79,33 @@ def missing(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+FRESH_TITLE = "## Summary, the second held-out set"
+
+
+def fresh_rows(fresh_runs: list[tuple[Path, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The held-out cells of the second held-out set's runs (their grid cells repeat the
+    main runs' and would count twice)."""
+    return [r for _, rep in fresh_runs for r in rep["rows"] if r.get("held_out")]
+
+
+def _run_section(path: Path, rep: dict[str, Any], output: Path) -> list[str]:
+    rel = os.path.relpath(path.parent, output.parent)
+    body = to_markdown(rep).split("\n", 2)[2]  # drop the per-run title
+    lines = [f"## Run: `{rel}`", "", *headline(summarize(rep["rows"])), "",
+             body.replace("## ", "### "), ""]
+    lines += [f"![{png.stem}]({rel}/{png.name})" for png in sorted(path.parent.glob("bench_*.png"))]
+    return [*lines, ""]
+
+
 def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path,
-                  oracle_runs: list[tuple[Path, dict[str, Any]]] = (), note: str = "") -> str:
-    """The page: all-runs summary, then each run; ``oracle_runs`` (re-measurements of
-    some cells with an exhaustive sweep) follow as their own sections, outside the
-    all-runs summary so that no cell counts twice. ``note`` (what a reader should know
-    about the runs, such as which code each measured) follows the header."""
+                  oracle_runs: list[tuple[Path, dict[str, Any]]] = (), note: str = "",
+                  fresh_runs: list[tuple[Path, dict[str, Any]]] = (),
+                  fresh_note: str = "") -> str:
+    """The page: all-runs summary, the second held-out set's summary, then each run;
+    ``oracle_runs`` (re-measurements of some cells with an exhaustive sweep) follow as
+    their own sections, outside the all-runs summary so that no cell counts twice.
+    ``note`` (what a reader should know about the runs, such as which code each
+    measured) follows the header, ``fresh_note`` the second held-out set's summary."""
     rows = [r for _, rep in reports for r in rep["rows"]]
     first = reports[0][1]
     lines = ["# Benchmarks", "",
@@ -92,18 +115,16 @@ def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path,
              "<bench.json ...> --output BENCHMARKS.md --readme README.md`.", "",
              *([note, ""] if note else []),
              "## Summary, all runs", "", *headline(summarize(rows)), "", *missing(rows)]
-    for path, rep in [*reports, *oracle_runs]:
-        rel = os.path.relpath(path.parent, output.parent)
-        body = to_markdown(rep).split("\n", 2)[2]  # drop the per-run title
-        lines += [f"## Run: `{rel}`", "", *headline(summarize(rep["rows"])), "",
-                  body.replace("## ", "### "), ""]
-        for png in sorted(path.parent.glob("bench_*.png")):
-            lines.append(f"![{png.stem}]({rel}/{png.name})")
-        lines.append("")
+    if fresh_runs:
+        lines += [FRESH_TITLE, "", *([fresh_note, ""] if fresh_note else []),
+                  *headline(summarize(fresh_rows(fresh_runs))), ""]
+    for path, rep in [*reports, *fresh_runs, *oracle_runs]:
+        lines += _run_section(path, rep, output)
     return "\n".join(lines)
 
 
-def readme_block(reports: list[tuple[Path, dict[str, Any]]], readme: Path) -> str:
+def readme_block(reports: list[tuple[Path, dict[str, Any]]], readme: Path,
+                 fresh_runs: list[tuple[Path, dict[str, Any]]] = ()) -> str:
     first = reports[0][1]
     rows = {(r["N"], r["T"]): r for _, rep in reports for r in rep["rows"]
             if r["algorithm"] == "gae" and r["dtype"] == "float32" and r["layout"] == "env"
@@ -129,6 +150,9 @@ def readme_block(reports: list[tuple[Path, dict[str, Any]]], readme: Path) -> st
                      + f" | {format_ratio(r.get('speedup'))} |")
     lines += ["", "All estimators (float32, env-major; tuning grid and held-out shapes):", "",
               *headline(summarize(all_rows))]
+    if fresh_runs:
+        lines += ["", "A second held-out set (shapes no rule was read from when first measured; "
+                  "see BENCHMARKS.md):", "", *headline(summarize(fresh_rows(fresh_runs)))]
     for path, _ in reports:
         png = path.parent / "bench_gae.png"
         if png.exists():
@@ -154,14 +178,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--oracle-runs", type=Path, nargs="*", default=[],
                    help="bench.json files of --oracle runs, shown apart from the summary")
     p.add_argument("--note", default="", help="a paragraph about the runs, under the header")
+    p.add_argument("--fresh-runs", type=Path, nargs="*", default=[],
+                   help="bench.json files of a second held-out set, summarised apart")
+    p.add_argument("--fresh-note", default="", help="a paragraph under that summary")
     args = p.parse_args(argv)
-    reports = [(path, json.loads(path.read_text())) for path in args.reports]
-    oracles = [(path, json.loads(path.read_text())) for path in args.oracle_runs]
-    args.output.write_text(benchmarks_md(reports, args.output, oracles, args.note))
+
+    def load(paths: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
+        return [(path, json.loads(path.read_text())) for path in paths]
+
+    reports, fresh = load(args.reports), load(args.fresh_runs)
+    args.output.write_text(benchmarks_md(reports, args.output, load(args.oracle_runs),
+                                         args.note, fresh, args.fresh_note))
     print(args.output)
     if args.readme:
         args.readme.write_text(replace_block(args.readme.read_text(),
-                                             readme_block(reports, args.readme)))
+                                             readme_block(reports, args.readme, fresh)))
         print(args.readme)
     return 0
 
