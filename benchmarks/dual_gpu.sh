@@ -15,6 +15,9 @@
 #       sweeps of bench:ALG's keys (or of those dtypes and shapes), into the tables
 #       oracle:ALG[:TAG] reads; $SWEEP_WORKERS compile processes;
 #       $SWEEP_DROP=STRATEGY,...: measure those strategies again after a kernel change) |
+#       h2h:ALG,...:NxT,...[:NAME] (benchmarks/headtohead_probe.py: the best configs of
+#       those keys' sweep tables in bench/ALG_oracle*/oracle, timed head to head at every
+#       key, into h2h_NAME; $H2H_TOP configs a table) |
 #       bench:ALG[:TAG[:NxT,...]] | oracle:ALG[:TAG[:NxT,...]] (bench --oracle into
 #       bench/ALG_oracleTAG, with those held-out shapes instead of $HELD_OUT;
 #       $ORACLE_SECONDS per key, $ORACLE_WORKERS compile processes (8); bench
@@ -74,6 +77,12 @@ job() {  # gpu job
         ${SWEEP_WORKERS:+--workers "$SWEEP_WORKERS"} ${SWEEP_DROP:+--drop "$SWEEP_DROP"} \
         --dir "$CARRY/bench/${a}_oracle${d}/oracle" \
         > "$CARRY/logs/sweep_$a${b:+_$b}${d}_gpu$gpu.log" 2>&1 ;;
+    h2h) local name="h2h_${c:-${a//,/_}}" tables=()
+        for alg in ${a//,/ }; do for t in "$CARRY/bench/${alg}"_oracle*/oracle; do
+            [ -d "$t" ] && tables+=(--tables "$t"); done; done
+        CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/headtohead_probe.py \
+        "${tables[@]}" --algorithms "$a" --shapes "$b" --top "${H2H_TOP:-6}" \
+        --max-seconds "$(( left - 30 ))" --output "$CARRY/$name" > "$CARRY/logs/$name.log" 2>&1 ;;
     bench|oracle) local extra=(); [ "$kind" = oracle ] && \
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers "${ORACLE_WORKERS:-8}")
         RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \
