@@ -37,17 +37,17 @@ from rltriton_tune.cli import _keys, _shapes, resolve_device  # noqa: E402
 from rltriton_tune.tune.bench import CONFIRM_ROUNDS, _dispatched, pool_verdicts  # noqa: E402
 from rltriton_tune.tune.compile_pool import compile_pool_for  # noqa: E402
 from rltriton_tune.tune.evaluate import Evaluator  # noqa: E402
-from rltriton_tune.tune.exhaustive import best_of, cache_name  # noqa: E402
+from rltriton_tune.tune.exhaustive import best_of, key_of_cache_name  # noqa: E402
 from rltriton_tune.tune.space import Candidate  # noqa: E402
 from rltriton_tune.tuning_db.store import write_atomic  # noqa: E402
 
 
 def find_table(key: ProblemKey, folders: list[Path]) -> dict[str, Any] | None:
-    """``key``'s sweep table (complete or partial, from any device) in ``folders``."""
-    stem = cache_name(key, torch.device("cpu")).removesuffix("_cpu.json")
+    """``key``'s sweep table in ``folders`` (complete before partial, any device)."""
     for folder in folders:
-        for path in sorted(folder.glob(f"{stem}_*.json")):
-            return json.loads(path.read_text())
+        for path in sorted(folder.glob("exhaustive_*.json")):
+            if key_of_cache_name(path.name) == key:
+                return json.loads(path.read_text())
     return None
 
 
