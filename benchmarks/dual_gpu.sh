@@ -21,7 +21,7 @@
 #       bench:ALG[:TAG[:NxT,...]] | oracle:ALG[:TAG[:NxT,...]] (bench --oracle into
 #       bench/ALG_oracleTAG, with those held-out shapes instead of $HELD_OUT;
 #       $ORACLE_SECONDS per key, $ORACLE_WORKERS compile processes (8); bench
-#       runs see only the shipped profile; $HELD_OUT: NxT,... instead of the built-in
+#       runs see only the shipped profile; $BENCH_SHAPES: grid NxT,... instead of the preset's; $HELD_OUT: NxT,... instead of the built-in
 #       held-out shapes; $BENCH_LAYOUTS: env, time or env,time; $COMPILE_FROM: earlier
 #       bench.json files whose torch.compile baselines are taken over) |
 #       tune:DTYPE:LAYOUT:TRUNCATIONS[:ALG,...[:NxT,...]] (default preset, those estimators
@@ -87,7 +87,7 @@ job() {  # gpu job
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers "${ORACLE_WORKERS:-8}")
         RLTRITON_TUNE_DB="$CARRY/bench_db" CUDA_VISIBLE_DEVICES=$gpu timeout "$left" \
         python3 -m rltriton_tune.cli bench \
-        --algorithms "$a" --held-out ${c:-${HELD_OUT:-}} --layouts "${BENCH_LAYOUTS:-env}" --resume \
+        --algorithms "$a" --held-out ${c:-${HELD_OUT:-}} ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} --layouts "${BENCH_LAYOUTS:-env}" --resume \
         --budget "${BUDGET:-0.05}" "${extra[@]}" ${COMPILE_FROM:+--compile-from $COMPILE_FROM} \
         --output "$CARRY/bench/${a}_$kind$b" > "$CARRY/logs/${kind}_$a$b.log" 2>&1 ;;
     tune) CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 -m rltriton_tune.cli tune \

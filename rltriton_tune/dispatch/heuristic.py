@@ -104,18 +104,22 @@ HEAVY_STREAMS = 6
 LIGHT_HALF_TILE_MAX_N = 1536
 
 #: Env-major keys with at least HALF_TILE_MAX_N rows of up to this many steps
-#: (next_pow2(T)) take 8 warps and at least 16 rows (FLAT_TILE // next_pow2(T) where that
-#: is more). H200 oracle sweeps of GAE and eligibility traces (session 11, quick pass) and
-#: the earlier GAE/V-trace exhaustive tables, 12 keys of N = 9500-100000, T = 12-40:
-#: within 1.10x of the best everywhere (geometric mean 1.03x), where 16 rows with 4 warps
-#: were up to 1.17x off (eligibility traces 20000x28; geometric mean 1.08x).
+#: (next_pow2(T)) run the flat kernel with at least 16 rows a program (FLAT_TILE //
+#: next_pow2(T) where that is more). Warps come from head-to-head timings (9 interleaved
+#: rounds, `benchmarks/headtohead_probe.py`, session 15) of six estimators at 9500x40,
+#: 20000x28, 15000x36, 40000x20, 70000x10 and 100000x12, ratios to each key's best:
+#: estimators lighter than HEAVY_STREAMS take 4 warps for 17-64-step rows (16 rows,
+#: 4 warps within 1.052x for GAE, lambda and discounted returns and episodic sums, where
+#: the 8 warps used before read 1.08-1.26x at 40000x20); V-trace keeps 8 (4 warps: 1.198x
+#: at 15000x36).
 MANY_ROWS_MAX_T = 64
 MANY_ROWS_MIN_ROWS = 16
-#: ... with 4 warps instead where next_pow2(T) is at most this: at 100000x12 the 32-row
-#: tile with 4 warps measured ahead of 8 warps for all six estimators in the oracle
-#: sweeps, and in the oracle benches (session 12; full measurements) 7.13 against 7.39 us
-#: for GAE, 5.60 against 6.07 for discounted returns, 10.31 against 10.43 for V-trace.
-MANY_ROWS_FEW_WARPS_MAX_T = 16
+#: ... 8 warps for every estimator for 9-16-step rows (32-row tiles): 1.000-1.095x over
+#: 70000x10 and 100000x12 for five estimators, where 4 warps read up to 1.110x (GAE
+#: 70000x10); 4 warps for rows up to this many steps (no head-to-head data there; the
+#: tuned 4096x8 and 32768x8 entries cover the grid).
+MANY_ROWS_FEW_WARPS_MAX_T = 8
+MANY_ROWS_SHORT_T = 16
 
 #: Per-action rows of up to this many steps (next_pow2(T)) share a program:
 #: ACTION_SHORT_ROWS rows with one warp. H200 oracle sweeps (session 13, quick pass,
@@ -316,11 +320,13 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"N*T>=2^23: tiled {params} (4096x2048: 41.0 vs flat 49.8; "
                        "32768x2048: 267.8 vs 373.7 us)"))
     elif t <= MANY_ROWS_MAX_T and n >= HALF_TILE_MAX_N:
-        rows = max(MANY_ROWS_MIN_ROWS, FLAT_TILE // _next_pow2(t))
-        warps = 8 if _next_pow2(t) > MANY_ROWS_FEW_WARPS_MAX_T else 4
+        width = _next_pow2(t)
+        rows = max(MANY_ROWS_MIN_ROWS, FLAT_TILE // width)
+        eight = width <= MANY_ROWS_SHORT_T or streams >= HEAVY_STREAMS
+        warps = 8 if width > MANY_ROWS_FEW_WARPS_MAX_T and eight else 4
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": warps},
                        f"N>={HALF_TILE_MAX_N}, T<={MANY_ROWS_MAX_T}: flat, {rows} rows, {warps} "
-                       "warps (oracle benches: within 1.05x of the best at T = 28-40)"))
+                       "warps (head to head: within 1.10x of the best at T = 10-40)"))
     elif t <= FLAT_TILE_MAX_T:
         width = _next_pow2(t)
         half_below = HALF_TILE_MAX_N if streams >= HEAVY_STREAMS else \

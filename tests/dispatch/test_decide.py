@@ -90,8 +90,9 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
     (256, 128, "env", "flat", {"BLOCK_N": 2, "num_warps": 4}),
     (600, 250, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (12000, 160, "env", "flat", {"BLOCK_N": 2, "num_warps": 4}),   # full tile from 8192 rows
-    (9500, 40, "env", "flat", {"BLOCK_N": 16, "num_warps": 8}),    # many rows, T <= 64
-    (100000, 12, "env", "flat", {"BLOCK_N": 32, "num_warps": 4}),  # 512-element tile
+    (9500, 40, "env", "flat", {"BLOCK_N": 16, "num_warps": 4}),    # many rows, T <= 64
+    (100000, 12, "env", "flat", {"BLOCK_N": 32, "num_warps": 8}),  # 512-element tile
+    (50000, 8, "env", "flat", {"BLOCK_N": 64, "num_warps": 4}),
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
@@ -299,6 +300,10 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("gae", 350, 1300, "flat", {"BLOCK_N": 1}),      # rl-triton's 16 warps (the default)
     ("vtrace", 100, 3000, "flat", {"BLOCK_N": 1}),   # (4096-step tile: 16 warps)
     ("gae", 1200, 90, "flat", {"BLOCK_N": 2, "num_warps": 4}),
+    # Many rows of 17-64 steps: V-trace 8 warps, the lighter estimators 4; 9-16 steps: 8.
+    ("vtrace", 15000, 36, "flat", {"BLOCK_N": 16, "num_warps": 8}),
+    ("discounted_returns", 40000, 20, "flat", {"BLOCK_N": 16, "num_warps": 4}),
+    ("episodic_prefix_sum", 70000, 10, "flat", {"BLOCK_N": 32, "num_warps": 8}),
     # At least 2^23 steps in at most 4096 rows: 512-step chunks with 4 warps for light
     # estimators, 1024 with 8 warps and 3 stages for the others.
     ("eligibility_traces", 3000, 5000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
