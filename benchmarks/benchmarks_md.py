@@ -6,9 +6,9 @@ from where they lie. Output: BENCHMARKS.md with the headline numbers (share of
 cells within 5% of the oracle, geometric-mean speedups over the flat heuristic
 and over torch.compile), per-run tables and heatmaps. With ``--readme``, the
 block between ``<!-- performance:begin -->`` and ``<!-- performance:end -->``
-in the README is replaced by a short table and one plot. ``--fresh-runs`` adds bench.json
-files of a second held-out set (shapes no rule was read from): their held-out cells get
-a summary of their own, the measure of how dispatch generalises.
+in the README is replaced by a short table and one plot. Each ``--fresh-runs`` adds the
+bench.json files of a further held-out set (shapes no rule was read from): their held-out
+cells get a summary of their own, the measure of how dispatch generalises.
 
     python benchmarks/benchmarks_md.py benchmarks/results/bench_h200/*/bench.json \
         --output BENCHMARKS.md --readme README.md
@@ -79,11 +79,16 @@ def missing(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-FRESH_TITLE = "## Summary, the second held-out set"
+ORDINALS = ("second", "third", "fourth", "fifth")
+
+
+def fresh_title(index: int) -> str:
+    """The section title of the ``index``-th extra held-out set (0: the second set)."""
+    return f"## Summary, the {ORDINALS[index]} held-out set"
 
 
 def fresh_rows(fresh_runs: list[tuple[Path, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The held-out cells of the second held-out set's runs (their grid cells repeat the
+    """The held-out cells of a further held-out set's runs (their grid cells repeat the
     main runs' and would count twice)."""
     return [r for _, rep in fresh_runs for r in rep["rows"] if r.get("held_out")]
 
@@ -99,13 +104,13 @@ def _run_section(path: Path, rep: dict[str, Any], output: Path) -> list[str]:
 
 def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path,
                   oracle_runs: list[tuple[Path, dict[str, Any]]] = (), note: str = "",
-                  fresh_runs: list[tuple[Path, dict[str, Any]]] = (),
-                  fresh_note: str = "") -> str:
-    """The page: all-runs summary, the second held-out set's summary, then each run;
+                  fresh_sets: list[list[tuple[Path, dict[str, Any]]]] = (),
+                  fresh_notes: list[str] = ()) -> str:
+    """The page: all-runs summary, each further held-out set's summary, then each run;
     ``oracle_runs`` (re-measurements of some cells with an exhaustive sweep) follow as
     their own sections, outside the all-runs summary so that no cell counts twice.
     ``note`` (what a reader should know about the runs, such as which code each
-    measured) follows the header, ``fresh_note`` the second held-out set's summary."""
+    measured) follows the header, ``fresh_notes[i]`` the summary of ``fresh_sets[i]``."""
     rows = [r for _, rep in reports for r in rep["rows"]]
     first = reports[0][1]
     lines = ["# Benchmarks", "",
@@ -115,16 +120,17 @@ def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path,
              "<bench.json ...> --output BENCHMARKS.md --readme README.md`.", "",
              *([note, ""] if note else []),
              "## Summary, all runs", "", *headline(summarize(rows)), "", *missing(rows)]
-    if fresh_runs:
-        lines += [FRESH_TITLE, "", *([fresh_note, ""] if fresh_note else []),
-                  *headline(summarize(fresh_rows(fresh_runs))), ""]
-    for path, rep in [*reports, *fresh_runs, *oracle_runs]:
+    notes = [*fresh_notes, *[""] * len(fresh_sets)]
+    for index, runs in enumerate(fresh_sets):
+        lines += [fresh_title(index), "", *([notes[index], ""] if notes[index] else []),
+                  *headline(summarize(fresh_rows(runs))), ""]
+    for path, rep in [*reports, *(r for runs in fresh_sets for r in runs), *oracle_runs]:
         lines += _run_section(path, rep, output)
     return "\n".join(lines)
 
 
 def readme_block(reports: list[tuple[Path, dict[str, Any]]], readme: Path,
-                 fresh_runs: list[tuple[Path, dict[str, Any]]] = ()) -> str:
+                 fresh_sets: list[list[tuple[Path, dict[str, Any]]]] = ()) -> str:
     first = reports[0][1]
     rows = {(r["N"], r["T"]): r for _, rep in reports for r in rep["rows"]
             if r["algorithm"] == "gae" and r["dtype"] == "float32" and r["layout"] == "env"
@@ -150,9 +156,10 @@ def readme_block(reports: list[tuple[Path, dict[str, Any]]], readme: Path,
                      + f" | {format_ratio(r.get('speedup'))} |")
     lines += ["", "All estimators (float32, env-major; tuning grid and held-out shapes):", "",
               *headline(summarize(all_rows))]
-    if fresh_runs:
-        lines += ["", "A second held-out set (shapes no rule was read from when first measured; "
-                  "see BENCHMARKS.md):", "", *headline(summarize(fresh_rows(fresh_runs)))]
+    for index, runs in enumerate(fresh_sets):
+        lines += ["", f"The {ORDINALS[index]} held-out set (shapes no rule was read from when "
+                  "first measured; see BENCHMARKS.md):", "",
+                  *headline(summarize(fresh_rows(runs)))]
     for path, _ in reports:
         png = path.parent / "bench_gae.png"
         if png.exists():
@@ -178,15 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--oracle-runs", type=Path, nargs="*", default=[],
                    help="bench.json files of --oracle runs, shown apart from the summary")
     p.add_argument("--note", default="", help="a paragraph about the runs, under the header")
-    p.add_argument("--fresh-runs", type=Path, nargs="*", default=[],
-                   help="bench.json files of a second held-out set, summarised apart")
-    p.add_argument("--fresh-note", default="", help="a paragraph under that summary")
+    p.add_argument("--fresh-runs", type=Path, nargs="+", action="append", default=[],
+                   help="bench.json files of a further held-out set, summarised apart "
+                        "(repeat for each set)")
+    p.add_argument("--fresh-note", action="append", default=[],
+                   help="a paragraph under that set's summary (one per --fresh-runs, in order)")
     args = p.parse_args(argv)
 
     def load(paths: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
         return [(path, json.loads(path.read_text())) for path in paths]
 
-    reports, fresh = load(args.reports), load(args.fresh_runs)
+    reports, fresh = load(args.reports), [load(paths) for paths in args.fresh_runs]
     args.output.write_text(benchmarks_md(reports, args.output, load(args.oracle_runs),
                                          args.note, fresh, args.fresh_note))
     print(args.output)

@@ -84,6 +84,12 @@ ACTION_SHORT_TILE_T = 128
 #: bench: 433 us against 353). With fewer rows (256x8192, 256x32768) the wide chunk loop
 #: stays ahead.
 ACTION_MANY_ROWS_PER_SM = 8
+#: ... and so do such keys below 2^23 elements whose flat tile would be at least this many
+#: steps (next_pow2(T)): Retrace 1500x3500 (third held-out set, session 15) measured the
+#: one-row flat kernel with 16 warps at 2.71x the oracle's tiled (1, 512, 8 warps) head to
+#: head; its sweep reads (1, 256, 4 warps) 1.07, as at 3000x5000 (1.00) and 2000x7000
+#: (1.02), where the flat kernel reads 3.0x and 3.2x.
+ACTION_MANY_ROWS_TILE_MIN_SPAN = 4096
 ACTION_MANY_ROWS_TILE = {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4, "num_stages": 1}
 
 #: Env-major rows of 64-512 steps take half the tile (FLAT_TILE // 2 elements: 4 rows
@@ -284,11 +290,13 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
                        f"per-action inputs, T<={ACTION_SHORT_T}: flat, {rows} rows, one warp "
                        "(oracle sweeps: best at 4096x8 and 100000x12)"))
-    elif key.a and many_action_rows and n * t >= LARGE_ELEMENTS:
+    elif key.a and many_action_rows and (n * t >= LARGE_ELEMENTS or
+                                         _next_pow2(t) >= ACTION_MANY_ROWS_TILE_MIN_SPAN):
         ranked.append(("tiled", dict(ACTION_MANY_ROWS_TILE),
                        f"per-action inputs, N>={ACTION_MANY_ROWS_PER_SM}x{sm_count} SMs, "
-                       "N*T>=2^23: tiled (1, 256, 4 warps) (oracle sweeps: within 1.022x of "
-                       "the best at 32768x2048, 3000x5000 and 2000x7000)"))
+                       f"N*T>=2^23 or next_pow2(T)>={ACTION_MANY_ROWS_TILE_MIN_SPAN}: tiled "
+                       "(1, 256, 4 warps) (oracle sweeps: within 1.07x of the best at "
+                       "32768x2048, 3000x5000, 2000x7000 and 1500x3500)"))
     elif key.a and t > FLAT_TILE_MAX_T and n * t <= ACTION_LOOKBACK_MAX_ELEMS:
         params = action_lookback_params(key)
         ranked.append(("lookback", params,

@@ -263,6 +263,7 @@ def test_heuristic_tiles_count_retraces_actions():
     (32768, 8, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
     (1000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # 8192 tile
+    (1500, 3500, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # many rows
     (3000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),   # many rows
 ])
 def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
