@@ -52,6 +52,12 @@ def oracle_entries(paths: list[Path]) -> dict[str, SimpleNamespace]:
     return found
 
 
+def _ratio_to_best(decision, table: dict[str, float]) -> float | None:
+    """The decision's config time over the table's best; None if the sweep lacks it."""
+    mine = None if decision is None else table.get(_label(decision.strategy, decision.params))
+    return None if mine is None else mine / min(table.values())
+
+
 def compare(train: list[Path], test: list[Path], tables: list[Path],
             radius: float) -> list[dict]:
     entries = {**read_profile(shipped_h200_profile()).entries, **oracle_entries(train)}
@@ -69,16 +75,11 @@ def compare(train: list[Path], test: list[Path], tables: list[Path],
             continue
         others = {k: e for k, e in entries.items() if k != key.as_text()}
         profile = SimpleNamespace(entries=others, sources={k: "replay" for k in others})
-        best = min(table.values())
         heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
         nearest = next(decide.nearest_decisions(key, profile, usable, radius), None)
 
-        def ratio(d) -> float | None:
-            mine = None if d is None else table.get(_label(d.strategy, d.params))
-            return None if mine is None else mine / best
-
-        out.append({"key": key.as_text(), "heuristic": ratio(heuristic),
-                    "nearest": ratio(nearest),
+        out.append({"key": key.as_text(), "heuristic": _ratio_to_best(heuristic, table),
+                    "nearest": _ratio_to_best(nearest, table),
                     "source": "" if nearest is None else nearest.source.split("@")[0]})
     return out
 
