@@ -120,10 +120,12 @@ LIGHT_HALF_TILE_MAX_N = 1536
 #: at 15000x36).
 MANY_ROWS_MAX_T = 64
 MANY_ROWS_MIN_ROWS = 16
-#: ... 8 warps for every estimator for 9-16-step rows (32-row tiles): 1.000-1.095x over
-#: 70000x10 and 100000x12 for five estimators, where 4 warps read up to 1.110x (GAE
-#: 70000x10); 4 warps for rows up to this many steps (no head-to-head data there; the
-#: tuned 4096x8 and 32768x8 entries cover the grid).
+#: ... 8 warps for every estimator for 9-16-step rows (32-row tiles), the better worst
+#: case: 4 warps win at 100000x12 (as in session 12's benches; 8 warps read up to 1.095x,
+#: discounted returns) but lose at 70000x10 (up to 1.110x, GAE), five estimators timed;
+#: the third held-out set's 50000x14 then measured 8 warps at 1.002x (GAE) and 1.000x
+#: (V-trace) of the oracle. 4 warps for rows up to this many steps (no head-to-head data
+#: there; the tuned 4096x8 and 32768x8 entries cover the grid).
 MANY_ROWS_FEW_WARPS_MAX_T = 8
 MANY_ROWS_SHORT_T = 16
 
