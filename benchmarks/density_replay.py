@@ -27,10 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from entries_from_bench import shipped_h200_profile  # noqa: E402
-from transfer_eval import H200_SMS, _label, _ratio, table_times  # noqa: E402
+from transfer_eval import _ratio, replay_key, table_times  # noqa: E402
 
-from rltriton_tune.dispatch import decide  # noqa: E402
-from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
 from rltriton_tune.tune.bench import row_key  # noqa: E402
 from rltriton_tune.tune.exhaustive import key_of_cache_name  # noqa: E402
 from rltriton_tune.tune.space import Candidate  # noqa: E402
@@ -52,12 +50,6 @@ def oracle_entries(paths: list[Path]) -> dict[str, SimpleNamespace]:
     return found
 
 
-def _ratio_to_best(decision, table: dict[str, float]) -> float | None:
-    """The decision's config time over the table's best; None if the sweep lacks it."""
-    mine = None if decision is None else table.get(_label(decision.strategy, decision.params))
-    return None if mine is None else mine / min(table.values())
-
-
 def compare(train: list[Path], test: list[Path], tables: list[Path],
             radius: float) -> list[dict]:
     entries = {**read_profile(shipped_h200_profile()).entries, **oracle_entries(train)}
@@ -66,21 +58,14 @@ def compare(train: list[Path], test: list[Path], tables: list[Path],
         for path in folder.glob("exhaustive_*_cuda.json"):
             times[key_of_cache_name(path.name).as_text()] = table_times(
                 json.loads(path.read_text()))
-    usable = triton_strategies()
     out = []
     for row in held_out_rows(test):
         key = row_key(row)
-        table = times.get(key.as_text())
-        if table is None:
-            continue
-        others = {k: e for k, e in entries.items() if k != key.as_text()}
-        profile = SimpleNamespace(entries=others, sources={k: "replay" for k in others})
-        heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
-        nearest = next(decide.nearest_decisions(key, profile, usable, radius), None)
-
-        out.append({"key": key.as_text(), "heuristic": _ratio_to_best(heuristic, table),
-                    "nearest": _ratio_to_best(nearest, table),
-                    "source": "" if nearest is None else nearest.source.split("@")[0]})
+        if key.as_text() in times:
+            found = replay_key(key, times[key.as_text()], entries, radius)
+            out.append({"key": found["key"], "heuristic": found["heuristic_ratio"],
+                        "nearest": found["nearest_ratio"],
+                        "source": "" if found["source"] == "heuristic" else found["source"]})
     return out
 
 

@@ -55,29 +55,38 @@ def _ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def evaluate(table_path: Path, profile) -> dict:
-    stem = table_path.stem.removeprefix("exhaustive_").removesuffix("_cuda")
-    algorithm, shape = stem.rsplit("_", 1)
-    n, t = (int(x) for x in shape.split("x"))
-    key = ProblemKey(algorithm, n, t)
-    times = table_times(json.loads(table_path.read_text()))
+def replay_key(key: ProblemKey, times: dict[str, float], entries: dict,
+               radius: float) -> dict:
+    """What dispatch would run for ``key`` without its own entry in ``entries``: the
+    nearest other entry within ``radius`` (moved to ``key``'s shape, and as tuned), else
+    the built-in heuristic, each as its time in ``times`` over the table's best."""
     best = min(times.values())
-    others = {k: e for k, e in profile.entries.items() if k != key.as_text()}
+    others = {k: e for k, e in entries.items() if k != key.as_text()}
     profiles = SimpleNamespace(entries=others, sources={k: "shipped" for k in others})
     usable = triton_strategies()
     heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
-    radius = decide.SURVEY_DISTANCE  # the entry's transfer, even where dispatch would not
-    found = next(decide.nearest_decisions(key, profiles, usable, radius), heuristic)
-    raw = next(decide.nearest_decisions(key, profiles, usable, radius, adapt=False), heuristic)
+    nearest = next(decide.nearest_decisions(key, profiles, usable, radius), None)
+    raw = next(decide.nearest_decisions(key, profiles, usable, radius, adapt=False), None)
+    found = nearest or heuristic
 
     def ratio(d) -> float | None:
-        mine = times.get(_label(d.strategy, d.params))
+        mine = None if d is None else times.get(_label(d.strategy, d.params))
         return None if mine is None else mine / best
 
     return {"key": key.as_text(), "source": found.source.split("@")[0],
             "choice": _label(found.strategy, found.params), "best_us": best,
-            "ratio": ratio(found), "unmoved_ratio": ratio(raw),
-            "heuristic_ratio": ratio(heuristic)}
+            "ratio": ratio(found), "unmoved_ratio": ratio(raw or heuristic),
+            "heuristic_ratio": ratio(heuristic), "nearest_ratio": ratio(nearest)}
+
+
+def evaluate(table_path: Path, profile) -> dict:
+    stem = table_path.stem.removeprefix("exhaustive_").removesuffix("_cuda")
+    algorithm, shape = stem.rsplit("_", 1)
+    n, t = (int(x) for x in shape.split("x"))
+    times = table_times(json.loads(table_path.read_text()))
+    # The entry's transfer, even where dispatch would not reuse it.
+    return replay_key(ProblemKey(algorithm, n, t), times, profile.entries,
+                      decide.SURVEY_DISTANCE)
 
 
 def main(argv: list[str] | None = None) -> int:
