@@ -28,9 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import torch  # noqa: E402
+from transfer_eval import _label  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.cli import _keys, _shapes, resolve_device  # noqa: E402
@@ -57,7 +59,7 @@ def contenders(keys: list[ProblemKey], folders: list[Path], top: int) -> list[Ca
     for key in keys:
         table = find_table(key, folders)
         for cand in best_of(table, top) if table else []:
-            seen.setdefault(cand.label(), cand)
+            seen.setdefault(_label(cand.strategy, cand.params), cand)
     return list(seen.values())
 
 
@@ -67,7 +69,9 @@ def time_key(key: ProblemKey, device: torch.device, cands: list[Candidate], pool
     from rltriton_tune.dispatch.registry import all_strategies
 
     chosen, source = _dispatched(key, device)
-    everyone = {c.label(): c for c in [chosen, *cands]}
+    # Labels ignore the flat kernel's num_stages (no loop to pipeline: the same binary
+    # for every value), so a dispatched flat config is not timed twice.
+    everyone = {_label(c.strategy, c.params): c for c in [chosen, *cands]}
     listed = list(everyone.values())
     evaluator = Evaluator(key, device, all_strategies(), workers=1, rounds=rounds,
                           time_budget_s=budget_s)
@@ -76,8 +80,9 @@ def time_key(key: ProblemKey, device: torch.device, cands: list[Candidate], pool
                                   gated=pool_verdicts(pool, key, device, listed))
     finally:
         evaluator.close()
-    return {"dispatched": chosen.label(), "source": source,
-            "device_us": {o.candidate.label(): o.timing.device_us for o in outs if o.ok}}
+    return {"dispatched": _label(chosen.strategy, chosen.params), "source": source,
+            "device_us": {_label(o.candidate.strategy, o.candidate.params): o.timing.device_us
+                          for o in outs if o.ok}}
 
 
 def ranking(rows: dict[str, dict[str, Any]]) -> list[tuple[str, float, float]]:
