@@ -17,7 +17,8 @@
 #       $SWEEP_DROP=STRATEGY,...: measure those strategies again after a kernel change) |
 #       h2h:ALG,...:NxT,...[:NAME] (benchmarks/headtohead_probe.py: the best configs of
 #       those keys' sweep tables in bench/ALG_oracle*/oracle, timed head to head at every
-#       key, into h2h_NAME; $H2H_TOP configs a table) |
+#       key, into h2h_NAME; $H2H_TOP configs a table; $H2H_CONFIGS_NAME: more configs,
+#       'strategy:k=v,...' separated by spaces, timed at every key) |
 #       bench:ALG[:TAG[:NxT,...]] | oracle:ALG[:TAG[:NxT,...]] (bench --oracle into
 #       bench/ALG_oracleTAG, with those held-out shapes instead of $HELD_OUT;
 #       $ORACLE_SECONDS per key, $ORACLE_WORKERS compile processes (8); bench
@@ -77,9 +78,10 @@ job() {  # gpu job
         ${SWEEP_WORKERS:+--workers "$SWEEP_WORKERS"} ${SWEEP_DROP:+--drop "$SWEEP_DROP"} \
         --dir "$CARRY/bench/${a}_oracle${d}/oracle" \
         > "$CARRY/logs/sweep_$a${b:+_$b}${d}_gpu$gpu.log" 2>&1 ;;
-    h2h) local name="h2h_${c:-${a//,/_}}" tables=()
+    h2h) local name="h2h_${c:-${a//,/_}}" tables=() named="H2H_CONFIGS_${c:-${a//,/_}}"
         for alg in ${a//,/ }; do for t in "$CARRY/bench/${alg}"_oracle*/oracle; do
             [ -d "$t" ] && tables+=(--tables "$t"); done; done
+        for cfg in ${!named:-}; do tables+=(--config "$cfg"); done
         CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/headtohead_probe.py \
         "${tables[@]}" --algorithms "$a" --shapes "$b" --top "${H2H_TOP:-6}" \
         --max-seconds "$(( left - 30 ))" --output "$CARRY/$name" > "$CARRY/logs/$name.log" 2>&1 ;;

@@ -5,7 +5,9 @@ readings stray up to ~15% on few-microsecond kernels (even profile-covered grid 
 read 1.05-1.18x off their table's best there and measure within 5% head to head), too
 far to choose a rule from. For each estimator, this takes the ``--top`` configs of the
 table of every given shape, adds each key's dispatched config, and times that union at
-every key in ``--rounds`` interleaved rounds, as ``bench --oracle`` confirms its oracle.
+every key in ``--rounds`` interleaved rounds, as ``bench --oracle`` confirms its oracle;
+``--config strategy:k=v,...`` (repeat; RLTRITON_TUNE_FORCE's syntax, every parameter
+given) adds a config to every estimator's contenders, for shapes without tables.
 A config that is invalid for a key (a tile wider than the row, ...) fails its gate there
 and shows as missing. Output: ``OUT/headtohead.json`` (per key: config label -> device
 us, the dispatched label) saved after every key (a rerun skips keys already there) and
@@ -36,6 +38,7 @@ from transfer_eval import _label  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.cli import _keys, _shapes, resolve_device  # noqa: E402
+from rltriton_tune.dispatch.forcing import parse_env  # noqa: E402
 from rltriton_tune.tune.bench import CONFIRM_ROUNDS, _dispatched, pool_verdicts  # noqa: E402
 from rltriton_tune.tune.compile_pool import compile_pool_for  # noqa: E402
 from rltriton_tune.tune.evaluate import Evaluator  # noqa: E402
@@ -53,9 +56,17 @@ def find_table(key: ProblemKey, folders: list[Path]) -> dict[str, Any] | None:
     return None
 
 
-def contenders(keys: list[ProblemKey], folders: list[Path], top: int) -> list[Candidate]:
-    """The union of the ``top`` configs of each key's table, in first-seen order."""
-    seen: dict[str, Candidate] = {}
+def named_config(text: str) -> Candidate:
+    """``strategy:k=v,...`` as a candidate (names and values checked as for forcing)."""
+    forced = parse_env(text)
+    return Candidate(forced.strategy, forced.params_dict())
+
+
+def contenders(keys: list[ProblemKey], folders: list[Path], top: int,
+               named: list[Candidate] = ()) -> list[Candidate]:
+    """``named`` and the union of the ``top`` configs of each key's table, in
+    first-seen order."""
+    seen: dict[str, Candidate] = {_label(c.strategy, c.params): c for c in named}
     for key in keys:
         table = find_table(key, folders)
         for cand in best_of(table, top) if table else []:
@@ -123,8 +134,10 @@ def report(results: dict[str, dict[str, Any]], shown: int = 10) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tables", type=Path, action="append", required=True,
+    p.add_argument("--tables", type=Path, action="append", default=[],
                    help="folder of sweep tables (repeat)")
+    p.add_argument("--config", type=named_config, action="append", default=[],
+                   metavar="STRATEGY:K=V,...", help="a config timed at every key (repeat)")
     p.add_argument("--algorithms", required=True, help="comma list")
     p.add_argument("--shapes", type=_shapes, required=True, help="NxT,...")
     p.add_argument("--output", type=Path, required=True)
@@ -145,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     with compile_pool_for(device, args.workers) as pool:
         for algorithm in args.algorithms.split(","):
             keys = _keys([algorithm], args.shapes, ["float32"], ["env"], ["off"], args.actions)
-            cands = contenders(keys, args.tables, args.top)
+            cands = contenders(keys, args.tables, args.top, args.config)
             for key in keys:
                 if key.as_text() in results:
                     continue

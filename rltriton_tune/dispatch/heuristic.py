@@ -114,11 +114,15 @@ LIGHT_HALF_TILE_MAX_N = 1536
 #: next_pow2(T) where that is more). Warps come from head-to-head timings (9 interleaved
 #: rounds, `benchmarks/headtohead_probe.py`, session 15) of six estimators at 9500x40,
 #: 20000x28, 15000x36, 40000x20, 70000x10 and 100000x12, ratios to each key's best:
-#: estimators lighter than HEAVY_STREAMS take 4 warps for 17-64-step rows (16 rows,
+#: estimators lighter than HEAVY_STREAMS take 4 warps for 17-32-step rows (16 rows,
 #: 4 warps within 1.052x for GAE, lambda and discounted returns and episodic sums, where
 #: the 8 warps used before read 1.08-1.26x at 40000x20); V-trace keeps 8 (4 warps: 1.198x
-#: at 15000x36).
-MANY_ROWS_MAX_T = 64
+#: at 15000x36). Rows of 33-64 steps keep the plain 512-element tile (8 rows, 4 warps):
+#: head to head at 9500x40, 15000x36, 12000x50, 30000x60, 50000x45, 8200x64 and 20000x48
+#: (session 16, six estimators, benchmarks/results/session16/h2h_w64) it was within 5% of
+#: the best of seven configs at 39 of 42 keys (worst 1.085x), 16 rows at 35-37 (worst
+#: 1.11-1.19x).
+MANY_ROWS_MAX_T = 32
 MANY_ROWS_MIN_ROWS = 16
 #: ... 8 warps for every estimator for 9-16-step rows (32-row tiles), the better worst
 #: case: 4 warps win at 100000x12 (as in session 12's benches; 8 warps read up to 1.095x,
@@ -128,6 +132,21 @@ MANY_ROWS_MIN_ROWS = 16
 #: there; the tuned 4096x8 and 32768x8 entries cover the grid).
 MANY_ROWS_FEW_WARPS_MAX_T = 8
 MANY_ROWS_SHORT_T = 16
+
+#: Env-major keys of more than 2048 steps (next_pow2(T) >= MID_LONG_SPAN) with at least
+#: one row per SM and MID_LONG_MIN_ELEMENTS to 2^23 elements: a row per program still,
+#: but rl-triton's 16-32 warps are 1.2-1.5x off there. Head to head (session 16, six
+#: estimators x 1500x3500, 1000x5000, 2500x2500, 700x6000, 1200x3000, 600x4000, 400x6000,
+#: 500x3000, 11 configs; benchmarks/results/session16/h2h_midlong): backward estimators
+#: with rows over 4096 steps take the (1, 1024, 8 warps, 3 stages) chunk loop (within
+#: 1.07x of the best), everything else one flat row with 8 warps (16 for estimators of
+#: at least HEAVY_STREAMS values a step): 38 of those 48 keys land within 5% of the best
+#: (worst 1.21x, V-trace 2500x2500), against 8 for rl-triton's warps (worst 1.52x).
+#: 2048-step rows keep the rules below (2000x2000: within 1.09x).
+MID_LONG_SPAN = 4096
+MID_LONG_MIN_ELEMENTS = 1 << 20
+MID_LONG_TILE = {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}
+MID_LONG_FLAT_WARPS = 8
 
 #: Per-action rows of up to this many steps (next_pow2(T)) share a program:
 #: ACTION_SHORT_ROWS rows with one warp. H200 oracle sweeps (session 13, quick pass,
@@ -329,6 +348,17 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("tiled", params,
                        f"N*T>=2^23: tiled {params} (4096x2048: 41.0 vs flat 49.8; "
                        "32768x2048: 267.8 vs 373.7 us)"))
+    elif not few_rows and _next_pow2(t) >= MID_LONG_SPAN and n * t >= MID_LONG_MIN_ELEMENTS:
+        backward = ALGORITHMS[key.algorithm].direction == "backward"
+        if backward and _next_pow2(t) > MID_LONG_SPAN:
+            ranked.append(("tiled", dict(MID_LONG_TILE),
+                           f"backward, T>{MID_LONG_SPAN}, 2^20<=N*T<2^23: tiled "
+                           f"{MID_LONG_TILE} (head to head: within 1.07x of the best)"))
+        else:
+            warps = MID_LONG_FLAT_WARPS * (2 if streams >= HEAVY_STREAMS else 1)
+            ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
+                           f"T>{MID_LONG_SPAN // 2}, 2^20<=N*T<2^23: flat, one row per "
+                           f"program, {warps} warps (rl-triton's 16-32: 1.2-1.5x off)"))
     elif t <= MANY_ROWS_MAX_T and n >= HALF_TILE_MAX_N:
         width = _next_pow2(t)
         rows = max(MANY_ROWS_MIN_ROWS, FLAT_TILE // width)

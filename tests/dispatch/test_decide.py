@@ -90,7 +90,8 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
     (256, 128, "env", "flat", {"BLOCK_N": 2, "num_warps": 4}),
     (600, 250, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (12000, 160, "env", "flat", {"BLOCK_N": 2, "num_warps": 4}),   # full tile from 8192 rows
-    (9500, 40, "env", "flat", {"BLOCK_N": 16, "num_warps": 4}),    # many rows, T <= 64
+    (9500, 40, "env", "flat", {"BLOCK_N": 8, "num_warps": 4}),     # 33-64 steps: 512 tile
+    (40000, 20, "env", "flat", {"BLOCK_N": 16, "num_warps": 4}),   # many rows, T <= 32
     (100000, 12, "env", "flat", {"BLOCK_N": 32, "num_warps": 8}),  # 512-element tile
     (50000, 8, "env", "flat", {"BLOCK_N": 64, "num_warps": 4}),
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
@@ -301,8 +302,11 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("gae", 350, 1300, "flat", {"BLOCK_N": 1}),      # rl-triton's 16 warps (the default)
     ("vtrace", 100, 3000, "flat", {"BLOCK_N": 1}),   # (4096-step tile: 16 warps)
     ("gae", 1200, 90, "flat", {"BLOCK_N": 2, "num_warps": 4}),
-    # Many rows of 17-64 steps: V-trace 8 warps, the lighter estimators 4; 9-16 steps: 8.
-    ("vtrace", 15000, 36, "flat", {"BLOCK_N": 16, "num_warps": 8}),
+    # Many rows of 17-32 steps: V-trace 8 warps, the lighter estimators 4; 9-16 steps: 8;
+    # 33-64 steps: the 512-element tile (8 rows, 4 warps) for every estimator.
+    ("vtrace", 20000, 28, "flat", {"BLOCK_N": 16, "num_warps": 8}),
+    ("vtrace", 15000, 36, "flat", {"BLOCK_N": 8, "num_warps": 4}),
+    ("gae", 12000, 50, "flat", {"BLOCK_N": 8, "num_warps": 4}),
     ("discounted_returns", 40000, 20, "flat", {"BLOCK_N": 16, "num_warps": 4}),
     ("episodic_prefix_sum", 70000, 10, "flat", {"BLOCK_N": 32, "num_warps": 8}),
     # At least 2^23 steps in at most 4096 rows: 512-step chunks with 4 warps for light
@@ -311,6 +315,16 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("gae", 3000, 5000, "tiled",
      {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}),
     ("vtrace", 4096, 2048, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
+    # 2^20 to 2^23 steps in rows of over 2048 steps: backward estimators loop 1024-step
+    # chunks once rows pass 4096 steps; otherwise one flat row, 8 warps (V-trace 16).
+    ("gae", 1000, 5000, "tiled",
+     {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}),
+    ("discounted_returns", 400, 6000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024}),
+    ("eligibility_traces", 700, 6000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
+    ("gae", 1500, 3500, "flat", {"BLOCK_N": 1, "num_warps": 8}),
+    ("vtrace", 2500, 2500, "flat", {"BLOCK_N": 1, "num_warps": 16}),
+    ("lambda_returns", 150, 4000, "flat", {"BLOCK_N": 1}),  # below 2^20: rl-triton's 16
+    ("gae", 2000, 2000, "flat", {"BLOCK_N": 1}),            # 2048-step rows: as before
 ])
 def test_heuristic_scales_with_the_work_per_step(algorithm, n, t, strategy, params):
     from rltriton_tune.dispatch.heuristic import candidates
