@@ -27,6 +27,7 @@ for spec in "$@"; do
         for shape in ${shapes//,/ } 256x128; do
             n=${shape%x*} t=${shape#*x}
             for entry in "${sets[@]}"; do
+                [ -d "$results/${entry%%:*}/$alg" ] || continue
                 find "$results/${entry%%:*}/$alg" -name "exhaustive_*_N${n}_T${t}_*.json" \
                     -exec cp {} "$dest/" \;
             done

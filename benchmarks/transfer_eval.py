@@ -56,17 +56,20 @@ def _ratio(x: float | None) -> str:
 
 
 def replay_key(key: ProblemKey, times: dict[str, float], entries: dict,
-               radius: float) -> dict:
+               radius: float, reuse_moved: bool = False) -> dict:
     """What dispatch would run for ``key`` without its own entry in ``entries``: the
-    nearest other entry within ``radius`` (moved to ``key``'s shape, and as tuned), else
-    the built-in heuristic, each as its time in ``times`` over the table's best."""
+    nearest other entry within ``radius`` (entries tuned for another regime skipped, as
+    dispatch does, unless ``reuse_moved``: then moved to ``key``'s shape; and as tuned),
+    else the built-in heuristic, each as its time in ``times`` over the table's best."""
     best = min(times.values())
     others = {k: e for k, e in entries.items() if k != key.as_text()}
     profiles = SimpleNamespace(entries=others, sources={k: "shipped" for k in others})
     usable = triton_strategies()
     heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
-    nearest = next(decide.nearest_decisions(key, profiles, usable, radius), None)
-    raw = next(decide.nearest_decisions(key, profiles, usable, radius, adapt=False), None)
+    nearest = next(decide.nearest_decisions(key, profiles, usable, radius,
+                                            reuse_moved=reuse_moved), None)
+    raw = next(decide.nearest_decisions(key, profiles, usable, radius, adapt=False,
+                                        reuse_moved=True), None)
     found = nearest or heuristic
 
     def ratio(d) -> float | None:
@@ -86,7 +89,7 @@ def evaluate(table_path: Path, profile) -> dict:
     times = table_times(json.loads(table_path.read_text()))
     # The entry's transfer, even where dispatch would not reuse it.
     return replay_key(ProblemKey(algorithm, n, t), times, profile.entries,
-                      decide.SURVEY_DISTANCE)
+                      decide.SURVEY_DISTANCE, reuse_moved=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -74,7 +74,7 @@ def timed_configs(key, row: dict, profiles, usable, heuristic_then=None) -> dict
     if builtin is not None and row.get("heuristic_us"):
         found[_config(builtin["strategy"], builtin["params"])] = row["heuristic_us"]
     unmoved = next(decide.nearest_decisions(key, profiles, usable, decide.SURVEY_DISTANCE,
-                                            adapt=False), None)
+                                            adapt=False, reuse_moved=True), None)
     for source, t in (row.get("alternatives") or {}).items():
         if source.startswith("unmoved:") and t and unmoved is not None:
             found[_config(unmoved.strategy, unmoved.params)] = t

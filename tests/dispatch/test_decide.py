@@ -361,7 +361,7 @@ def test_transfer_alternatives_are_the_next_nearest_entries(profiles, fake_gpu):
     assert [d.source.split("@")[0] for d in exact] == [f"nearest:{key(512, 128).as_text()}"]
 
 
-def test_nearest_entry_config_is_moved_by_its_strategy(profiles, fake_gpu, wide_radius):
+def test_nearest_entry_tuned_for_another_regime_is_not_reused(profiles, fake_gpu, wide_radius):
     from rltriton_tune.dispatch.decide import transfer_alternatives
 
     calls = []
@@ -373,15 +373,28 @@ def test_nearest_entry_config_is_moved_by_its_strategy(profiles, fake_gpu, wide_
     fake_gpu["tiled"].transfer = transfer
     tuned = {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4}
     profiles.write(FAKE_FP, [(key(4096, 32), "tiled", tuned)])
+    # The strategy would change the entry's config for this shape: dispatch does not
+    # reuse it and falls back on the built-in rules.
     d = decide(key(3000, 40), FAKE_GPU)
-    assert (d.strategy, d.params) == ("flat", {"BLOCK_N": 4, "num_warps": 4})
-    assert d.source.startswith(f"nearest:{key(4096, 32).as_text()}@")
-    assert "moved to this shape" in d.detail and "tiled" in d.detail
-    assert calls == [(key(4096, 32), key(3000, 40), tuned)]
-    # The bench's alternatives start with the entry's config as tuned.
+    assert d.source == "heuristic"
+    assert calls and calls[0] == (key(4096, 32), key(3000, 40), tuned)
+    # The bench's survey still offers the entry, moved and as tuned.
     found = transfer_alternatives(key(3000, 40), FAKE_GPU)
-    assert [(a.strategy, a.params) for a in found] == [("tiled", tuned)]
-    assert found[0].source.startswith(f"unmoved:{key(4096, 32).as_text()}@")
+    assert [(a.strategy, a.params) for a in found] == [
+        ("flat", {"BLOCK_N": 4, "num_warps": 4}), ("tiled", tuned)]
+    assert "moved to this shape" in found[0].detail
+    assert found[1].source.startswith(f"unmoved:{key(4096, 32).as_text()}@")
+
+
+def test_nearest_entry_whose_config_applies_unchanged_is_reused(profiles, fake_gpu, wide_radius):
+    fake_gpu["tiled"].transfer = lambda source, target, params: ("tiled", dict(params))
+    tuned = {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4}
+    profiles.write(FAKE_FP, [(key(4096, 32), "tiled", tuned),
+                             (key(3000, 400), "flat", {"BLOCK_N": 1})])
+    d = decide(key(3000, 40), FAKE_GPU)
+    assert (d.strategy, d.params) == ("tiled", tuned)
+    assert d.source.startswith(f"nearest:{key(4096, 32).as_text()}@")
+    assert "re-validated" in d.detail
 
 
 @pytest.mark.parametrize("result", [ValueError("boom"), ZeroDivisionError("num_warps=0"),
