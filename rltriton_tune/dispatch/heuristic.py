@@ -138,14 +138,25 @@ MANY_ROWS_SHORT_T = 16
 #: but rl-triton's 16-32 warps are 1.2-1.5x off there. Head to head (session 16, six
 #: estimators x 1500x3500, 1000x5000, 2500x2500, 700x6000, 1200x3000, 600x4000, 400x6000,
 #: 500x3000, 11 configs; benchmarks/results/session16/h2h_midlong): backward estimators
-#: with rows over 4096 steps take the (1, 1024, 8 warps, 3 stages) chunk loop (within
-#: 1.07x of the best), everything else one flat row with 8 warps (16 for estimators of
-#: at least HEAVY_STREAMS values a step): 38 of those 48 keys land within 5% of the best
-#: (worst 1.21x, V-trace 2500x2500), against 8 for rl-triton's warps (worst 1.52x).
-#: 2048-step rows keep the rules below (2000x2000: within 1.09x).
+#: with rows over 4096 steps take a chunk loop (below), everything else one flat row
+#: with 8 warps (16 for estimators of at least HEAVY_STREAMS values a step): 38 of those
+#: 48 keys land within 5% of the best (worst 1.21x, V-trace 2500x2500), against 8 for
+#: rl-triton's warps (worst 1.52x). 2048-step rows keep the rules below (2000x2000:
+#: within 1.09x).
+#: The chunk loop's width follows the warps in flight: from MID_LONG_NARROW_ROWS_PER_SM
+#: rows per SM (MID_LONG_HEAVY_NARROW_ROWS_PER_SM for estimators of at least
+#: HEAVY_STREAMS values a step, which keep more loads in flight a thread) 512-step chunks
+#: with 4 warps, fewer rows the (1, 1024, 8 warps) loop. Head to head over both session-16
+#: sets' backward keys past 4096 steps (28 keys, N = 250-1100, h2h_midlong and
+#: h2h_midlongval): that split puts every key within 1.006x of the best of 11 configs,
+#: where either loop alone reads up to 1.24x (1024, V-trace 1100x4200) or 1.44x (512,
+#: V-trace 250x5000).
 MID_LONG_SPAN = 4096
 MID_LONG_MIN_ELEMENTS = 1 << 20
 MID_LONG_TILE = {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}
+MID_LONG_NARROW_TILE = {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4, "num_stages": 3}
+MID_LONG_NARROW_ROWS_PER_SM = 6
+MID_LONG_HEAVY_NARROW_ROWS_PER_SM = 4
 MID_LONG_FLAT_WARPS = 8
 
 #: Per-action rows of up to this many steps (next_pow2(T)) share a program:
@@ -351,9 +362,14 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     elif not few_rows and _next_pow2(t) >= MID_LONG_SPAN and n * t >= MID_LONG_MIN_ELEMENTS:
         backward = ALGORITHMS[key.algorithm].direction == "backward"
         if backward and _next_pow2(t) > MID_LONG_SPAN:
-            ranked.append(("tiled", dict(MID_LONG_TILE),
-                           f"backward, T>{MID_LONG_SPAN}, 2^20<=N*T<2^23: tiled "
-                           f"{MID_LONG_TILE} (head to head: within 1.07x of the best)"))
+            per_sm = MID_LONG_HEAVY_NARROW_ROWS_PER_SM if streams >= HEAVY_STREAMS else \
+                MID_LONG_NARROW_ROWS_PER_SM
+            tile = MID_LONG_NARROW_TILE if n >= per_sm * sm_count else MID_LONG_TILE
+            ranked.append(("tiled", dict(tile),
+                           f"backward, T>{MID_LONG_SPAN}, 2^20<=N*T<2^23: tiled {tile}, "
+                           f"{'at least' if tile is MID_LONG_NARROW_TILE else 'under'} "
+                           f"{per_sm} rows per SM (head to head: within 1.006x of the best "
+                           "loop)"))
         else:
             warps = MID_LONG_FLAT_WARPS * (2 if streams >= HEAVY_STREAMS else 1)
             ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},

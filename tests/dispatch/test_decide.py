@@ -315,10 +315,15 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("gae", 3000, 5000, "tiled",
      {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}),
     ("vtrace", 4096, 2048, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
-    # 2^20 to 2^23 steps in rows of over 2048 steps: backward estimators loop 1024-step
-    # chunks once rows pass 4096 steps; otherwise one flat row, 8 warps (V-trace 16).
+    # 2^20 to 2^23 steps in rows of over 2048 steps: backward estimators loop over chunks
+    # once rows pass 4096 steps (512 steps, 4 warps from 6 rows per SM, V-trace 4; 1024
+    # steps, 8 warps below); otherwise one flat row, 8 warps (V-trace 16).
     ("gae", 1000, 5000, "tiled",
+     {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4, "num_stages": 3}),
+    ("gae", 700, 6000, "tiled",
      {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}),
+    ("vtrace", 550, 7500, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
+    ("vtrace", 400, 6000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
     ("discounted_returns", 400, 6000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024}),
     ("eligibility_traces", 700, 6000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     ("gae", 1500, 3500, "flat", {"BLOCK_N": 1, "num_warps": 8}),
