@@ -150,7 +150,9 @@ MANY_ROWS_SHORT_T = 16
 #: sets' backward keys past 4096 steps (28 keys, N = 250-1100, h2h_midlong and
 #: h2h_midlongval): that split puts every key within 1.006x of the best of 11 configs,
 #: where either loop alone reads up to 1.24x (1024, V-trace 1100x4200) or 1.44x (512,
-#: V-trace 250x5000).
+#: V-trace 250x5000). Checked after on 20 unseen keys (four estimators x 650x6500,
+#: 900x5000, 480x8000, 1300x5500, 300x4500, h2h_loopval): 19 at the best of the two loops
+#: and flat 8 warps, V-trace 1300x5500 1.08x (the 1024 loop wins there).
 MID_LONG_SPAN = 4096
 MID_LONG_MIN_ELEMENTS = 1 << 20
 MID_LONG_TILE = {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}
