@@ -15,17 +15,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from entries_from_bench import shipped_h200_profile  # noqa: E402
-from transfer_eval import H200_SMS, _label  # noqa: E402
+from entries_from_bench import shipped_decision, shipped_h200_profile, shipped_view  # noqa: E402
+from transfer_eval import _label  # noqa: E402
 
-from rltriton_tune.call import ProblemKey  # noqa: E402
-from rltriton_tune.dispatch import decide  # noqa: E402
 from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
+from rltriton_tune.tune.bench import row_key  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 
 
@@ -33,10 +31,8 @@ def stale_rows(report: dict, profiles, usable) -> list[str]:
     """One line per row of ``report`` whose config dispatch would no longer choose."""
     lines = []
     for row in report.get("rows", []):
-        key = ProblemKey(row["algorithm"], row["N"], row["T"], row["dtype"], row["layout"],
-                         row["flags"], row["A"])
-        now, _ = decide._profile_decision(key, profiles, usable)
-        now = now or decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
+        key = row_key(row)
+        now = shipped_decision(key, profiles, usable)
         measured = _label(row["strategy"], row["params"])
         if now is None or _label(now.strategy, now.params) != measured:
             shipped = "nothing" if now is None else \
@@ -51,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=Path, help="profile file (default: the shipped H200 one)")
     args = p.parse_args(argv)
     profile = read_profile(args.profile or shipped_h200_profile())
-    profiles = SimpleNamespace(entries=profile.entries,
-                               sources={k: "shipped" for k in profile.entries})
+    profiles = shipped_view(profile.entries)
     usable = triton_strategies()
     rows = stale = 0
     for path in args.reports:

@@ -29,10 +29,16 @@ import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from rltriton_tune.dispatch.decide import heuristic_decision  # noqa: E402
+from rltriton_tune.call import ProblemKey  # noqa: E402
+from rltriton_tune.dispatch.decide import (  # noqa: E402
+    Decision,
+    exact_or_nearest,
+    heuristic_decision,
+)
 from rltriton_tune.kernels import strategies  # noqa: E402
 from rltriton_tune.tune.bench import row_key  # noqa: E402
 from rltriton_tune.tune.space import Candidate  # noqa: E402
@@ -41,6 +47,18 @@ from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 
 H200_SMS = 132
 MARGIN = 1.03
+
+
+def shipped_view(entries: dict) -> SimpleNamespace:
+    """``entries`` as the profiles object dispatch's lookups take (every source "shipped")."""
+    return SimpleNamespace(entries=entries, sources={k: "shipped" for k in entries})
+
+
+def shipped_decision(key: ProblemKey, profiles, usable: dict) -> Decision:
+    """What dispatch runs for ``key`` on the H200 with ``profiles``: the exact entry, else
+    the nearest one, else the built-in heuristic."""
+    return exact_or_nearest(key, profiles, usable) or \
+        heuristic_decision(key, {"sm_count": H200_SMS}, usable)
 
 
 def shipped_h200_profile() -> Path:

@@ -27,6 +27,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def named_config(text: str) -> Candidate:
 
 
 def contenders(keys: list[ProblemKey], folders: list[Path], top: int,
-               named: list[Candidate] = ()) -> list[Candidate]:
+               named: Sequence[Candidate] = ()) -> list[Candidate]:
     """``named`` and the union of the ``top`` configs of each key's table, in
     first-seen order."""
     seen: dict[str, Candidate] = {_label(c.strategy, c.params): c for c in named}

@@ -1,6 +1,6 @@
 """Bring a `bench --oracle` report up to date with cells measured again after a rule change.
 
-Each row of ``BASE`` whose cell (estimator, N, T, A, dtype, layout, flags) was measured
+Each row of ``BASE`` whose problem key (``row_key``) was measured
 again in one of the ``--newer`` reports with a complete oracle is replaced by that row
 (later reports win); every other row stays as measured. The merged report lists the
 replaced cells under ``remeasured`` (cell, source report, date), so a reader of
@@ -21,32 +21,27 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from rltriton_tune.tune.bench import write_report  # noqa: E402
-
-CELL_FIELDS = ("algorithm", "N", "T", "A", "dtype", "layout", "flags")
-
-
-def cell(row: dict[str, Any]) -> tuple:
-    return tuple(row.get(name) for name in CELL_FIELDS)
+from rltriton_tune.tune.bench import row_key, write_report  # noqa: E402
 
 
 def merge(base: dict[str, Any], newer: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """``base`` with its rows replaced by the complete-oracle rows of ``newer`` reports
     ((name, report) pairs, later ones winning) for the same cells."""
-    replacement: dict[tuple, tuple[str, str, dict[str, Any]]] = {}
+    replacement: dict[str, tuple[str, str, dict[str, Any]]] = {}
     for name, report in newer:
         for row in report.get("rows", []):
             if row.get("oracle_complete"):
-                replacement[cell(row)] = (name, report.get("date", "?"), row)
+                replacement[row_key(row).as_text()] = (name, report.get("date", "?"), row)
     rows, remeasured = [], []
     for row in base.get("rows", []):
-        found = replacement.get(cell(row))
+        key = row_key(row).as_text()
+        found = replacement.get(key)
         if found is None:
             rows.append(row)
             continue
         name, date, new_row = found
         rows.append(new_row)
-        remeasured.append({"cell": "|".join(map(str, cell(row))), "from": name, "date": date})
+        remeasured.append({"cell": key, "from": name, "date": date})
     return {**base, "rows": rows, "remeasured": base.get("remeasured", []) + remeasured}
 
 

@@ -16,15 +16,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from entries_from_bench import shipped_h200_profile  # noqa: E402
-from transfer_eval import H200_SMS, _label, _ratio, table_times  # noqa: E402
+from entries_from_bench import shipped_decision, shipped_h200_profile, shipped_view  # noqa: E402
+from transfer_eval import _label, _ratio, table_times  # noqa: E402
 
-from rltriton_tune.dispatch import decide  # noqa: E402
 from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
 from rltriton_tune.tune.exhaustive import key_of_cache_name  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
@@ -35,8 +33,7 @@ def replay(path: Path, profile) -> dict:
     times = table_times(json.loads(path.read_text()))
     best_label = min(times, key=times.get)
     usable = triton_strategies()
-    found = decide.exact_or_nearest(key, profile, usable) or \
-        decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
+    found = shipped_decision(key, profile, usable)
     chosen = _label(found.strategy, found.params)
     mine = times.get(chosen)
     return {"key": key.as_text(), "source": found.source.split("@")[0].split(":")[0],
@@ -50,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=Path, help="profile file (default: the shipped H200 one)")
     args = p.parse_args(argv)
     entries = read_profile(args.profile or shipped_h200_profile()).entries
-    profile = SimpleNamespace(entries=entries, sources={k: "shipped" for k in entries})
+    profile = shipped_view(entries)
     rows = [replay(f, profile) for folder in args.dir
             for f in sorted(folder.glob("exhaustive_*_cuda.json"))]
     for r in rows:

@@ -18,20 +18,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from entries_from_bench import shipped_h200_profile  # noqa: E402
+from entries_from_bench import H200_SMS, shipped_h200_profile, shipped_view  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.dispatch import decide  # noqa: E402
 from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
 from rltriton_tune.tune.space import Candidate  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
-
-H200_SMS = 132
 
 
 def _label(strategy: str, params: dict) -> str:
@@ -63,7 +60,7 @@ def replay_key(key: ProblemKey, times: dict[str, float], entries: dict,
     else the built-in heuristic, each as its time in ``times`` over the table's best."""
     best = min(times.values())
     others = {k: e for k, e in entries.items() if k != key.as_text()}
-    profiles = SimpleNamespace(entries=others, sources={k: "shipped" for k in others})
+    profiles = shipped_view(others)
     usable = triton_strategies()
     heuristic = decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
     nearest = next(decide.nearest_decisions(key, profiles, usable, radius,

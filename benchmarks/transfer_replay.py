@@ -21,7 +21,6 @@ import json
 import math
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
@@ -30,7 +29,9 @@ from entries_from_bench import (  # noqa: E402
     config_ident,
     heuristic_at,
     probe_timings,
+    shipped_decision,
     shipped_h200_profile,
+    shipped_view,
 )
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
@@ -109,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from_probe = 0
     then_module = heuristic_at(args.heuristic_rev) if args.heuristic_rev else None
     profile = read_profile(shipped_h200_profile())
-    profiles = SimpleNamespace(entries=profile.entries,
-                               sources={k: "shipped" for k in profile.entries})
+    profiles = shipped_view(profile.entries)
     usable = triton_strategies()
     scores: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
     untimed, changed = [], 0
@@ -120,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             if not flat:
                 continue
             key = row_key(row)
-            d = decide.exact_or_nearest(key, profiles, usable) or \
-                decide.heuristic_decision(key, {"sm_count": H200_SMS}, usable)
+            d = shipped_decision(key, profiles, usable)
             config = _config(d.strategy, d.params)
             t = timed_configs(key, row, profiles, usable, then_module).get(config)
             speedup = flat / t if t else probed.get((key.as_text(), config))
