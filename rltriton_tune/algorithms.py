@@ -16,7 +16,10 @@ class AlgorithmSpec:
 
     ``tensors`` lists every tensor argument in canonical order; ``optional`` the
     ones that may be ``None`` (their presence becomes a flag of the problem key);
-    ``per_action`` the ``[N, T, A]`` ones; ``per_env`` the ``[N]`` ones.
+    ``per_action`` the ``[N, T, A]`` ones; ``per_env`` the ``[N]`` ones;
+    ``neighbour_step`` the ones the recurrence also reads at the neighbouring step
+    (t+1 backward, t-1 forward: GAE's ``values[t+1]``), which costs the kernels
+    unaligned loads and moves their best look-back chunk length.
     """
 
     name: str
@@ -29,6 +32,7 @@ class AlgorithmSpec:
     per_env: tuple[str, ...] = ()
     integer: tuple[str, ...] = ()
     flags_inputs: tuple[str, ...] = ()
+    neighbour_step: tuple[str, ...] = ()
 
     @property
     def first_float(self) -> str:
@@ -61,6 +65,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             scalars=("gamma", "lambda_"),
             per_env=("last_value",),
             flags_inputs=("terminateds", "truncateds"),
+            neighbour_step=("values",),
         ),
         AlgorithmSpec(
             name="vtrace",
@@ -72,6 +77,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             scalars=("gamma", "rho_bar", "c_bar"),
             per_env=("last_value",),
             flags_inputs=("terminateds", "truncateds"),
+            neighbour_step=("values",),
         ),
         AlgorithmSpec(
             name="retrace",
@@ -84,6 +90,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             per_action=("action_probs_target", "next_q_values_all"),
             integer=("actions",),
             flags_inputs=("terminateds", "truncateds"),
+            neighbour_step=("action_probs_target", "action_probs_behavior", "actions", "q_values"),
         ),
         AlgorithmSpec(
             name="lambda_returns",
@@ -112,6 +119,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             scalars=("gamma", "lambda_"),
             per_env=("seed_values",),
             flags_inputs=("dones",),
+            neighbour_step=("dones",),
         ),
         AlgorithmSpec(
             name="episodic_prefix_sum",
@@ -122,6 +130,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             scalars=(),
             per_env=("seed_values",),
             flags_inputs=("dones",),
+            neighbour_step=("dones",),
         ),
     )
 }

@@ -5,7 +5,7 @@ float32, env-major, torch 2.11, Triton 3.6; raw numbers in
 ``anchors/h200-2026-11-30.jsonl``), this project's exhaustive H200 sweeps of GAE
 and V-trace for env-major T <= 512 (see ``FLAT_TILE``), its rule probe of four
 estimators on off-grid shapes (``HALF_TILE_MAX_N``, ``TIME_MAJOR_BLOCKS``), the oracle
-sweeps of all seven (``LOOKBACK_WEIGHTS``, ``MANY_ROWS_MAX_T``, the per-action rules) and
+sweeps of all seven (``LOOKBACK_RULES``, ``MANY_ROWS_MAX_T``, the per-action rules) and
 its tuned entries. All estimators run the same scan cores; where the best config depends on how
 much an estimator moves per step (look-back chunk length, half tiles), the rules scale
 with ``step_streams``. Per-action estimators (Retrace) have their own rules (see
@@ -17,7 +17,7 @@ never produces an invalid config.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rltriton_tune.algorithms import ALGORITHMS
@@ -181,46 +181,60 @@ ACTION_MANY_ROWS_MAX_WARPS = 8
 #: Per-action keys with rows longer than a flat tile (T > FLAT_TILE_MAX_T) up to this
 #: many elements, and fewer rows than SMs from T = ACTION_SPLIT_T on, take the one-pass
 #: look-back scan with one warp a chunk: each row cut into at least ACTION_CHUNKS_A_ROW
-#: chunks of ACTION_MIN_CHUNK to ACTION_MAX_CHUNK steps, ACTION_LONG_CHUNK from
-#: ACTION_LONG_ROW steps. H200 oracle sweeps (session 13, Retrace A=8, ratio to each
-#: table's best): 350x1300 128 steps 1.00 (one flat row, 16 warps: 1.18); 100x3000 256
-#: 1.00 (flat: 1.51); 40x9000 256 1.00, 512 1.08; 16x32768 512 1.00, 256 1.14; 12x45000
-#: 512 1.02; 5x300000 512 1.00; the (1, 1024, 4 warps) chunks this replaces were
-#: 1.07-1.54x off.
+#: chunks of ACTION_MIN_CHUNK to ACTION_MAX_CHUNK steps. H200 oracle sweeps (session 13,
+#: Retrace A=8, ratio to each table's best): 350x1300 128 steps 1.00 (one flat row, 16
+#: warps: 1.18); 100x3000 256 1.00 (flat: 1.51); 40x9000 256 1.00, 512 1.08; the (1, 1024,
+#: 4 warps) chunks this replaced were 1.07-1.54x off. Rows of 16384+ steps kept 512-step
+#: chunks until a head-to-head probe of 14 shapes (N = 2-120, T = 5000-300000, session 17,
+#: ``h2h_lbfitr``) put 256 within 5% of the best at 13 of them (512: 4 of 14).
 ACTION_LOOKBACK_MAX_ELEMS = 1 << 20
 ACTION_CHUNKS_A_ROW = 8
-ACTION_MIN_CHUNK, ACTION_MAX_CHUNK, ACTION_LONG_CHUNK = 128, 256, 512
-ACTION_LONG_ROW = 16384
+ACTION_MIN_CHUNK, ACTION_MAX_CHUNK = 128, 256
 #: Per-action keys with fewer rows than SMs split time from this T on (the split
 #: strategy serves Retrace 10x20000 in 26.9 us and 16x32768 in 59 us; one row per
 #: program took 88.8 us at 48x6000, twice torch.compile's 44.4).
 ACTION_SPLIT_T = 4096
 
 #: Env-major keys of that few-rows, long-T kind take the one-pass look-back scan, one warp
-#: per chunk. The best chunk length falls as the work per step grows and rises with the
-#: row length: H200 oracle sweeps (session 11) of four estimators at 12x45000, 16x32768,
-#: 40x9000 and 5x300000, and the session-9 probes of GAE and eligibility traces at
-#: N = 1-64, T = 8192-10^6. Per weight class (the most values moved a step, see
-#: ``step_streams``): each row is cut into at least this many chunks, and chunks are at
-#: most this long up to N * T = 2^20 and beyond it. Eligibility traces 40x9000: 1024-step
-#: chunks 4.36 us, 2048 5.35 (8 a row); lambda returns 40x9000: 512 5.84, 1024 7.06 (16 a
-#: row); GAE 16x32768 1024 7.57, 2048 7.95, and 5x300000 2048 14.0, 1024 16.8 (the N * T
-#: cap); V-trace 40x9000: 256 8.22, 512 8.91 (32 a row). Per-action keys (Retrace) keep
-#: 1024-step chunks with 4 warps (session-6 probe).
-LOOKBACK_WEIGHTS: tuple[tuple[int, int, int, int], ...] = (
-    # (values a step, chunks a row at least, longest chunk to N*T = 2^20, beyond)
-    (3, 8, 2048, 2048),        # eligibility traces, episodic sums (forward scans)
-    (5, 16, 1024, 2048),       # GAE, lambda and discounted returns (a truncation flag: +1)
-    (1 << 30, 32, 512, 512),   # V-trace
-)
-#: Backward scans weigh at least this much in LOOKBACK_WEIGHTS: the light class's long
-#: chunks were read off the forward estimators (eligibility traces, episodic sums), and
-#: discounted returns, as light but backward, follow GAE's class instead (oracle sweeps,
-#: session 12, quick pass: 12x45000 512-step chunks 8.02 us, 2048 9.91; 40x9000 512 4.72,
-#: 1024 6.36; where eligibility traces and episodic sums take 2048 and 1024).
-BACKWARD_MIN_WEIGHT = 4
-LOOKBACK_SMALL_KEY = 1 << 20
-LOOKBACK_MIN_CHUNK = 256
+#: a chunk. A chunk's length trades the work a program does in one pass against the
+#: length of each row's look-back chain and how many programs share the GPU: each class
+#: of estimator takes the longest chunk (``shortest`` to ``longest`` steps) that still
+#: cuts a row into ``chunks_a_row`` chunks and launches ``programs_per_sm`` programs per
+#: multiprocessor, and from ``two_rows`` = (N, T) on, programs of two rows of
+#: ``two_row_chunk`` steps with two warps. Fitted to H200 head-to-head probes of 12
+#: configs at 28 shapes (N = 2-125, T = 9000-6x10^5, session 17,
+#: ``benchmarks/results/session17/h2h_lbfit`` and ``h2h_lbval``; ``benchmarks/h2h_replay.py``
+#: replays dispatch there) and the oracle sweeps of 36 few-row keys (sessions 11-15). The
+#: chunks-per-row rules they replace were within 5% of the best at 67 of the first probe's
+#: 96 keys and 56 of the second's 72 (+8 Retrace): the first fit of these rules 84 of 96,
+#: and 62 of 72 on the second probe, which it had not seen. Forward scans (eligibility
+#: traces, episodic sums) want long look-back chains: at least 16 chunks a row, 1024-2048
+#: steps; backward scans that read a neighbouring step (GAE's ``values[t+1]``) 1024-2048
+#: steps, at least 6 a row and 3 programs per SM; those that do not (lambda and
+#: discounted returns) follow the programs from 1024 down to 512 steps and take two rows
+#: from 6 x 30000 (2048-step chunks: 1.07-1.30x off at 7x400000 and 110x25000); V-trace
+#: (``HEAVY_STREAMS`` values a step) 512-step chunks, two rows from 4 rows.
+@dataclass(frozen=True)
+class LookbackRule:
+    """Chunk length and rows a program of the env-major look-back scan, for one class."""
+
+    shortest: int
+    longest: int
+    chunks_a_row: int = 0
+    programs_per_sm: int = 0
+    two_rows: tuple[int, int] | None = None
+    two_row_chunk: int = 1024
+
+
+LOOKBACK_RULES: dict[str, LookbackRule] = {
+    "forward": LookbackRule(shortest=1024, longest=2048, chunks_a_row=16),
+    "backward_neighbour": LookbackRule(shortest=1024, longest=2048, chunks_a_row=6,
+                                       programs_per_sm=3),
+    "backward": LookbackRule(shortest=512, longest=1024, programs_per_sm=6,
+                             two_rows=(6, 30000)),
+    "heavy": LookbackRule(shortest=512, longest=512, two_rows=(4, 0), two_row_chunk=512),
+}
+
 
 #: One-row flat tiles of this many steps (next_pow2(T)) take HEAVY_FLAT_WARPS warps, not
 #: rl-triton's 16, for estimators that move at least HEAVY_STREAMS values a step: V-trace
@@ -229,11 +243,6 @@ LOOKBACK_MIN_CHUNK = 256
 #: stay best with 16 there, as V-trace does at 100x3000 (a 4096-step tile).
 HEAVY_FLAT_SPAN = 2048
 HEAVY_FLAT_WARPS = 8
-
-#: Estimators that move at least HEAVY_STREAMS values a step (V-trace: 7) put two rows of
-#: 512-step chunks in a program, one warp a row: V-trace 5x300000 27.9 us against 30.5 for
-#: one row, 12x45000 11.3 against 12.9 (oracle sweeps, session 11).
-HEAVY_ROWS = 2
 
 #: Time-major rollouts up to this many steps use the sequential kernel:
 #: 32768x8 sequential 2.7 vs tiled 3.1 us, 32768x32 7.1 vs 7.5 us; from T=128 on
@@ -270,24 +279,32 @@ def _pow2_floor(x: int) -> int:
     return 1 << max(0, x.bit_length() - 1)
 
 
-def lookback_params(key: ProblemKey) -> dict[str, int]:
+def lookback_class(key: ProblemKey) -> str:
+    """The LOOKBACK_RULES class of ``key``'s estimator, from what it moves and reads a step."""
+    spec = ALGORITHMS[key.algorithm]
+    if step_streams(key) >= HEAVY_STREAMS:
+        return "heavy"
+    if spec.direction == "forward":
+        return "forward"
+    return "backward_neighbour" if spec.neighbour_step else "backward"
+
+
+def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
     """The look-back config for an env-major, few-rows, long-T key without per-action
-    inputs (see LOOKBACK_WEIGHTS, BACKWARD_MIN_WEIGHT and HEAVY_ROWS)."""
-    streams = step_streams(key)
-    weight = streams if ALGORITHMS[key.algorithm].direction == "forward" else \
-        max(streams, BACKWARD_MIN_WEIGHT)
-    per_row, small_cap, big_cap = next((n, s, b) for top, n, s, b in LOOKBACK_WEIGHTS
-                                       if weight <= top)
-    cap = small_cap if key.n * key.t <= LOOKBACK_SMALL_KEY else big_cap
-    chunk = max(LOOKBACK_MIN_CHUNK, min(cap, _pow2_floor(key.t // per_row)))
-    rows = HEAVY_ROWS if streams >= HEAVY_STREAMS and chunk >= 512 and key.n > 1 else 1
-    return {"BLOCK_N": rows, "BLOCK_T": chunk, "num_warps": rows}
+    inputs (see LOOKBACK_RULES)."""
+    rule = LOOKBACK_RULES[lookback_class(key)]
+    if rule.two_rows and key.n >= rule.two_rows[0] and key.t >= rule.two_rows[1]:
+        return {"BLOCK_N": 2, "BLOCK_T": rule.two_row_chunk, "num_warps": 2}
+    chunk = rule.longest
+    while chunk > rule.shortest and (key.t < rule.chunks_a_row * chunk or
+                                     key.n * -(-key.t // chunk) < rule.programs_per_sm * sm_count):
+        chunk //= 2
+    return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1}
 
 
 def action_lookback_params(key: ProblemKey) -> dict[str, int]:
     """The look-back config of a per-action key (see ACTION_LOOKBACK_MAX_ELEMS)."""
-    cap = ACTION_LONG_CHUNK if key.t >= ACTION_LONG_ROW else ACTION_MAX_CHUNK
-    chunk = max(ACTION_MIN_CHUNK, min(cap, _pow2_floor(key.t // ACTION_CHUNKS_A_ROW)))
+    chunk = max(ACTION_MIN_CHUNK, min(ACTION_MAX_CHUNK, _pow2_floor(key.t // ACTION_CHUNKS_A_ROW)))
     return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1}
 
 
@@ -302,7 +319,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
         if not key.time_major:
-            params = action_lookback_params(key) if key.a else lookback_params(key)
+            params = action_lookback_params(key) if key.a else lookback_params(key, sm_count)
             ranked.append(("lookback", params,
                            f"N<{sm_count} SMs, long T: one-pass look-back scan, {params} "
                            "(GAE 5x300000: 14.3 vs split 21.1 us)"))

@@ -97,7 +97,7 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
-    (24, 12000, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 1}),
+    (24, 12000, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 1}),
     (16, 32768, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 1}),
     (12, 45000, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 1}),
     (64, 32768, "env", "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048, "num_warps": 1}),
@@ -251,7 +251,7 @@ def test_heuristic_tiles_count_retraces_actions():
     (6000, 3000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),   # >= 8 per SM
     (2000, 7000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),
     (1000, 3000, 8, "flat", {"BLOCK_N": 1, "num_warps": 16}),   # fewer: rl-triton warps
-    (16, 32768, 8, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 1}),  # long rows
+    (16, 32768, 8, "lookback", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),  # long rows
     (48, 6000, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # shorter: 256-step chunks
     (100, 3000, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # T > 512, N*T <= 2^20
     (350, 1300, 8, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # >= 8 chunks a row
@@ -280,20 +280,29 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
 
 
 @pytest.mark.parametrize(("algorithm", "n", "t", "strategy", "params"), [
-    # Look-back chunks: longer for light estimators (3 values a step), at least 8, 16 or
-    # 32 of them a row by weight, capped by N * T.
+    # Look-back chunks by class. Forward scans: 1024-2048 steps, at least 12 a row.
     ("eligibility_traces", 12, 45000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048}),
     ("eligibility_traces", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
-    ("gae", 12, 45000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
-    ("gae", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512}),
+    ("episodic_prefix_sum", 10, 20000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
+    # GAE (reads values[t+1]): 1024-2048 steps, at least 6 a row and 3 programs per SM.
+    ("gae", 12, 45000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),   # 264 programs
+    ("gae", 64, 32768, "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048}),   # 1024 programs
+    ("gae", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),    # the shortest
     ("gae", 5, 300000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048}),
-    ("vtrace", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
-    # Discounted returns: as light as eligibility traces but backward, so GAE's chunks.
+    # Lambda and discounted returns: 6 programs per SM from 1024 down to 512 steps; two
+    # rows of 1024 steps (2 warps) from 6 rows of 30000 steps.
     ("discounted_returns", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512}),
-    ("episodic_prefix_sum", 40, 9000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
-    ("discounted_returns", 5, 300000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 2048}),
-    # V-trace (7 values a step): two rows of 512-step chunks, half tiles up to 8192 rows.
+    ("discounted_returns", 5, 300000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
+    ("discounted_returns", 4, 45000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512}),
+    ("discounted_returns", 12, 45000, "lookback",
+     {"BLOCK_N": 2, "BLOCK_T": 1024, "num_warps": 2}),
+    ("lambda_returns", 96, 30000, "lookback", {"BLOCK_N": 2, "BLOCK_T": 1024, "num_warps": 2}),
+    ("lambda_returns", 48, 20000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 1024}),
+    # V-trace (7 values a step): 512-step chunks, two rows from 4 rows; half tiles up to
+    # 8192 rows.
+    ("vtrace", 40, 9000, "lookback", {"BLOCK_N": 2, "BLOCK_T": 512, "num_warps": 2}),
     ("vtrace", 5, 300000, "lookback", {"BLOCK_N": 2, "BLOCK_T": 512, "num_warps": 2}),
+    ("vtrace", 3, 500000, "lookback", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 1}),
     ("vtrace", 1800, 220, "flat", {"BLOCK_N": 1, "num_warps": 4}),
     ("gae", 1800, 220, "flat", {"BLOCK_N": 2, "num_warps": 4}),
     ("discounted_returns", 5000, 75, "flat", {"BLOCK_N": 4, "num_warps": 4}),

@@ -171,7 +171,7 @@ def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():
     few_rows_long_t = ProblemKey("gae", 16, 32768)
     assert builtin_choice(few_rows_long_t,
                           SearchSpace(few_rows_long_t, cuda)).strategy == "lookback"
-    shorter = ProblemKey("gae", 24, 12000)  # look-back too, with shorter chunks
+    shorter = ProblemKey("lambda_returns", 24, 12000)  # look-back too, with shorter chunks
     choice = builtin_choice(shorter, SearchSpace(shorter, cuda))
     assert choice.strategy == "lookback" and choice.params["BLOCK_T"] == 512
     time_major = ProblemKey("gae", 24, 12000, layout="time")  # steps not contiguous: split
