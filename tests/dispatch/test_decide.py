@@ -6,6 +6,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import FallbackWarning, explain
@@ -346,6 +348,42 @@ def test_heuristic_scales_with_the_work_per_step(algorithm, n, t, strategy, para
     name, overrides, _ = candidates(ProblemKey(algorithm, n, t), 132)[0]
     assert name == strategy
     assert params.items() <= overrides.items()
+
+
+def test_lookback_classes_follow_what_an_estimator_reads_a_step():
+    from rltriton_tune.dispatch.heuristic import lookback_class
+
+    assert lookback_class(ProblemKey("eligibility_traces", 8, 20000)) == "forward"
+    assert lookback_class(ProblemKey("gae", 8, 20000)) == "backward_neighbour"  # values[t+1]
+    assert lookback_class(ProblemKey("lambda_returns", 8, 20000)) == "backward"
+    assert lookback_class(ProblemKey("discounted_returns", 8, 20000, flags="trunc")) == \
+        "backward"
+    assert lookback_class(ProblemKey("vtrace", 8, 20000)) == "heavy"
+
+
+@settings(max_examples=300, deadline=None)
+@given(algorithm=st.sampled_from(["gae", "vtrace", "lambda_returns", "discounted_returns",
+                                  "eligibility_traces", "episodic_prefix_sum"]),
+       n=st.integers(1, 131), t=st.integers(8192, 1 << 20), sms=st.sampled_from([8, 66, 132]))
+def test_lookback_chunk_is_the_longest_its_rule_allows(algorithm, n, t, sms):
+    from rltriton_tune.dispatch.heuristic import LOOKBACK_RULES, lookback_class, lookback_params
+
+    key = ProblemKey(algorithm, n, t)
+    rule = LOOKBACK_RULES[lookback_class(key)]
+    params = lookback_params(key, sms)
+    if params["BLOCK_N"] == 2:  # the two-row regime
+        assert rule.two_rows and n >= rule.two_rows[0] and t >= rule.two_rows[1]
+        assert params == {"BLOCK_N": 2, "BLOCK_T": rule.two_row_chunk, "num_warps": 2}
+        return
+    chunk = params["BLOCK_T"]
+    assert params == {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1}
+    assert rule.shortest <= chunk <= rule.longest and chunk & (chunk - 1) == 0
+
+    def enough(c: int) -> bool:
+        return t >= rule.chunks_a_row * c and n * -(-t // c) >= rule.programs_per_sm * sms
+
+    assert chunk == rule.shortest or enough(chunk)         # it meets both floors ...
+    assert chunk == rule.longest or not enough(2 * chunk)  # ... and a longer one would not
 
 
 def test_step_streams_counts_per_step_values_not_bytes():
