@@ -208,12 +208,13 @@ ACTION_SPLIT_T = 4096
 #: chunks-per-row rules they replace were within 5% of the best at 67 of the first probe's
 #: 96 keys and 50 of the second's 72; the first fit of these rules 84 of 96 and 62 of 72
 #: on the second probe, which it had not seen; these, refitted on both, 82 and 68.
-#: Forward scans (eligibility traces, episodic sums) want long look-back chains: at least 16 chunks
-#: a row, 1024-2048 steps; backward scans that read a neighbouring step (GAE's ``values[t+1]``)
-#: 1024-2048 steps, at least 6 a row and 3 programs per SM; those that do not (lambda and discounted
-#: returns) follow the programs from 1024 down to 512 steps and take two rows from 6 x 30000
-#: (2048-step chunks: 1.07-1.30x off at 7x400000 and 110x25000); V-trace (``HEAVY_STREAMS`` values a
-#: step) 512-step chunks, two rows from 4 rows.
+#: Forward scans (eligibility traces, episodic sums) want long look-back chains: at least
+#: 16 chunks a row, 1024-2048 steps; backward scans that read a neighbouring step (GAE's
+#: ``values[t+1]``) 1024-2048 steps, at least 6 a row and 3 programs per SM; those that do
+#: not (lambda and discounted returns) follow the programs from 1024 down to 512 steps and
+#: take two rows from 6 x 30000 (2048-step chunks: 1.07-1.30x off at 7x400000 and
+#: 110x25000); V-trace (``HEAVY_STREAMS`` values a step) 512-step chunks, two rows from 4
+#: rows.
 @dataclass(frozen=True)
 class LookbackRule:
     """Chunk length and rows a program of the env-major look-back scan, for one class."""
