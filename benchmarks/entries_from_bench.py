@@ -54,11 +54,13 @@ def shipped_view(entries: dict) -> SimpleNamespace:
     return SimpleNamespace(entries=entries, sources={k: "shipped" for k in entries})
 
 
-def shipped_decision(key: ProblemKey, profiles, usable: dict) -> Decision:
+def shipped_decision(key: ProblemKey, profiles, usable: dict, rules=None) -> Decision:
     """What dispatch runs for ``key`` on the H200 with ``profiles``: the exact entry, else
-    the nearest one, else the built-in heuristic."""
+    the nearest one, else the built-in heuristic (``rules``: another revision's
+    ``candidates``, see ``heuristic_at``)."""
+    extra = {} if rules is None else {"rules": rules}
     return exact_or_nearest(key, profiles, usable) or \
-        heuristic_decision(key, {"sm_count": H200_SMS}, usable)
+        heuristic_decision(key, {"sm_count": H200_SMS}, usable, **extra)
 
 
 def shipped_h200_profile() -> Path:

@@ -25,15 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from entries_from_bench import (  # noqa: E402
-    H200_SMS,
     heuristic_at,
+    shipped_decision,
     shipped_h200_profile,
     shipped_view,
 )
 from transfer_eval import _label  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
-from rltriton_tune.dispatch.decide import exact_or_nearest, heuristic_decision  # noqa: E402
 from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 
@@ -42,10 +41,7 @@ WITHIN = 1.05
 
 def choice(key: ProblemKey, profiles, usable: dict, rules=None) -> tuple[str, str]:
     """(config label, source kind) dispatch runs for ``key``; ``rules``: other heuristics."""
-    found = exact_or_nearest(key, profiles, usable)
-    if found is None:
-        extra = {} if rules is None else {"rules": rules}
-        found = heuristic_decision(key, {"sm_count": H200_SMS}, usable, **extra)
+    found = shipped_decision(key, profiles, usable, rules)
     return _label(found.strategy, found.params), found.source.split("@")[0].split(":")[0]
 
 
