@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 results=benchmarks/results
 carry=${CARRY:-devcarry}
-sets=("oracle_session13:" "oracle_session14_fresh:_fresh" "oracle_session15_s3:_s3")
+sets=("oracle_session13:" "oracle_session14_fresh:_fresh" "oracle_session15_s3:_s3"
+      "oracle_session18_s4:_s4")
 for entry in "${sets[@]}"; do
     src=$results/${entry%%:*} tag=${entry#*:}
     for dir in "$src"/*/; do

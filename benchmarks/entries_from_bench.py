@@ -75,8 +75,10 @@ def heuristic_at(rev: str):
                             cwd=root, check=True, capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / "heuristic_at_rev.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location("heuristic_at_rev", path)
+    name = f"heuristic_at_{rev}"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while it executes
     spec.loader.exec_module(module)
     return module
 

@@ -91,6 +91,15 @@ ACTION_MANY_ROWS_PER_SM = 8
 #: (1.02), where the flat kernel reads 3.0x and 3.2x.
 ACTION_MANY_ROWS_TILE_MIN_SPAN = 4096
 ACTION_MANY_ROWS_TILE = {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4, "num_stages": 1}
+#: Per-action keys past ACTION_LOOKBACK_MAX_ELEMS with tiles of ACTION_ROW_MIN_SPAN to
+#: ACTION_MANY_ROWS_TILE_MIN_SPAN steps (next_pow2(T)) and fewer rows: the look-back scan
+#: below ACTION_ROW_LOOKBACK_ROWS_PER_SM rows per SM, the ACTION_MANY_ROWS_TILE loop from
+#: there. One flat row (the rule these replace) read 1.14-2.2x of the best of 8 configs
+#: head to head at Retrace 1000x1700, 2500x1300, 600x2000 and 300x3600 (session 18,
+#: benchmarks/results/session18/h2h_flatbandr), where these rules read 1.00, 1.04, 1.07
+#: and 1.00; 1800x900 (a 1024-step tile) keeps one flat row (the best there).
+ACTION_ROW_MIN_SPAN = 2048
+ACTION_ROW_LOOKBACK_ROWS_PER_SM = 3
 
 #: Env-major rows of 64-512 steps take half the tile (FLAT_TILE // 2 elements: 4 rows
 #: at T = 64, 2 at 128, 1 at 256) below this many rows. H200 rule probe, 4 estimators x
@@ -134,15 +143,14 @@ MANY_ROWS_FEW_WARPS_MAX_T = 8
 MANY_ROWS_SHORT_T = 16
 
 #: Env-major keys of more than 2048 steps (next_pow2(T) >= MID_LONG_SPAN) with at least
-#: one row per SM and MID_LONG_MIN_ELEMENTS to 2^23 elements: a row per program still,
-#: but rl-triton's 16-32 warps are 1.2-1.5x off there. Head to head (session 16, six
-#: estimators x 1500x3500, 1000x5000, 2500x2500, 700x6000, 1200x3000, 600x4000, 400x6000,
-#: 500x3000, 11 configs; benchmarks/results/session16/h2h_midlong): backward estimators
-#: with rows over 4096 steps take a chunk loop (below), everything else one flat row
-#: with 8 warps (16 for estimators of at least HEAVY_STREAMS values a step): 38 of those
-#: 48 keys land within 5% of the best (worst 1.21x, V-trace 2500x2500), against 8 for
-#: rl-triton's warps (worst 1.52x). 2048-step rows keep the rules below (2000x2000:
-#: within 1.09x).
+#: one row per SM and MID_LONG_MIN_ELEMENTS to 2^23 elements: a row per program still
+#: (ROW_WARPS, below), but rl-triton's 16-32 warps are 1.2-1.5x off there. Head to
+#: head (session 16, six estimators x 1500x3500, 1000x5000, 2500x2500, 700x6000,
+#: 1200x3000, 600x4000, 400x6000, 500x3000, 11 configs;
+#: benchmarks/results/session16/h2h_midlong): backward estimators with rows over 4096
+#: steps take a chunk loop (below), everything else one flat row: 38 of those 48 keys
+#: land within 5% of the best (worst 1.21x, V-trace 2500x2500), against 8 for
+#: rl-triton's warps (worst 1.52x).
 #: The chunk loop's width follows the warps in flight: from MID_LONG_NARROW_ROWS_PER_SM
 #: rows per SM (MID_LONG_HEAVY_NARROW_ROWS_PER_SM for estimators of at least
 #: HEAVY_STREAMS values a step, which keep more loads in flight a thread) 512-step chunks
@@ -159,7 +167,15 @@ MID_LONG_TILE = {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}
 MID_LONG_NARROW_TILE = {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4, "num_stages": 3}
 MID_LONG_NARROW_ROWS_PER_SM = 6
 MID_LONG_HEAVY_NARROW_ROWS_PER_SM = 4
-MID_LONG_FLAT_WARPS = 8
+
+#: One flat row per program (rows of 513-4096 steps below 2^23 elements, and the mid-long
+#: keys above that keep a row) takes ROW_WARPS warps, twice that for estimators of at
+#: least HEAVY_STREAMS values a step in tiles of MID_LONG_SPAN steps or more. Head to
+#: head (session 18, six estimators x 13 shapes, N = 120-5000 x T = 600-4000, 8 configs;
+#: benchmarks/results/session18/h2h_flatband): this rule within 5% of the best at 73 of
+#: 78 keys (worst 1.15x, discounted returns 5000x600), rl-triton's warps (16 for 2048-4096-step
+#: tiles, V-trace's 8 at 2048) at 60 (worst 1.25x), 4 warps at 39, 16 at 44.
+ROW_WARPS = 8
 
 #: Per-action rows of up to this many steps (next_pow2(T)) share a program:
 #: ACTION_SHORT_ROWS rows with one warp. H200 oracle sweeps (session 13, quick pass,
@@ -237,14 +253,6 @@ LOOKBACK_RULES: dict[str, LookbackRule] = {
 }
 
 
-#: One-row flat tiles of this many steps (next_pow2(T)) take HEAVY_FLAT_WARPS warps, not
-#: rl-triton's 16, for estimators that move at least HEAVY_STREAMS values a step: V-trace
-#: 350x1300 measured 6.21 and 6.26 us with 8 warps against 6.77 and 6.72 with 16 in two
-#: oracle benches (session 12); GAE, eligibility traces and lambda and discounted returns
-#: stay best with 16 there, as V-trace does at 100x3000 (a 4096-step tile).
-HEAVY_FLAT_SPAN = 2048
-HEAVY_FLAT_WARPS = 8
-
 #: Time-major rollouts up to this many steps use the sequential kernel:
 #: 32768x8 sequential 2.7 vs tiled 3.1 us, 32768x32 7.1 vs 7.5 us; from T=128 on
 #: sequential falls far behind (68.9 vs 22.9 us), so longer ones use the row-block rules
@@ -266,6 +274,12 @@ TIME_MAJOR_BLOCKS: tuple[tuple[int, str, dict[str, int]], ...] = (
 
 def _next_pow2(x: int) -> int:
     return 1 << max(0, x - 1).bit_length()
+
+
+def _row_warps(t: int, streams: int) -> int:
+    """Warps of a one-row flat program (see ROW_WARPS)."""
+    wide = streams >= HEAVY_STREAMS and _next_pow2(t) >= MID_LONG_SPAN
+    return ROW_WARPS * (2 if wide else 1)
 
 
 def step_streams(key: ProblemKey) -> int:
@@ -349,10 +363,15 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"N*T>=2^23 or next_pow2(T)>={ACTION_MANY_ROWS_TILE_MIN_SPAN}: tiled "
                        "(1, 256, 4 warps) (oracle sweeps: within 1.07x of the best at "
                        "32768x2048, 3000x5000, 2000x7000 and 1500x3500)"))
-    elif key.a and t > FLAT_TILE_MAX_T and n * t <= ACTION_LOOKBACK_MAX_ELEMS:
+    elif key.a and t > FLAT_TILE_MAX_T and (
+            n * t <= ACTION_LOOKBACK_MAX_ELEMS or
+            (ACTION_ROW_MIN_SPAN <= _next_pow2(t) <= ACTION_MANY_ROWS_TILE_MIN_SPAN and
+             n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):
         params = action_lookback_params(key)
         ranked.append(("lookback", params,
-                       f"per-action inputs, T>{FLAT_TILE_MAX_T}, N*T<=2^20: look-back scan "
+                       f"per-action inputs, T>{FLAT_TILE_MAX_T}, N*T<=2^20 or rows of at most "
+                       f"{ACTION_MANY_ROWS_TILE_MIN_SPAN} steps under "
+                       f"{ACTION_ROW_LOOKBACK_ROWS_PER_SM} rows per SM: look-back scan "
                        f"{params} (Retrace 100x3000: 1.51x faster than one flat row)"))
     elif key.a and _next_pow2(t) >= LONG_T:
         # The flat kernel's tile is next_pow2(T) steps, so T = 5000 compiles the same
@@ -361,6 +380,12 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},
                        f"per-action inputs, next_pow2(T)>={LONG_T}: tiled chunk loop "
                        "(1, 1024, 8) (tuned Retrace 256x8192: 126 vs 641 us for one flat row)"))
+    elif key.a and _next_pow2(t) >= ACTION_ROW_MIN_SPAN:
+        ranked.append(("tiled", dict(ACTION_MANY_ROWS_TILE),
+                       f"per-action inputs, rows of {ACTION_ROW_MIN_SPAN // 2 + 1}-"
+                       f"{ACTION_MANY_ROWS_TILE_MIN_SPAN} steps past 2^20 elements: tiled "
+                       "(1, 256, 4 warps) (head to head: Retrace 1000x1700 at the best of 8 "
+                       "configs, one flat row 1.24x)"))
     elif key.a and t > FLAT_TILE_MAX_T:
         ranked.append(("flat", {"BLOCK_N": 1},
                        f"per-action inputs (A={key.a}), T>{FLAT_TILE_MAX_T}: flat, one row "
@@ -391,7 +416,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                            f"{per_sm} rows per SM (head to head: within 1.006x of the best "
                            "loop)"))
         else:
-            warps = MID_LONG_FLAT_WARPS * (2 if streams >= HEAVY_STREAMS else 1)
+            warps = _row_warps(t, streams)
             ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                            f"T>{MID_LONG_SPAN // 2}, 2^20<=N*T<2^23: flat, one row per "
                            f"program, {warps} warps (rl-triton's 16-32: 1.2-1.5x off)"))
@@ -412,15 +437,17 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
                        f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "
                        "4 warps (exhaustive tables and rule probe: within 1.13x of the best)"))
-    elif streams >= HEAVY_STREAMS and _next_pow2(t) == HEAVY_FLAT_SPAN:
-        ranked.append(("flat", {"BLOCK_N": 1, "num_warps": HEAVY_FLAT_WARPS},
-                       f"T>512 below 2^23 elements, {streams} values a step: flat, "
-                       f"one row per program, {HEAVY_FLAT_WARPS} warps (V-trace 350x1300: "
-                       "6.21 vs 6.77 us for 16)"))
+    elif _next_pow2(t) <= MID_LONG_SPAN:
+        warps = _row_warps(t, streams)
+        ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
+                       f"T>{FLAT_TILE_MAX_T} below 2^23 elements: flat, one row per program, "
+                       f"{warps} warps (head to head: within 5% of the best at 73 of 78 keys, "
+                       "rl-triton's warps 60)"))
     else:
         ranked.append(("flat", {"BLOCK_N": 1},
-                       "T>512 below 2^23 elements: flat, one row per program (DESIGN.md's "
-                       "256xT rows: flat ahead of tiled)"))
+                       f"T>{MID_LONG_SPAN}, few rows or below 2^20 elements: flat, one row per "
+                       "program "
+                       "(DESIGN.md's 256xT rows: flat ahead of tiled)"))
     # Generic tail: whatever the strategies call reasonable for this key.
     ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4},
                    "fallback rule: tiled (1, 1024, 4)"))
