@@ -99,7 +99,7 @@ ACTION_MANY_ROWS_TILE = {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4, "num_stag
 #: benchmarks/results/session18/h2h_flatbandr), where these rules read 1.00, 1.04, 1.07
 #: and 1.00; 1800x900 (a 1024-step tile) keeps one flat row (the best there).
 ACTION_ROW_MIN_SPAN = 2048
-ACTION_ROW_LOOKBACK_ROWS_PER_SM = 3
+ACTION_ROW_LOOKBACK_ROWS_PER_SM = 4
 
 #: Env-major rows of 64-512 steps take half the tile (FLAT_TILE // 2 elements: 4 rows
 #: at T = 64, 2 at 128, 1 at 256) below this many rows. H200 rule probe, 4 estimators x
@@ -169,13 +169,19 @@ MID_LONG_NARROW_ROWS_PER_SM = 6
 MID_LONG_HEAVY_NARROW_ROWS_PER_SM = 4
 
 #: One flat row per program (rows of 513-4096 steps below 2^23 elements, and the mid-long
-#: keys above that keep a row) takes ROW_WARPS warps, twice that for estimators of at
-#: least HEAVY_STREAMS values a step in tiles of MID_LONG_SPAN steps or more. Head to
-#: head (session 18, six estimators x 13 shapes, N = 120-5000 x T = 600-4000, 8 configs;
-#: benchmarks/results/session18/h2h_flatband): this rule within 5% of the best at 73 of
-#: 78 keys (worst 1.15x, discounted returns 5000x600), rl-triton's warps (16 for 2048-4096-step
-#: tiles, V-trace's 8 at 2048) at 60 (worst 1.25x), 4 warps at 39, 16 at 44.
+#: keys above that keep a row) takes ROW_WARPS warps, twice that (rl-triton's 16) for
+#: tiles of at least 2048 steps while the rows' tiles come to at most
+#: ROW_WIDE_ELEMS_PER_SM elements per SM (3 rows of 2048 steps, 1.5 of 4096); estimators
+#: of at least HEAVY_STREAMS values a step take 8 below MID_LONG_SPAN steps (V-trace
+#: 350x1300: 6.21 and 6.26 us against 6.77 and 6.72 for 16 in two oracle benches) and 16
+#: from there. Head to head (session 18, six estimators x 13 shapes, N = 120-5000 x T =
+#: 600-4000, 8 configs; benchmarks/results/session18/h2h_flatband): 8 warps alone within
+#: 5% of the best at 71 of 78 keys, rl-triton's warps at 60 (worst 1.25x), 4 warps at 39;
+#: sixteen stay ahead on a few rows a SM (150x1800, 280x1500, 120x2600: by up to 4%) and
+#: fall 1.1-1.8x behind past them. The oracle benches of the main set's 100x3000 and
+#: 350x1300 (16 warps the oracle at 8 of 10 cells, 8 warps 1.00-1.05x) set the split.
 ROW_WARPS = 8
+ROW_WIDE_ELEMS_PER_SM = 3 * 2048
 
 #: Per-action rows of up to this many steps (next_pow2(T)) share a program:
 #: ACTION_SHORT_ROWS rows with one warp. H200 oracle sweeps (session 13, quick pass,
@@ -276,10 +282,13 @@ def _next_pow2(x: int) -> int:
     return 1 << max(0, x - 1).bit_length()
 
 
-def _row_warps(t: int, streams: int) -> int:
+def _row_warps(n: int, t: int, streams: int, sm_count: int) -> int:
     """Warps of a one-row flat program (see ROW_WARPS)."""
-    wide = streams >= HEAVY_STREAMS and _next_pow2(t) >= MID_LONG_SPAN
-    return ROW_WARPS * (2 if wide else 1)
+    width = _next_pow2(t)
+    if streams >= HEAVY_STREAMS:
+        return ROW_WARPS * (2 if width >= MID_LONG_SPAN else 1)
+    few = width >= 2048 and n * width <= ROW_WIDE_ELEMS_PER_SM * sm_count
+    return ROW_WARPS * (2 if few else 1)
 
 
 def step_streams(key: ProblemKey) -> int:
@@ -416,7 +425,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                            f"{per_sm} rows per SM (head to head: within 1.006x of the best "
                            "loop)"))
         else:
-            warps = _row_warps(t, streams)
+            warps = _row_warps(n, t, streams, sm_count)
             ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                            f"T>{MID_LONG_SPAN // 2}, 2^20<=N*T<2^23: flat, one row per "
                            f"program, {warps} warps (rl-triton's 16-32: 1.2-1.5x off)"))
@@ -438,7 +447,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "
                        "4 warps (exhaustive tables and rule probe: within 1.13x of the best)"))
     elif _next_pow2(t) <= MID_LONG_SPAN:
-        warps = _row_warps(t, streams)
+        warps = _row_warps(n, t, streams, sm_count)
         ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                        f"T>{FLAT_TILE_MAX_T} below 2^23 elements: flat, one row per program, "
                        f"{warps} warps (head to head: within 5% of the best at 73 of 78 keys, "

@@ -253,7 +253,8 @@ def test_heuristic_tiles_count_retraces_actions():
     (6000, 3000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),   # >= 8 per SM
     (2000, 7000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),
     (1000, 3000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 2048-4096
-    (300, 3600, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # ... under 3 rows per SM
+    (300, 3600, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # ... under 4 rows per SM
+    (450, 2400, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),
     (2500, 1300, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 2048 tile
     (1800, 900, 8, "flat", {"BLOCK_N": 1, "num_warps": 8}),     # 1024-step tile: one row
     (16, 32768, 8, "lookback", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),  # long rows
@@ -311,12 +312,16 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("vtrace", 1800, 220, "flat", {"BLOCK_N": 1, "num_warps": 4}),
     ("gae", 1800, 220, "flat", {"BLOCK_N": 2, "num_warps": 4}),
     ("discounted_returns", 5000, 75, "flat", {"BLOCK_N": 4, "num_warps": 4}),
-    # One flat row of 1024-4096 steps: 8 warps (V-trace 16 from 4096-step tiles).
+    # One flat row of 1024-4096 steps: 8 warps; 16 (rl-triton's) for 2048-4096-step tiles
+    # up to 3 x 2048 tile elements per SM; V-trace 8, and 16 from 4096-step tiles.
     ("vtrace", 350, 1300, "flat", {"BLOCK_N": 1, "num_warps": 8}),
-    ("gae", 350, 1300, "flat", {"BLOCK_N": 1, "num_warps": 8}),
-    ("gae", 600, 700, "flat", {"BLOCK_N": 1, "num_warps": 8}),
-    ("discounted_returns", 100, 3000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
+    ("gae", 350, 1300, "flat", {"BLOCK_N": 1, "num_warps": 16}),     # 350 * 2048 <= 3 * 2048 * 132
+    ("gae", 450, 1100, "flat", {"BLOCK_N": 1, "num_warps": 8}),      # past that
+    ("gae", 600, 700, "flat", {"BLOCK_N": 1, "num_warps": 8}),       # 1024-step tile
+    ("discounted_returns", 100, 3000, "flat", {"BLOCK_N": 1, "num_warps": 16}),
+    ("gae", 300, 2800, "flat", {"BLOCK_N": 1, "num_warps": 8}),      # 300 * 4096 > 6144 * 132
     ("vtrace", 100, 3000, "flat", {"BLOCK_N": 1, "num_warps": 16}),
+    ("vtrace", 300, 2800, "flat", {"BLOCK_N": 1, "num_warps": 16}),
     ("gae", 100, 5000, "flat", {"BLOCK_N": 1}),  # few rows, 8192-step tile: rl-triton warps
     ("gae", 1200, 90, "flat", {"BLOCK_N": 2, "num_warps": 4}),
     # Many rows of 17-32 steps: V-trace 8 warps, the lighter estimators 4; 9-16 steps: 8;
@@ -345,7 +350,7 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("eligibility_traces", 700, 6000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     ("gae", 1500, 3500, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     ("vtrace", 2500, 2500, "flat", {"BLOCK_N": 1, "num_warps": 16}),
-    ("lambda_returns", 150, 4000, "flat", {"BLOCK_N": 1, "num_warps": 8}),  # below 2^20
+    ("lambda_returns", 150, 4000, "flat", {"BLOCK_N": 1, "num_warps": 16}),  # few a SM
     ("gae", 2000, 2000, "flat", {"BLOCK_N": 1, "num_warps": 8}),            # 2048-step rows
 ])
 def test_heuristic_scales_with_the_work_per_step(algorithm, n, t, strategy, params):

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Rebuild benchmarks/results/session18/merged/: session 17's merged oracle benches (every
+# row still what dispatch ships) plus held-out set 4: GAE from call 1 with the two cells
+# whose choice the one-row flat rule moved, measured again in call 2 (_r18), and V-trace
+# from call 2's two runs (the last three shapes in _s4b).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+S=benchmarks/results/session18
+M=$S/merged
+rm -rf "$M"
+mkdir -p "$M"
+cp -r benchmarks/results/session17/merged/. "$M/"
+python benchmarks/merge_bench.py $S/call1/gae_oracle_s4/bench.json \
+    --newer $S/call2/gae_oracle_r18/bench.json --output "$M/bench_gae_oracle_s4"
+python benchmarks/merge_bench.py $S/call2/vtrace_oracle_s4/bench.json \
+    --newer $S/call2/vtrace_oracle_s4b/bench.json --output "$M/bench_vtrace_oracle_s4"
