@@ -179,7 +179,10 @@ MID_LONG_HEAVY_NARROW_ROWS_PER_SM = 4
 #: 5% of the best at 71 of 78 keys, rl-triton's warps at 60 (worst 1.25x), 4 warps at 39;
 #: sixteen stay ahead on a few rows a SM (150x1800, 280x1500, 120x2600: by up to 4%) and
 #: fall 1.1-1.8x behind past them. The oracle benches of the main set's 100x3000 and
-#: 350x1300 (16 warps the oracle at 8 of 10 cells, 8 warps 1.00-1.05x) set the split.
+#: 350x1300 (16 warps the oracle at 6 of 10 cells, 8 warps 1.00-1.05x) set the split.
+#: This rule: 73 of those 78 keys, and 69 of 72 at 12 shapes the probe had not covered
+#: (h2h_flatval, 30x2000 ... 6000x1300; its first form, 8 warps throughout, 68; rl-triton's
+#: warps 58, worst 1.34x).
 ROW_WARPS = 8
 ROW_WIDE_ELEMS_PER_SM = 3 * 2048
 
