@@ -29,7 +29,8 @@
 #       ($TUNE_ALGORITHMS or all) and shapes (the preset's grid), $TRIALS trials) |
 #       strategies:ALG,ALG,...[:DIR[:N,...[:T,...]]] (benchmarks/strategies.py, issue 3's
 #       strategy table, on those N x T cells (the whole grid); with DIR, the copy of the
-#       package and benchmarks in DIR: an A/B against older kernels) |
+#       package and benchmarks in DIR: an A/B against older kernels; $STRATEGIES: only
+#       those strategies, comma-separated) |
 #       costs ($COSTS_BASELINE: another lookback.py timed beside the shipped one).
 # Usage: JOBS0="bench:gae tune:float32:env:on" JOBS1="lookback bench:vtrace" \
 #        SECONDS_LEFT=540 bash benchmarks/dual_gpu.sh
@@ -52,7 +53,8 @@ job() {  # gpu job
     strategies) local name="strategies_${a//,/_}${b:+_$(basename "$b")}${c:+_n${c//,/_}}"
         CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 "${b:-.}/benchmarks/strategies.py" \
         --output "$CARRY/$name" --algorithms "$a" ${c:+--n "$c"} ${d:+--t "$d"} \
-        --max-seconds "$(( left - 30 ))" > "$CARRY/logs/$name.log" 2>&1 ;;
+        --max-seconds "$(( left - 30 ))" ${STRATEGIES:+--strategies "$STRATEGIES"} \
+        > "$CARRY/logs/$name.log" 2>&1 ;;
     gateprof) local name="gateprof_$(tr '|=' '_-' <<< "$a")"
         CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/gate_profile.py \
         --key "$a" --output "$CARRY/$name" ${GATEPROF_WORKERS:+--workers "$GATEPROF_WORKERS"} \

@@ -500,6 +500,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=None,
                    help="warm-up processes (default: CPU count on CUDA, 0 on CPU)")
     p.add_argument("--budget-s", type=float, default=0.03, help="timing budget per candidate")
+    p.add_argument("--strategies", default=None,
+                   help="comma-separated strategies to sweep (default every one): leaves out "
+                        "one whose compile is too slow in a patched copy")
     p.add_argument("--big-bytes", type=int, default=None,
                    help=f"cells above this get the bf16 pass (default {BIG_BYTES}; 0 in --quick)")
     args = p.parse_args(argv)
@@ -556,7 +559,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from rltriton_tune.fallback import compile_usable
 
-    cells = plan(args, strategies())
+    usable = strategies()
+    if args.strategies:
+        wanted = args.strategies.split(",")
+        unknown = [name for name in wanted if name not in usable]
+        if unknown:
+            print(f"--strategies: unknown {unknown}; expected some of {sorted(usable)}",
+                  file=sys.stderr)
+            return 2
+        usable = {name: usable[name] for name in wanted}
+    cells = plan(args, usable)
     compile_cells = baseline_cells(args, cells) if compile_usable() else []
     n_cand = sum(len(c.candidates) for c in cells)
     log(f"{len(cells)} cells, {n_cand} Triton candidates, {len(compile_cells)} compile-baseline "
