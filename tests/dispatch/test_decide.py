@@ -317,6 +317,10 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("vtrace", 350, 1300, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     ("gae", 350, 1300, "flat", {"BLOCK_N": 1, "num_warps": 16}),     # 350 * 2048 <= 3 * 2048 * 132
     ("gae", 450, 1100, "flat", {"BLOCK_N": 1, "num_warps": 8}),      # past that
+    ("lambda_returns", 396, 2000, "flat", {"BLOCK_N": 1, "num_warps": 16}),  # 3 rows a SM
+    ("lambda_returns", 397, 2000, "flat", {"BLOCK_N": 1, "num_warps": 8}),   # one more
+    ("eligibility_traces", 198, 4000, "flat", {"BLOCK_N": 1, "num_warps": 16}),  # 1.5 a SM
+    ("eligibility_traces", 199, 4000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     ("gae", 600, 700, "flat", {"BLOCK_N": 1, "num_warps": 8}),       # 1024-step tile
     ("discounted_returns", 100, 3000, "flat", {"BLOCK_N": 1, "num_warps": 16}),
     ("gae", 300, 2800, "flat", {"BLOCK_N": 1, "num_warps": 8}),      # 300 * 4096 > 6144 * 132
