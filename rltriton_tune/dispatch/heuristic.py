@@ -97,7 +97,10 @@ ACTION_MANY_ROWS_TILE = {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4, "num_stag
 #: there. One flat row (the rule these replace) read 1.14-2.2x of the best of 8 configs
 #: head to head at Retrace 1000x1700, 2500x1300, 600x2000 and 300x3600 (session 18,
 #: benchmarks/results/session18/h2h_flatbandr), where these rules read 1.00, 1.04, 1.07
-#: and 1.00; 1800x900 (a 1024-step tile) keeps one flat row (the best there).
+#: and 1.00; 1800x900 (a 1024-step tile) keeps one flat row (the best there). On 8 shapes
+#: it had not seen (h2h_flatvalr, 350x3100 ... 1500x1200; one flat row 1.13-2.49x off at
+#: all 8) 5 within 5% with the split at 3 rows a SM; 450x2400 and 500x4000 wanted the
+#: look-back (1.02x and 1.06x against the loop's 1.14x), so it moved to 4 (6 of 8).
 ACTION_ROW_MIN_SPAN = 2048
 ACTION_ROW_LOOKBACK_ROWS_PER_SM = 4
 
