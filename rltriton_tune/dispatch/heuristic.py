@@ -173,7 +173,7 @@ MID_LONG_HEAVY_NARROW_ROWS_PER_SM = 4
 
 #: One flat row per program (rows of 513-4096 steps below 2^23 elements, and the mid-long
 #: keys above that keep a row) takes ROW_WARPS warps, twice that (rl-triton's 16) for
-#: tiles of at least 2048 steps while the rows' tiles come to at most
+#: tiles of at least ROW_WIDE_MIN_SPAN steps while the rows' tiles come to at most
 #: ROW_WIDE_ELEMS_PER_SM elements per SM (3 rows of 2048 steps, 1.5 of 4096); estimators
 #: of at least HEAVY_STREAMS values a step take 8 below MID_LONG_SPAN steps (V-trace
 #: 350x1300: 6.21 and 6.26 us against 6.77 and 6.72 for 16 in two oracle benches) and 16
@@ -187,7 +187,8 @@ MID_LONG_HEAVY_NARROW_ROWS_PER_SM = 4
 #: (h2h_flatval, 30x2000 ... 6000x1300; its first form, 8 warps throughout, 68; rl-triton's
 #: warps 58, worst 1.34x).
 ROW_WARPS = 8
-ROW_WIDE_ELEMS_PER_SM = 3 * 2048
+ROW_WIDE_MIN_SPAN = 2048
+ROW_WIDE_ELEMS_PER_SM = 3 * ROW_WIDE_MIN_SPAN
 
 #: Per-action rows of up to this many steps (next_pow2(T)) share a program:
 #: ACTION_SHORT_ROWS rows with one warp. H200 oracle sweeps (session 13, quick pass,
@@ -293,7 +294,7 @@ def _row_warps(n: int, t: int, streams: int, sm_count: int) -> int:
     width = _next_pow2(t)
     if streams >= HEAVY_STREAMS:
         return ROW_WARPS * (2 if width >= MID_LONG_SPAN else 1)
-    few = width >= 2048 and n * width <= ROW_WIDE_ELEMS_PER_SM * sm_count
+    few = width >= ROW_WIDE_MIN_SPAN and n * width <= ROW_WIDE_ELEMS_PER_SM * sm_count
     return ROW_WARPS * (2 if few else 1)
 
 
@@ -462,8 +463,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     else:
         ranked.append(("flat", {"BLOCK_N": 1},
                        f"T>{MID_LONG_SPAN}, few rows or below 2^20 elements: flat, one row per "
-                       "program "
-                       "(DESIGN.md's 256xT rows: flat ahead of tiled)"))
+                       "program (DESIGN.md's 256xT rows: flat ahead of tiled)"))
     # Generic tail: whatever the strategies call reasonable for this key.
     ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4},
                    "fallback rule: tiled (1, 1024, 4)"))
