@@ -171,6 +171,20 @@ MID_LONG_NARROW_TILE = {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4, "num_stage
 MID_LONG_NARROW_ROWS_PER_SM = 6
 MID_LONG_HEAVY_NARROW_ROWS_PER_SM = 4
 
+#: Estimators of at least HEAVY_STREAMS values a step (V-trace) with rows of 2049 to
+#: HEAVY_LOOP_MAX_T steps (a 4096-step flat tile at most three quarters full) and at least
+#: HEAVY_LOOP_MIN_ROWS_PER_SM rows per SM take the same chunk loop as the mid-long rule
+#: (512 steps, 4 warps from MID_LONG_HEAVY_NARROW_ROWS_PER_SM rows per SM; 1024 steps,
+#: 8 warps below), not one flat row of 16 warps. Head to head over 26 V-trace keys of this
+#: tile (N = 60-3000, T = 2100-4000; session 16 h2h_midlong(val), session 18 h2h_flatband
+#: and h2h_flatval, session 19 h2h_vband): one flat row within 5% of the best at 15, this
+#: rule at 23 (worst 1.14x, 1200x3000). Rows past 3072 steps, or fewer rows, keep the
+#: flat row (600x4000, 1500x3500, 160x3800, 230x2200 at the best). Its first form (the
+#: 1024-step loop throughout) read 7 of the 10 h2h_vband keys, which it had not seen,
+#: where one flat row read 5.
+HEAVY_LOOP_MAX_T = 3072
+HEAVY_LOOP_MIN_ROWS_PER_SM = 2
+
 #: One flat row per program (rows of 513-4096 steps below 2^23 elements, and the mid-long
 #: keys above that keep a row) takes ROW_WARPS warps, twice that (rl-triton's 16) for
 #: tiles of at least ROW_WIDE_MIN_SPAN steps while the rows' tiles come to at most
@@ -196,6 +210,12 @@ ROW_WIDE_ELEMS_PER_SM = 3 * ROW_WIDE_MIN_SPAN
 #: replaces) 1.20x and 1.08x, one row (rl-triton's) further off.
 ACTION_SHORT_T = 16
 ACTION_SHORT_ROWS = 4
+#: ... and more rows (up to ACTION_SHORT_MAX_ROWS) where those would cover fewer than
+#: ACTION_SHORT_MIN_ELEMS (rows x next_pow2(T) x next_pow2(A)) elements, 8 a lane: head to
+#: head (session 19, h2h_actshort) Retrace 20000x3 ran 1.24x slower with 4 rows of 4 steps
+#: than with 8, and 150000x5 (8-step rows, 4 x 8 x 8 = 256 elements) 1.05x.
+ACTION_SHORT_MIN_ELEMS = 256
+ACTION_SHORT_MAX_ROWS = 8
 
 #: Per-action keys with fewer rows than ACTION_MANY_ROWS_PER_SM per SM fit every one-row
 #: program in one wave at this many warps or fewer, and take at most that many: Retrace
@@ -298,6 +318,14 @@ def _row_warps(n: int, t: int, streams: int, sm_count: int) -> int:
     return ROW_WARPS * (2 if few else 1)
 
 
+def _loop_tile(n: int, streams: int, sm_count: int) -> dict[str, int]:
+    """Chunk loop of a backward mid-long key: narrow from enough rows per SM (see
+    MID_LONG_NARROW_ROWS_PER_SM)."""
+    per_sm = MID_LONG_HEAVY_NARROW_ROWS_PER_SM if streams >= HEAVY_STREAMS else \
+        MID_LONG_NARROW_ROWS_PER_SM
+    return dict(MID_LONG_NARROW_TILE if n >= per_sm * sm_count else MID_LONG_TILE)
+
+
 def step_streams(key: ProblemKey) -> int:
     """Values an ideal kernel reads or writes per (row, step) of ``key``: inputs, flags
     and outputs, not per-row scalars; a measure of per-step work that ignores the dtype."""
@@ -368,7 +396,8 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"time-major, N<{sm_count} SMs: flat, one row per program (48x6000: "
                        "4x ahead of any row block)"))
     elif key.a and t <= ACTION_SHORT_T:
-        rows = min(ACTION_SHORT_ROWS, _next_pow2(n))
+        fill = ACTION_SHORT_MIN_ELEMS // (_next_pow2(t) * _next_pow2(key.a))
+        rows = min(max(ACTION_SHORT_ROWS, fill), ACTION_SHORT_MAX_ROWS, _next_pow2(n))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
                        f"per-action inputs, T<={ACTION_SHORT_T}: flat, {rows} rows, one warp "
                        "(oracle sweeps: best at 4096x8 and 100000x12)"))
@@ -421,17 +450,21 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("tiled", params,
                        f"N*T>=2^23: tiled {params} (4096x2048: 41.0 vs flat 49.8; "
                        "32768x2048: 267.8 vs 373.7 us)"))
+    elif (streams >= HEAVY_STREAMS and _next_pow2(t) == MID_LONG_SPAN and
+          t <= HEAVY_LOOP_MAX_T and n >= HEAVY_LOOP_MIN_ROWS_PER_SM * sm_count):
+        tile = _loop_tile(n, streams, sm_count)
+        ranked.append(("tiled", tile,
+                       f"{streams} values a step, T={MID_LONG_SPAN // 2 + 1}-{HEAVY_LOOP_MAX_T}, "
+                       f"N>={HEAVY_LOOP_MIN_ROWS_PER_SM}x{sm_count} SMs: tiled {tile} (head "
+                       "to head: 23 of 26 keys within 5% of the best, one flat row 15)"))
     elif not few_rows and _next_pow2(t) >= MID_LONG_SPAN and n * t >= MID_LONG_MIN_ELEMENTS:
         backward = ALGORITHMS[key.algorithm].direction == "backward"
         if backward and _next_pow2(t) > MID_LONG_SPAN:
-            per_sm = MID_LONG_HEAVY_NARROW_ROWS_PER_SM if streams >= HEAVY_STREAMS else \
-                MID_LONG_NARROW_ROWS_PER_SM
-            tile = MID_LONG_NARROW_TILE if n >= per_sm * sm_count else MID_LONG_TILE
-            ranked.append(("tiled", dict(tile),
-                           f"backward, T>{MID_LONG_SPAN}, 2^20<=N*T<2^23: tiled {tile}, "
-                           f"{'at least' if tile is MID_LONG_NARROW_TILE else 'under'} "
-                           f"{per_sm} rows per SM (head to head: within 1.006x of the best "
-                           "loop)"))
+            tile = _loop_tile(n, streams, sm_count)
+            ranked.append(("tiled", tile,
+                           f"backward, T>{MID_LONG_SPAN}, 2^20<=N*T<2^23: tiled {tile} "
+                           "(rows per SM set the chunk; head to head: within 1.006x of the "
+                           "best loop)"))
         else:
             warps = _row_warps(n, t, streams, sm_count)
             ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},

@@ -268,6 +268,10 @@ def test_heuristic_tiles_count_retraces_actions():
     (1300, 300, 8, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     (70000, 10, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),     # 4 rows x 16 steps, one warp
     (32768, 8, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),
+    (20000, 3, 8, "flat", {"BLOCK_N": 8, "num_warps": 1}),      # 4 x 4 x 8 < 256 elements
+    (20000, 1, 8, "flat", {"BLOCK_N": 8, "num_warps": 1}),      # at most 8 rows
+    (20000, 16, 2, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # few actions: 8 x 16 x 2
+    (3, 4, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),          # no more rows than there are
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
     (1000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # 8192 tile
     (1500, 3500, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # many rows
@@ -325,7 +329,12 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("discounted_returns", 100, 3000, "flat", {"BLOCK_N": 1, "num_warps": 16}),
     ("gae", 300, 2800, "flat", {"BLOCK_N": 1, "num_warps": 8}),      # 300 * 4096 > 6144 * 132
     ("vtrace", 100, 3000, "flat", {"BLOCK_N": 1, "num_warps": 16}),
-    ("vtrace", 300, 2800, "flat", {"BLOCK_N": 1, "num_warps": 16}),
+    # V-trace rows of 2049-3072 steps from 2 rows per SM: the mid-long chunk loop.
+    ("vtrace", 300, 2800, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
+    ("vtrace", 264, 2100, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
+    ("vtrace", 263, 2100, "flat", {"BLOCK_N": 1, "num_warps": 16}),      # under 2 a SM
+    ("vtrace", 700, 3073, "flat", {"BLOCK_N": 1, "num_warps": 16}),      # tile 3/4+ full
+    ("vtrace", 700, 2500, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
     ("gae", 100, 5000, "flat", {"BLOCK_N": 1}),  # few rows, 8192-step tile: rl-triton warps
     ("gae", 1200, 90, "flat", {"BLOCK_N": 2, "num_warps": 4}),
     # Many rows of 17-32 steps: V-trace 8 warps, the lighter estimators 4; 9-16 steps: 8;
@@ -353,7 +362,8 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("discounted_returns", 400, 6000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024}),
     ("eligibility_traces", 700, 6000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     ("gae", 1500, 3500, "flat", {"BLOCK_N": 1, "num_warps": 8}),
-    ("vtrace", 2500, 2500, "flat", {"BLOCK_N": 1, "num_warps": 16}),
+    ("vtrace", 2500, 2500, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
+    ("vtrace", 1500, 3500, "flat", {"BLOCK_N": 1, "num_warps": 16}),
     ("lambda_returns", 150, 4000, "flat", {"BLOCK_N": 1, "num_warps": 16}),  # few a SM
     ("gae", 2000, 2000, "flat", {"BLOCK_N": 1, "num_warps": 8}),            # 2048-step rows
 ])
