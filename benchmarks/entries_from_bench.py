@@ -59,7 +59,7 @@ def shipped_decision(key: ProblemKey, profiles, usable: dict, rules=None) -> Dec
     the nearest one, else the built-in heuristic (``rules``: another revision's
     ``candidates``, see ``heuristic_at``)."""
     extra = {} if rules is None else {"rules": rules}
-    return exact_or_nearest(key, profiles, usable) or \
+    return exact_or_nearest(key, profiles, usable, H200_SMS, **extra) or \
         heuristic_decision(key, {"sm_count": H200_SMS}, usable, **extra)
 
 

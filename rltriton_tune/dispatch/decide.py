@@ -25,6 +25,9 @@ from rltriton_tune.dispatch.fingerprint import device_fingerprint, normalize_dev
 from rltriton_tune.dispatch.forcing import Forced
 from rltriton_tune.strategy import InvalidConfig, Strategy
 
+#: The built-in rules' signature: ``heuristic.candidates`` or another revision's.
+Rules = Callable[[ProblemKey, int], list[heuristic.Candidate]]
+
 #: Largest (log2 N, log2 T) Euclidean distance at which a tuned entry is reused: a
 #: factor of about 1.4 in N and T. Further away the built-in heuristic is the better
 #: guess: on the H200 held-out bench (84 float32 cells off the grid, 0.6-1.9 from the
@@ -182,8 +185,9 @@ def _from_entry(key: ProblemKey, entry: Any, usable: dict[str, Strategy]) -> dic
     return None if impl is None else _validated(impl, key, dict(entry.params))
 
 
-def _profile_decision(key: ProblemKey, profiles: Any,
-                      usable: dict[str, Strategy]) -> tuple[Decision | None, bool]:
+def _profile_decision(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
+                      sm_count: int | None = None,
+                      rules: Rules = heuristic.candidates) -> tuple[Decision | None, bool]:
     """Exact entry, else nearest valid entry; also whether an exact entry existed."""
     text = key.as_text()
     entry = profiles.entries.get(text)
@@ -193,21 +197,34 @@ def _profile_decision(key: ProblemKey, profiles: Any,
             path = profiles.sources.get(text, "?")
             return Decision(key, entry.strategy, params, f"profile:{path}",
                             f"exact entry, {entry.device_time_us} us"), True
-    for found in nearest_decisions(key, profiles, usable):
+    for found in nearest_decisions(key, profiles, usable, sm_count=sm_count, rules=rules):
         return found, entry is not None
     return None, entry is not None
 
 
-def exact_or_nearest(key: ProblemKey, profiles: Any,
-                     usable: dict[str, Strategy]) -> Decision | None:
+def exact_or_nearest(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
+                     sm_count: int | None = None,
+                     rules: Rules = heuristic.candidates) -> Decision | None:
     """What ``profiles`` say for ``key``: its exact entry, else the nearest entry within
-    :data:`MAX_DISTANCE`, else None (for offline tools that replay dispatch)."""
-    return _profile_decision(key, profiles, usable)[0]
+    :data:`MAX_DISTANCE` (one the ``rules`` treat like ``key`` on ``sm_count`` SMs, where
+    given), else None (for offline tools that replay dispatch)."""
+    return _profile_decision(key, profiles, usable, sm_count, rules)[0]
+
+
+def _same_rule(a: ProblemKey, b: ProblemKey, sm_count: int, rules: Rules) -> bool:
+    """Whether the built-in ``rules`` split ``a`` and ``b`` alike: the same first strategy,
+    rows a program and chunk (warps and stages are what tuning refines within a rule)."""
+    def split(key: ProblemKey) -> tuple:
+        name, overrides, _ = rules(key, sm_count)[0]
+        return name, overrides.get("BLOCK_N"), overrides.get("BLOCK_T")
+    return split(a) == split(b)
 
 
 def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
                       max_distance: float | None = None,
-                      adapt: bool = True, reuse_moved: bool = False) -> Iterator[Decision]:
+                      adapt: bool = True, reuse_moved: bool = False,
+                      sm_count: int | None = None,
+                      rules: Rules = heuristic.candidates) -> Iterator[Decision]:
     """Other entries of ``key``'s family within ``max_distance``, nearest first, each as
     the decision that reuses its config, re-validated for ``key``.
 
@@ -217,6 +234,12 @@ def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy
     moved (or, with ``adapt`` False, kept as tuned). H200 head to head (session 16, 12
     keys at 3000x2200 and 25000x34 off the 4096x2048 and 32768x32 entries): moved configs
     within 5% of the best at 5 keys (worst 1.89x), the heuristic at 7 (worst 1.25x).
+    With ``sm_count``, so is an entry whose shape the built-in ``rules`` split otherwise
+    than ``key`` (another strategy, rows a program or chunk: a regime boundary lies
+    between them). H200 head
+    to head (session 19, h2h_vval): V-trace 290x2300 and 3300x2500 reused the flat rows of
+    the 256x2048 and 4096x2048 entries at 1.11x and 1.26x of the best, where the rules'
+    chunk loops were the best.
     ``max_distance`` defaults to :data:`MAX_DISTANCE`."""
     max_distance = MAX_DISTANCE if max_distance is None else max_distance
     text = key.as_text()
@@ -229,6 +252,8 @@ def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy
     for dist, _, other, other_text in ranked:
         if dist > max_distance:
             return
+        if sm_count and not reuse_moved and not _same_rule(key, other, sm_count, rules):
+            continue
         other_entry = profiles.entries[other_text]
         impl = usable.get(other_entry.strategy)
         if impl is None:
@@ -291,8 +316,7 @@ def transfer_alternatives(key: ProblemKey, device: torch.device | str, count: in
 
 def heuristic_decision(key: ProblemKey, fingerprint: dict[str, Any],
                        usable: dict[str, Strategy],
-                       rules: Callable[[ProblemKey, int], list[heuristic.Candidate]] = (
-                           heuristic.candidates)) -> Decision | None:
+                       rules: Rules = heuristic.candidates) -> Decision | None:
     """The first heuristic candidate for ``key`` that a ``usable`` strategy validates;
     ``rules`` replaces the built-in rules (offline tools replay older ones)."""
     for name, overrides, why in rules(key, int(fingerprint.get("sm_count", 1))):
@@ -331,8 +355,9 @@ def decide(key: ProblemKey, device: torch.device | str, forced: Forced | None = 
         return _fallback(key, reason, usable)
     fingerprint = device_fingerprint(device)
     profiles = _load_profiles(fingerprint)
-    found, had_exact = (None, False) if profiles is None else _profile_decision(key, profiles,
-                                                                                usable)
+    sm_count = int(fingerprint.get("sm_count", 0)) or None
+    found, had_exact = (None, False) if profiles is None else \
+        _profile_decision(key, profiles, usable, sm_count)
     if found is not None and found.source.startswith("profile:"):
         return found
     if online and not had_exact and online_enabled():

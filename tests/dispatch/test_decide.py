@@ -26,8 +26,10 @@ def key(n, t, **kw):
 
 @pytest.fixture
 def wide_radius(monkeypatch):
-    """Reuse entries up to log2 distance 2, so lookup logic can be tested on coarse grids."""
+    """Reuse entries up to log2 distance 2, whichever rule covers them, so lookup logic can
+    be tested on coarse grids."""
     monkeypatch.setattr(decide_module, "MAX_DISTANCE", 2.0)
+    monkeypatch.setattr(decide_module, "_same_rule", lambda *args: True)
 
 
 def test_exact_profile_entry_wins(profiles, fake_gpu):
@@ -73,6 +75,24 @@ def test_nearest_ignores_far_entries_and_other_families(profiles, fake_gpu, wide
     ])
     d = decide(key(4096, 128), FAKE_GPU)
     assert d.source == "heuristic"
+
+
+def test_nearest_entry_across_a_rule_boundary_is_skipped(profiles, fake_gpu):
+    # 256x2048 is one flat row of 16 warps; at 290x2300 (a 4096-step tile, over 2 rows a
+    # SM) V-trace's rules take a chunk loop, so the entry's evidence does not carry over.
+    vtrace = ProblemKey("vtrace", 256, 2048)
+    profiles.write(FAKE_FP, [(vtrace, "flat", {"BLOCK_N": 1, "num_warps": 16})])
+    d = decide(ProblemKey("vtrace", 290, 2300), FAKE_GPU)
+    assert d.source == "heuristic"
+    assert d.strategy == "tiled"
+
+
+def test_nearest_entry_within_a_rule_is_reused(profiles, fake_gpu):
+    gae = ProblemKey("gae", 256, 2048)
+    path = profiles.write(FAKE_FP, [(gae, "flat", {"BLOCK_N": 1, "num_warps": 32})])
+    d = decide(ProblemKey("gae", 200, 2500), FAKE_GPU)  # one flat row under both
+    assert d.source == f"nearest:{gae.as_text()}@{path}"
+    assert d.params["num_warps"] == 32
 
 
 def test_exact_entry_with_invalid_params_falls_through(profiles, fake_gpu):
@@ -175,7 +195,7 @@ def test_capability_below_7_is_refused(monkeypatch):
 def test_explain_reports_sources(profiles, fake_gpu):
     path = profiles.write(FAKE_FP, [(key(4096, 32), "flat", {"BLOCK_N": 2})])
     assert explain("gae", 4096, 32, device=FAKE_GPU).source == f"profile:{path}"
-    assert explain("gae", 4096, 40, device=FAKE_GPU).source.startswith("nearest:")
+    assert explain("gae", 4096, 30, device=FAKE_GPU).source.startswith("nearest:")
     assert explain("gae", 256, 8, device=FAKE_GPU).source == "heuristic"
     assert explain("gae", 64, 32, device="cpu").source == "fallback:cpu"
 
@@ -493,11 +513,12 @@ def test_entries_are_reused_within_half_a_doubling_only(profiles, fake_gpu):
     from rltriton_tune.dispatch.decide import transfer_alternatives
 
     profiles.write(FAKE_FP, [(key(4096, 32), "tiled", {"BLOCK_N": 16, "BLOCK_T": 32})])
-    assert decide(key(3500, 36), FAKE_GPU).source.startswith("nearest:")  # distance 0.28
-    assert decide(key(4096, 48), FAKE_GPU).source == "heuristic"  # 0.58: the heuristic
-    assert decide(key(3000, 40), FAKE_GPU).source == "heuristic"  # 0.55
+    assert decide(key(3500, 30), FAKE_GPU).source.startswith("nearest:")  # distance 0.24
+    assert decide(key(4096, 22), FAKE_GPU).source == "heuristic"  # 0.54: the heuristic
+    assert decide(key(2900, 25), FAKE_GPU).source == "heuristic"  # 0.61
+    assert decide(key(3500, 36), FAKE_GPU).source == "heuristic"  # 0.28, but 64-step rows
     # The bench still measures the entry's config there (up to distance 2).
-    (alt,) = transfer_alternatives(key(3000, 40), FAKE_GPU)
+    (alt,) = transfer_alternatives(key(2900, 25), FAKE_GPU)
     assert alt.source.startswith(f"nearest:{key(4096, 32).as_text()}@")
 
 
