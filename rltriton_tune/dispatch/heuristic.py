@@ -91,17 +91,16 @@ ACTION_MANY_ROWS_PER_SM = 8
 #: (1.02), where the flat kernel reads 3.0x and 3.2x.
 ACTION_MANY_ROWS_TILE_MIN_SPAN = 4096
 ACTION_MANY_ROWS_TILE = {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4, "num_stages": 1}
-#: Per-action keys past ACTION_LOOKBACK_MAX_ELEMS with tiles of ACTION_ROW_MIN_SPAN to
-#: ACTION_MANY_ROWS_TILE_MIN_SPAN steps (next_pow2(T)) and fewer rows: the look-back scan
-#: below ACTION_ROW_LOOKBACK_ROWS_PER_SM rows per SM, the ACTION_MANY_ROWS_TILE loop from
-#: there. One flat row (the rule these replace) read 1.14-2.2x of the best of 8 configs
-#: head to head at Retrace 1000x1700, 2500x1300, 600x2000 and 300x3600 (session 18,
-#: benchmarks/results/session18/h2h_flatbandr), where these rules read 1.00, 1.04, 1.07
-#: and 1.00; 1800x900 (a 1024-step tile) keeps one flat row (the best there). On 8 shapes
-#: it had not seen (h2h_flatvalr, 350x3100 ... 1500x1200; one flat row 1.13-2.49x off at
-#: all 8) 5 within 5% with the split at 3 rows a SM; 450x2400 and 500x4000 wanted the
-#: look-back (1.02x and 1.06x against the loop's 1.14x), so it moved to 4 (6 of 8).
-ACTION_ROW_MIN_SPAN = 2048
+#: Per-action keys with rows of FLAT_TILE_MAX_T + 1 steps to ACTION_MANY_ROWS_TILE_MIN_SPAN
+#: (next_pow2(T)): the look-back scan below ACTION_ROW_LOOKBACK_ROWS_PER_SM rows per SM,
+#: the ACTION_MANY_ROWS_TILE loop from there. Head to head: one flat row (the rule for
+#: 2^20+ elements before) read 1.14-2.2x of the best of 8 configs at Retrace 1000x1700,
+#: 2500x1300, 600x2000 and 300x3600 (session 18, h2h_flatbandr), where these read 1.00,
+#: 1.04, 1.07 and 1.00; on 8 shapes they had not seen (h2h_flatvalr; one flat row 1.13-2.49x
+#: off at all 8) 5 within 5% with the split at 3 rows a SM, 6 at 4. Rows of 513-1024 steps
+#: (session 19, h2h_act1k, h2h_actshort; the look-back below 2^20 elements and one flat
+#: row above it before): from 4 rows a SM the loop within 5% of the best at 9 of 10 keys
+#: (N = 550-2000; worst 1.07x, 1200x600), the look-back at 2 (worst 1.25x).
 ACTION_ROW_LOOKBACK_ROWS_PER_SM = 4
 
 #: Env-major rows of 64-512 steps take half the tile (FLAT_TILE // 2 elements: 4 rows
@@ -227,10 +226,12 @@ ACTION_FEW_ROWS_MAX_WARPS = 4
 #: session 14); 4096x512 reads 1.007 with 8 warps, 1.000 with 16 (sweep, quick pass).
 ACTION_MANY_ROWS_MAX_WARPS = 8
 
-#: Per-action keys with rows longer than a flat tile (T > FLAT_TILE_MAX_T) up to this
-#: many elements, and fewer rows than SMs from T = ACTION_SPLIT_T on, take the one-pass
-#: look-back scan with one warp a chunk: each row cut into at least ACTION_CHUNKS_A_ROW
-#: chunks of ACTION_MIN_CHUNK to ACTION_MAX_CHUNK steps. H200 oracle sweeps (session 13,
+#: Per-action keys with rows longer than ACTION_MANY_ROWS_TILE_MIN_SPAN up to this many
+#: elements, those of FLAT_TILE_MAX_T + 1 steps up to that under
+#: ACTION_ROW_LOOKBACK_ROWS_PER_SM rows per SM, and fewer rows than SMs from T =
+#: ACTION_SPLIT_T on, take the one-pass look-back scan with one warp a chunk: each row
+#: cut into at least ACTION_CHUNKS_A_ROW chunks of ACTION_MIN_CHUNK to ACTION_MAX_CHUNK
+#: steps. H200 oracle sweeps (session 13,
 #: Retrace A=8, ratio to each table's best): 350x1300 128 steps 1.00 (one flat row, 16
 #: warps: 1.18); 100x3000 256 1.00 (flat: 1.51); 40x9000 256 1.00, 512 1.08; the (1, 1024,
 #: 4 warps) chunks this replaced were 1.07-1.54x off. Rows of 16384+ steps kept 512-step
@@ -408,16 +409,24 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"N*T>=2^23 or next_pow2(T)>={ACTION_MANY_ROWS_TILE_MIN_SPAN}: tiled "
                        "(1, 256, 4 warps) (oracle sweeps: within 1.07x of the best at "
                        "32768x2048, 3000x5000, 2000x7000 and 1500x3500)"))
-    elif key.a and t > FLAT_TILE_MAX_T and (
-            n * t <= ACTION_LOOKBACK_MAX_ELEMS or
-            (ACTION_ROW_MIN_SPAN <= _next_pow2(t) <= ACTION_MANY_ROWS_TILE_MIN_SPAN and
-             n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):
+    elif key.a and t > FLAT_TILE_MAX_T and _next_pow2(t) <= ACTION_MANY_ROWS_TILE_MIN_SPAN:
+        span = f"rows of {FLAT_TILE_MAX_T + 1}-{ACTION_MANY_ROWS_TILE_MIN_SPAN} steps"
+        per_sm = ACTION_ROW_LOOKBACK_ROWS_PER_SM
+        if n < per_sm * sm_count:
+            params = action_lookback_params(key)
+            ranked.append(("lookback", params,
+                           f"per-action inputs, {span}, under {per_sm} rows per SM: look-back "
+                           f"scan {params} (Retrace 100x3000: 1.51x faster than one flat row)"))
+        else:
+            ranked.append(("tiled", dict(ACTION_MANY_ROWS_TILE),
+                           f"per-action inputs, {span}, at least {per_sm} rows per SM: tiled "
+                           "(1, 256, 4 warps) (head to head: Retrace 1000x1700 at the best of 8 "
+                           "configs, one flat row 1.24x)"))
+    elif key.a and t > FLAT_TILE_MAX_T and n * t <= ACTION_LOOKBACK_MAX_ELEMS:
         params = action_lookback_params(key)
         ranked.append(("lookback", params,
-                       f"per-action inputs, T>{FLAT_TILE_MAX_T}, N*T<=2^20 or rows of at most "
-                       f"{ACTION_MANY_ROWS_TILE_MIN_SPAN} steps under "
-                       f"{ACTION_ROW_LOOKBACK_ROWS_PER_SM} rows per SM: look-back scan "
-                       f"{params} (Retrace 100x3000: 1.51x faster than one flat row)"))
+                       f"per-action inputs, T>{ACTION_MANY_ROWS_TILE_MIN_SPAN}, N*T<=2^20: "
+                       f"look-back scan {params} (Retrace 40x9000: best of the sweep)"))
     elif key.a and _next_pow2(t) >= LONG_T:
         # The flat kernel's tile is next_pow2(T) steps, so T = 5000 compiles the same
         # 8192-step tile as T = 8192 (held-out bench: Retrace 3000x5000 flat 2363 us,
@@ -425,17 +434,6 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},
                        f"per-action inputs, next_pow2(T)>={LONG_T}: tiled chunk loop "
                        "(1, 1024, 8) (tuned Retrace 256x8192: 126 vs 641 us for one flat row)"))
-    elif key.a and _next_pow2(t) >= ACTION_ROW_MIN_SPAN:
-        ranked.append(("tiled", dict(ACTION_MANY_ROWS_TILE),
-                       f"per-action inputs, rows of {ACTION_ROW_MIN_SPAN // 2 + 1}-"
-                       f"{ACTION_MANY_ROWS_TILE_MIN_SPAN} steps past 2^20 elements: tiled "
-                       "(1, 256, 4 warps) (head to head: Retrace 1000x1700 at the best of 8 "
-                       "configs, one flat row 1.24x)"))
-    elif key.a and t > FLAT_TILE_MAX_T:
-        ranked.append(("flat", {"BLOCK_N": 1},
-                       f"per-action inputs (A={key.a}), rows of {FLAT_TILE_MAX_T + 1}-"
-                       f"{ACTION_ROW_MIN_SPAN // 2} steps past 2^20 elements: flat, one row per "
-                       "program (head to head: Retrace 1800x900 at the best of 8 configs)"))
     elif key.a:
         most = ACTION_MANY_ROWS_MAX_WARPS if many_action_rows else ACTION_FEW_ROWS_MAX_WARPS
         short_tile = many_action_rows and _next_pow2(t) <= ACTION_SHORT_TILE_T

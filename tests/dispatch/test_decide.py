@@ -276,7 +276,10 @@ def test_heuristic_tiles_count_retraces_actions():
     (300, 3600, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # ... under 4 rows per SM
     (450, 2400, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),
     (2500, 1300, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 2048 tile
-    (1800, 900, 8, "flat", {"BLOCK_N": 1, "num_warps": 8}),     # 1024-step tile: one row
+    (1800, 900, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 1024 tile
+    (900, 1000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # < 2^20 too
+    (528, 1000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 4 rows a SM
+    (527, 1000, 8, "lookback", {"BLOCK_T": 128, "num_warps": 1}),             # under that
     (16, 32768, 8, "lookback", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),  # long rows
     (48, 6000, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # shorter: 256-step chunks
     (100, 3000, 8, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # T > 512, N*T <= 2^20
