@@ -236,10 +236,10 @@ def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy
     within 5% of the best at 5 keys (worst 1.89x), the heuristic at 7 (worst 1.25x).
     With ``sm_count``, so is an entry whose shape the built-in ``rules`` split otherwise
     than ``key`` (another strategy, rows a program or chunk: a regime boundary lies
-    between them). H200 head
-    to head (session 19, h2h_vval): V-trace 290x2300 and 3300x2500 reused the flat rows of
-    the 256x2048 and 4096x2048 entries at 1.11x and 1.26x of the best, where the rules'
-    chunk loops were the best.
+    between them). H200 head to head (session 19, h2h_vval): V-trace 290x2300 and
+    3300x2500 reused the flat rows of the 256x2048 and 4096x2048 entries at 1.11x and 1.26x
+    of the best, where the rules' chunk loops were the best; replays of the earlier probes
+    gain 5 keys and lose none.
     ``max_distance`` defaults to :data:`MAX_DISTANCE`."""
     max_distance = MAX_DISTANCE if max_distance is None else max_distance
     text = key.as_text()

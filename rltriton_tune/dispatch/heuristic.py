@@ -231,10 +231,10 @@ ACTION_MANY_ROWS_MAX_WARPS = 8
 #: ACTION_ROW_LOOKBACK_ROWS_PER_SM rows per SM, and fewer rows than SMs from T =
 #: ACTION_SPLIT_T on, take the one-pass look-back scan with one warp a chunk: each row
 #: cut into at least ACTION_CHUNKS_A_ROW chunks of ACTION_MIN_CHUNK to ACTION_MAX_CHUNK
-#: steps. H200 oracle sweeps (session 13,
-#: Retrace A=8, ratio to each table's best): 350x1300 128 steps 1.00 (one flat row, 16
-#: warps: 1.18); 100x3000 256 1.00 (flat: 1.51); 40x9000 256 1.00, 512 1.08; the (1, 1024,
-#: 4 warps) chunks this replaced were 1.07-1.54x off. Rows of 16384+ steps kept 512-step
+#: steps. H200 oracle sweeps (session 13, Retrace A=8, ratio to each table's best):
+#: 350x1300 128 steps 1.00 (one flat row, 16 warps: 1.18); 100x3000 256 1.00 (flat: 1.51);
+#: 40x9000 256 1.00, 512 1.08; the (1, 1024, 4 warps) chunks this replaced were 1.07-1.54x
+#: off. Rows of 16384+ steps kept 512-step
 #: chunks until a head-to-head probe of 14 shapes (N = 2-120, T = 5000-300000, session 17,
 #: ``h2h_lbfitr``) put 256 within 5% of the best at 13 of them (512: 4 of 14).
 ACTION_LOOKBACK_MAX_ELEMS = 1 << 20
