@@ -217,7 +217,10 @@ def _same_rule(a: ProblemKey, b: ProblemKey, sm_count: int, rules: Rules) -> boo
     def split(key: ProblemKey) -> tuple:
         name, overrides, _ = rules(key, sm_count)[0]
         return name, overrides.get("BLOCK_N"), overrides.get("BLOCK_T")
-    return split(a) == split(b)
+    try:
+        return split(a) == split(b)
+    except Exception:  # noqa: BLE001 - an entry the rules cannot place is not reused
+        return False
 
 
 def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],

@@ -95,6 +95,27 @@ def test_nearest_entry_within_a_rule_is_reused(profiles, fake_gpu):
     assert d.params["num_warps"] == 32
 
 
+def test_nearest_entry_the_rules_cannot_place_is_skipped():
+    from types import SimpleNamespace
+
+    from rltriton_tune.dispatch.decide import exact_or_nearest
+    from rltriton_tune.kernels import strategies
+
+    entry = SimpleNamespace(strategy="flat", params={"BLOCK_N": 1, "num_warps": 4},
+                            device_time_us=1.0)
+    near = key(256, 2048)
+    profiles = SimpleNamespace(entries={near.as_text(): entry}, sources={})
+
+    def rules(k, sm_count):
+        if k == near:
+            raise ValueError("a rule that fails on the entry's shape")
+        return [("flat", {"BLOCK_N": 1}, "")]
+
+    target = key(240, 2048)
+    assert exact_or_nearest(target, profiles, strategies()) is not None  # no rules check
+    assert exact_or_nearest(target, profiles, strategies(), 132, rules) is None
+
+
 def test_exact_entry_with_invalid_params_falls_through(profiles, fake_gpu):
     profiles.write(FAKE_FP, [(key(8, 64), "tiled", {"BLOCK_N": 64})])  # invalid: 64 > 8
     assert decide(key(8, 64), FAKE_GPU).source == "heuristic"
