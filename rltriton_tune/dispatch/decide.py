@@ -211,16 +211,14 @@ def exact_or_nearest(key: ProblemKey, profiles: Any, usable: dict[str, Strategy]
     return _profile_decision(key, profiles, usable, sm_count, rules)[0]
 
 
-def _same_rule(a: ProblemKey, b: ProblemKey, sm_count: int, rules: Rules) -> bool:
-    """Whether the built-in ``rules`` split ``a`` and ``b`` alike: the same first strategy,
-    rows a program and chunk (warps and stages are what tuning refines within a rule)."""
-    def split(key: ProblemKey) -> tuple:
-        name, overrides, _ = rules(key, sm_count)[0]
-        return name, overrides.get("BLOCK_N"), overrides.get("BLOCK_T")
+def _rule_split(key: ProblemKey, sm_count: int, rules: Rules) -> tuple | None:
+    """How the built-in ``rules`` split ``key``: first strategy, rows a program and chunk
+    (warps and stages are what tuning refines within a rule); None if they cannot."""
     try:
-        return split(a) == split(b)
+        name, overrides, _ = rules(key, sm_count)[0]
     except Exception:  # noqa: BLE001 - an entry the rules cannot place is not reused
-        return False
+        return None
+    return name, overrides.get("BLOCK_N"), overrides.get("BLOCK_T")
 
 
 def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
@@ -252,10 +250,13 @@ def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy
          if other_text != text),
         key=lambda r: r[:2],
     )
+    check_rules = bool(sm_count) and not reuse_moved
+    own_split = _rule_split(key, sm_count, rules) if check_rules else None
     for dist, _, other, other_text in ranked:
         if dist > max_distance:
             return
-        if sm_count and not reuse_moved and not _same_rule(key, other, sm_count, rules):
+        if check_rules and (own_split is None or
+                            _rule_split(other, sm_count, rules) != own_split):
             continue
         other_entry = profiles.entries[other_text]
         impl = usable.get(other_entry.strategy)

@@ -29,7 +29,7 @@ def wide_radius(monkeypatch):
     """Reuse entries up to log2 distance 2, whichever rule covers them, so lookup logic can
     be tested on coarse grids."""
     monkeypatch.setattr(decide_module, "MAX_DISTANCE", 2.0)
-    monkeypatch.setattr(decide_module, "_same_rule", lambda *args: True)
+    monkeypatch.setattr(decide_module, "_rule_split", lambda *args: ())
 
 
 def test_exact_profile_entry_wins(profiles, fake_gpu):
