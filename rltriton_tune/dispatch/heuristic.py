@@ -70,11 +70,14 @@ FLAT_TILE_MAX_T = 512
 #: way (12.2 vs 11.5). Large keys with many rows: ACTION_MANY_ROWS_PER_SM.
 ACTION_ELEMS_PER_WARP = 256
 #: ... and twice as many for tiles of up to ACTION_SHORT_TILE_T steps with at least
-#: ACTION_MANY_ROWS_PER_SM rows a SM: H200 oracle sweeps (session 13, quick pass, ratio to
-#: the best) Retrace 5000x75 2 warps 1.00, 4 warps 1.04 (the oracle bench: 15.6 us against
-#: 15.1 for rl-triton's 2); 9500x40 1 warp 1.00, 2 warps 1.03; 1800x220 keeps 8 (1.03;
-#: 4 warps 1.11).
-ACTION_SHORT_TILE_T = 128
+#: ACTION_MANY_ROWS_PER_SM rows a SM: H200 oracle sweeps (session 13-15, quick pass, ratio
+#: to the best) one warp within 5% at 9500x40, 12000x50, 15000x36 and 7000x60, two warps
+#: at three of them (12000x50 1.07). The 128-step tiles take the plain rule's 4 warps:
+#: head to head (session 20, h2h_actband, h2h_actshort's 8000x90) 4 warps within 5% at 4
+#: of 5 keys, the 2 of the doubled rule at 3 (6000x70 1.08, 2800x120 1.16); the sweeps of
+#: 32768x128, 5000x75 and 3500x100 read 4 warps 1.03, 1.04 and 1.04 (2 warps 1.00, 1.00,
+#: 1.12).
+ACTION_SHORT_TILE_T = 64
 
 #: Per-action keys with at least this many rows per SM and LARGE_ELEMENTS steps in all
 #: run a one-row chunk loop, ACTION_MANY_ROWS_TILE, now that Retrace reads its [N, T, A]
@@ -215,16 +218,27 @@ ACTION_SHORT_ROWS = 4
 #: than with 8, and 150000x5 (8-step rows, 4 x 8 x 8 = 256 elements) 1.05x.
 ACTION_SHORT_MIN_ELEMS = 256
 ACTION_SHORT_MAX_ROWS = 8
+#: ... except rows of up to ACTION_TINY_T steps, ACTION_TINY_ROWS a program, and rows of
+#: ACTION_SHORT_T + 1 to ACTION_PAIR_T steps, ACTION_PAIR_ROWS. Head to head (session 20,
+#: h2h_actrows, Retrace A=8, one warp, 1-64 rows): 32 rows the best at all 7 keys of 1-2
+#: steps (N = 1500-250000), where 8 rows ran 1.01-2.56x and 64 rows 1.05-1.46x slower; at
+#: 3 steps 32 rows fell to 1.93x on 2500 rows, so the band stops at 2. Rows of 17-32
+#: steps: two rows within 5% of the best at 7 of 9 keys (this probe, h2h_actshort and the
+#: session 13-15 sweeps), one row (the element rule's) at 5.
+ACTION_TINY_T = 2
+ACTION_TINY_ROWS = 32
+ACTION_PAIR_T = 32
+ACTION_PAIR_ROWS = 2
 
-#: Per-action keys with fewer rows than ACTION_MANY_ROWS_PER_SM per SM fit every one-row
-#: program in one wave at this many warps or fewer, and take at most that many: Retrace
-#: 900x400 4 warps 12.9 us against 13.9 at the 16 of the element rule (oracle bench,
-#: session 13); 256x128 best at 4.
-ACTION_FEW_ROWS_MAX_WARPS = 4
-#: ... and keys with more rows at most this many: Retrace 1300x300 (a 512-step tile)
-#: measured 15.8 us with 8 warps against 17.1 with the element rule's 16 (oracle bench,
-#: session 14); 4096x512 reads 1.007 with 8 warps, 1.000 with 16 (sweep, quick pass).
-ACTION_MANY_ROWS_MAX_WARPS = 8
+#: One flat per-action row takes at most this many warps: with fewer rows than
+#: ACTION_MANY_ROWS_PER_SM per SM every program fits one wave (Retrace 900x400 4 warps
+#: 12.9 us against 13.9 at the 16 of the element rule, oracle bench, session 13; 256x128
+#: best at 4), and with more, rows of 129-512 steps ran best at 4 too: head to head
+#: (session 20, h2h_actband, and session 19's h2h_actshort) 4 warps within 5% of the best
+#: at all 8 such keys (1200x200 ... 5000x300), the 8 this replaces at 5 (1.05-1.08x off);
+#: the session 13-14 sweeps read 4 warps 1.04 at 4096x512, 1.05 at 1300x300, 1.00 at
+#: 2500x150 (whose oracle bench put 8 warps 1.056x off) and 1.11 at 1800x220.
+ACTION_MAX_WARPS = 4
 
 #: Per-action keys with rows longer than ACTION_MANY_ROWS_TILE_MIN_SPAN up to this many
 #: elements, those of FLAT_TILE_MAX_T + 1 steps up to that under
@@ -362,6 +376,16 @@ def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
     return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1}
 
 
+def action_short_rows(key: ProblemKey) -> int:
+    """Rows a one-warp flat program of a per-action key of up to ACTION_PAIR_T steps."""
+    if key.t <= ACTION_TINY_T:
+        return ACTION_TINY_ROWS
+    if key.t > ACTION_SHORT_T:
+        return ACTION_PAIR_ROWS
+    fill = ACTION_SHORT_MIN_ELEMS // (_next_pow2(key.t) * _next_pow2(key.a))
+    return min(max(ACTION_SHORT_ROWS, fill), ACTION_SHORT_MAX_ROWS)
+
+
 def action_lookback_params(key: ProblemKey) -> dict[str, int]:
     """The look-back config of a per-action key (see ACTION_LOOKBACK_MAX_ELEMS)."""
     chunk = max(ACTION_MIN_CHUNK, min(ACTION_MAX_CHUNK, _pow2_floor(key.t // ACTION_CHUNKS_A_ROW)))
@@ -396,12 +420,11 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": 1},
                        f"time-major, N<{sm_count} SMs: flat, one row per program (48x6000: "
                        "4x ahead of any row block)"))
-    elif key.a and t <= ACTION_SHORT_T:
-        fill = ACTION_SHORT_MIN_ELEMS // (_next_pow2(t) * _next_pow2(key.a))
-        rows = min(max(ACTION_SHORT_ROWS, fill), ACTION_SHORT_MAX_ROWS, _next_pow2(n))
+    elif key.a and t <= ACTION_PAIR_T:
+        rows = min(action_short_rows(key), _next_pow2(n))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
-                       f"per-action inputs, T<={ACTION_SHORT_T}: flat, {rows} rows, one warp "
-                       "(oracle sweeps: best at 4096x8 and 100000x12)"))
+                       f"per-action inputs, T<={ACTION_PAIR_T}: flat, {rows} rows, one warp "
+                       "(head to head: 32 rows at 1-2 steps, 4-8 to 16, 2 to 32)"))
     elif key.a and many_action_rows and (n * t >= LARGE_ELEMENTS or
                                          _next_pow2(t) >= ACTION_MANY_ROWS_TILE_MIN_SPAN):
         ranked.append(("tiled", dict(ACTION_MANY_ROWS_TILE),
@@ -435,10 +458,9 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"per-action inputs, next_pow2(T)>={LONG_T}: tiled chunk loop "
                        "(1, 1024, 8) (tuned Retrace 256x8192: 126 vs 641 us for one flat row)"))
     elif key.a:
-        most = ACTION_MANY_ROWS_MAX_WARPS if many_action_rows else ACTION_FEW_ROWS_MAX_WARPS
         short_tile = many_action_rows and _next_pow2(t) <= ACTION_SHORT_TILE_T
         per_warp = ACTION_ELEMS_PER_WARP * (2 if short_tile else 1)
-        warps = max(1, min(most, _next_pow2(t) * _next_pow2(key.a) // per_warp))
+        warps = max(1, min(ACTION_MAX_WARPS, _next_pow2(t) * _next_pow2(key.a) // per_warp))
         ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                        f"per-action inputs (A={key.a}): flat, one row per program, "
                        f"{warps} warps (32768x32: 40.0 vs 62.5 us for 2 rows, 4 warps)"))
