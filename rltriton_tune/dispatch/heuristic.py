@@ -222,12 +222,16 @@ ACTION_SHORT_MAX_ROWS = 8
 #: ACTION_SHORT_T + 1 to ACTION_PAIR_T steps, ACTION_PAIR_ROWS. Head to head (session 20,
 #: h2h_actrows, Retrace A=8, one warp, 1-64 rows): 32 rows the best at all 7 keys of 1-2
 #: steps (N = 1500-250000), where 8 rows ran 1.01-2.56x and 64 rows 1.05-1.46x slower; at
-#: 3 steps 32 rows fell to 1.93x on 2500 rows, so the band stops at 2. Rows of 17-32
-#: steps: two rows within 5% of the best at 7 of 9 keys (this probe, h2h_actshort and the
-#: session 13-15 sweeps), one row (the element rule's) at 5.
+#: 3 steps 32 rows fell to 1.93x on 2500 rows, so the band stops at 2. Rows of 17-24
+#: steps (at most three quarters of their 32-step tile): two rows within 5% of the best
+#: at 4 of 5 keys (h2h_actrows, h2h_actshort, the session 14-15 sweeps), one row (the
+#: element rule's) at 1 (the others 1.05-1.16x off). From 25 steps one row is as good:
+#: within 5% at 4 of 4 keys (20000x28, 30000x30, 5000x32, 32768x32), and the oracle bench
+#: of 20000x28 measured two rows 1.06x off (session 20, call 2). Checked on unseen shapes
+#: (session 20, h2h_actval3): 4 of 4 keys of 1-2 steps, 4 of 4 of 18-30 steps.
 ACTION_TINY_T = 2
 ACTION_TINY_ROWS = 32
-ACTION_PAIR_T = 32
+ACTION_PAIR_T = 24
 ACTION_PAIR_ROWS = 2
 
 #: One flat per-action row takes at most this many warps: with fewer rows than
@@ -424,7 +428,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         rows = min(action_short_rows(key), _next_pow2(n))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
                        f"per-action inputs, T<={ACTION_PAIR_T}: flat, {rows} rows, one warp "
-                       "(head to head: 32 rows at 1-2 steps, 4-8 to 16, 2 to 32)"))
+                       "(head to head: 32 rows at 1-2 steps, 4-8 to 16, 2 to 24)"))
     elif key.a and many_action_rows and (n * t >= LARGE_ELEMENTS or
                                          _next_pow2(t) >= ACTION_MANY_ROWS_TILE_MIN_SPAN):
         ranked.append(("tiled", dict(ACTION_MANY_ROWS_TILE),

@@ -283,11 +283,11 @@ def test_heuristic_tiles_count_retraces_actions():
     gae = candidates(ProblemKey("gae", 4096, 32), 132)[0]
     retrace = candidates(ProblemKey("retrace", 4096, 32, flags="trunc", a=8), 132)[0]
     assert gae[:2] == ("flat", {"BLOCK_N": 16, "num_warps": 4})
-    assert retrace[:2] == ("flat", {"BLOCK_N": 2, "num_warps": 1})  # 2 rows of 32 x 8 elements
+    assert retrace[:2] == ("flat", {"BLOCK_N": 1, "num_warps": 1})  # 32 * 8 elements
 
 
 @pytest.mark.parametrize(("n", "t", "a", "strategy", "params"), [
-    (32768, 32, 8, "flat", {"BLOCK_N": 2, "num_warps": 1}),     # 17-32 steps: 2 rows, 1 warp
+    (32768, 32, 8, "flat", {"BLOCK_N": 1, "num_warps": 1}),     # 256 tile elements: 1 warp
     (777, 77, 8, "flat", {"BLOCK_N": 1, "num_warps": 4}),       # 128 * 8 = 1024: 4 warps
     (1000, 200, 3, "flat", {"BLOCK_N": 1, "num_warps": 4}),     # 256 * 4 = 1024
     (32768, 2048, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # many rows
@@ -318,9 +318,10 @@ def test_heuristic_tiles_count_retraces_actions():
     (20000, 4, 8, "flat", {"BLOCK_N": 8, "num_warps": 1}),      # at most 8 rows
     (20000, 1, 8, "flat", {"BLOCK_N": 32, "num_warps": 1}),     # 1-2 steps: 32 rows
     (20000, 2, 3, "flat", {"BLOCK_N": 32, "num_warps": 1}),
-    (20, 2, 8, "flat", {"BLOCK_N": 32, "num_warps": 1}),        # (a power of two >= N)
-    (40000, 20, 8, "flat", {"BLOCK_N": 2, "num_warps": 1}),     # 17-32 steps: 2 rows
-    (5000, 32, 8, "flat", {"BLOCK_N": 2, "num_warps": 1}),
+    (9, 2, 8, "flat", {"BLOCK_N": 16, "num_warps": 1}),         # at most next_pow2(N)
+    (40000, 20, 8, "flat", {"BLOCK_N": 2, "num_warps": 1}),     # 17-24 steps: 2 rows
+    (70000, 24, 8, "flat", {"BLOCK_N": 2, "num_warps": 1}),
+    (20000, 28, 8, "flat", {"BLOCK_N": 1, "num_warps": 1}),     # 25-32 steps: one row
     (20000, 16, 2, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # few actions: 8 x 16 x 2
     (3, 4, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),          # no more rows than there are
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
