@@ -70,14 +70,14 @@ FLAT_TILE_MAX_T = 512
 #: way (12.2 vs 11.5). Large keys with many rows: ACTION_MANY_ROWS_PER_SM.
 ACTION_ELEMS_PER_WARP = 256
 #: ... and twice as many for tiles of up to ACTION_SHORT_TILE_T steps with at least
-#: ACTION_MANY_ROWS_PER_SM rows a SM: H200 oracle sweeps (session 13-15, quick pass, ratio
-#: to the best) one warp within 5% at 9500x40, 12000x50, 15000x36 and 7000x60, two warps
-#: at three of them (12000x50 1.07). The 128-step tiles take the plain rule's 4 warps:
-#: head to head (session 20, h2h_actband, h2h_actshort's 8000x90) 4 warps within 5% at 4
-#: of 5 keys, the 2 of the doubled rule at 3 (6000x70 1.08, 2800x120 1.16); the sweeps of
-#: 32768x128, 5000x75 and 3500x100 read 4 warps 1.03, 1.04 and 1.04 (2 warps 1.00, 1.00,
-#: 1.12).
-ACTION_SHORT_TILE_T = 64
+#: ACTION_MANY_ROWS_PER_SM rows a SM: H200 oracle sweeps (session 13, quick pass, ratio to
+#: the best) Retrace 5000x75 2 warps 1.00, 4 warps 1.04 (the oracle bench: 15.6 us against
+#: 15.1 for rl-triton's 2); 9500x40 1 warp 1.00, 2 warps 1.03. Head to head (session 20)
+#: the 128-step tiles split: 4 warps within 5% of the best at 9 of 12 keys (h2h_actband,
+#: h2h_actval3, h2h_actval4), these 2 warps at 7, but on the 8 unseen ones 6 against 5,
+#: and the oracle bench of 5000x75 measured 4 warps 1.042x off and 0.965x of the flat
+#: heuristic (rl-triton's 2 warps): kept.
+ACTION_SHORT_TILE_T = 128
 
 #: Per-action keys with at least this many rows per SM and LARGE_ELEMENTS steps in all
 #: run a one-row chunk loop, ACTION_MANY_ROWS_TILE, now that Retrace reads its [N, T, A]
@@ -241,7 +241,10 @@ ACTION_PAIR_ROWS = 2
 #: (session 20, h2h_actband, and session 19's h2h_actshort) 4 warps within 5% of the best
 #: at all 8 such keys (1200x200 ... 5000x300), the 8 this replaces at 5 (1.05-1.08x off);
 #: the session 13-14 sweeps read 4 warps 1.04 at 4096x512, 1.05 at 1300x300, 1.00 at
-#: 2500x150 (whose oracle bench put 8 warps 1.056x off) and 1.11 at 1800x220.
+#: 2500x150 (whose oracle bench put 8 warps 1.056x off) and 1.11 at 1800x220. On 15
+#: unseen keys (h2h_actval3, h2h_actval4) 4 warps within 5% at 13, 8 warps at 11. The
+#: oracle benches of the three bench cells it moved (session 20, call 2): 2500x150 1.000x
+#: (8 warps 1.056x), 1300x300 1.053x (1.002x), 1800x220 1.065x (1.012x).
 ACTION_MAX_WARPS = 4
 
 #: Per-action keys with rows longer than ACTION_MANY_ROWS_TILE_MIN_SPAN up to this many
