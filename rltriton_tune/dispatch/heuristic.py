@@ -233,6 +233,12 @@ ACTION_TINY_T = 2
 ACTION_TINY_ROWS = 32
 ACTION_PAIR_T = 24
 ACTION_PAIR_ROWS = 2
+#: Those row counts were measured at A=8, where every best program held at most this
+#: many elements (rows x next_pow2(T) x next_pow2(A): 16 a lane). With more actions the
+#: rows shrink to stay within it (down to one), and a row that alone holds more takes a
+#: warp per this many elements (up to ACTION_MAX_WARPS), as the one-row rule below does
+#: with its own budget: a guard against register spills, not a measured optimum.
+ACTION_SHORT_MAX_ELEMS = 512
 
 #: One flat per-action row takes at most this many warps: with fewer rows than
 #: ACTION_MANY_ROWS_PER_SM per SM every program fits one wave (Retrace 900x400 4 warps
@@ -383,14 +389,18 @@ def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
     return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1}
 
 
-def action_short_rows(key: ProblemKey) -> int:
-    """Rows a one-warp flat program of a per-action key of up to ACTION_PAIR_T steps."""
+def action_short_params(key: ProblemKey) -> dict[str, int]:
+    """Rows a program and warps of a flat per-action key of up to ACTION_PAIR_T steps."""
+    row = _next_pow2(key.t) * _next_pow2(key.a)
     if key.t <= ACTION_TINY_T:
-        return ACTION_TINY_ROWS
-    if key.t > ACTION_SHORT_T:
-        return ACTION_PAIR_ROWS
-    fill = ACTION_SHORT_MIN_ELEMS // (_next_pow2(key.t) * _next_pow2(key.a))
-    return min(max(ACTION_SHORT_ROWS, fill), ACTION_SHORT_MAX_ROWS)
+        rows = ACTION_TINY_ROWS
+    elif key.t > ACTION_SHORT_T:
+        rows = ACTION_PAIR_ROWS
+    else:
+        rows = min(max(ACTION_SHORT_ROWS, ACTION_SHORT_MIN_ELEMS // row), ACTION_SHORT_MAX_ROWS)
+    rows = min(rows, max(1, ACTION_SHORT_MAX_ELEMS // row), _next_pow2(key.n))
+    warps = min(ACTION_MAX_WARPS, max(1, rows * row // ACTION_SHORT_MAX_ELEMS))
+    return {"BLOCK_N": rows, "num_warps": warps}
 
 
 def action_lookback_params(key: ProblemKey) -> dict[str, int]:
@@ -428,10 +438,10 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"time-major, N<{sm_count} SMs: flat, one row per program (48x6000: "
                        "4x ahead of any row block)"))
     elif key.a and t <= ACTION_PAIR_T:
-        rows = min(action_short_rows(key), _next_pow2(n))
-        ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 1},
-                       f"per-action inputs, T<={ACTION_PAIR_T}: flat, {rows} rows, one warp "
-                       "(head to head: 32 rows at 1-2 steps, 4-8 to 16, 2 to 24)"))
+        params = action_short_params(key)
+        ranked.append(("flat", params,
+                       f"per-action inputs, T<={ACTION_PAIR_T}: flat {params} (head to head, "
+                       "A=8: 32 rows at 1-2 steps, 4-8 to 16, 2 to 24, one warp)"))
     elif key.a and many_action_rows and (n * t >= LARGE_ELEMENTS or
                                          _next_pow2(t) >= ACTION_MANY_ROWS_TILE_MIN_SPAN):
         ranked.append(("tiled", dict(ACTION_MANY_ROWS_TILE),

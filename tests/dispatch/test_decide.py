@@ -323,6 +323,10 @@ def test_heuristic_tiles_count_retraces_actions():
     (70000, 24, 8, "flat", {"BLOCK_N": 2, "num_warps": 1}),
     (20000, 28, 8, "flat", {"BLOCK_N": 1, "num_warps": 1}),     # 25-32 steps: one row
     (20000, 16, 2, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # few actions: 8 x 16 x 2
+    (20000, 1, 64, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # many: <= 512 elements
+    (20000, 2, 18, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # 8 x 2 x 32
+    (20000, 12, 64, "flat", {"BLOCK_N": 1, "num_warps": 2}),    # one row of 16 x 64: 2 warps
+    (20000, 20, 1000, "flat", {"BLOCK_N": 1, "num_warps": 4}),  # at most 4 warps
     (3, 4, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),          # no more rows than there are
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
     (1000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # 8192 tile
