@@ -7,6 +7,7 @@
 # - the patch reverted, then held-out set 4's Retrace resumed from session 20's call 4
 #   (its four mid-size keys have no sweep tables yet; 300 s a key).
 set -uo pipefail
+t0=$(date +%s)
 S4=90x15000,6000x180,2200x450,750x1200,300x2800,150000x6,24000x60,6x70000
 bash benchmarks/carry_from_results.sh _r21m:gae:200x2500,3500x100 \
     _r21m:discounted_returns:200x2500 _r21m:retrace:3500x100
@@ -20,4 +21,4 @@ oracle:discounted_returns:_r21m:200x2500 oracle:retrace:_r21m:3500x100" \
 SECONDS_LEFT=150 OUT=$OUT bash benchmarks/dual_gpu.sh
 git apply -R benchmarks/results/session21/nearest_margin.patch || exit 1
 ORACLE_SECONDS=300 JOBS0="oracle:retrace:_s4:$S4" \
-SECONDS_LEFT=$(( ${SECONDS_LEFT:-560} - 150 )) OUT=$OUT bash benchmarks/dual_gpu.sh
+SECONDS_LEFT=$(( ${SECONDS_LEFT:-560} - $(date +%s) + t0 )) OUT=$OUT bash benchmarks/dual_gpu.sh
