@@ -38,6 +38,12 @@ Rules = Callable[[ProblemKey, int], list[heuristic.Candidate]]
 #: 2^23 elements) that the heuristic's rules know and a nearby entry does not.
 MAX_DISTANCE = 0.5
 
+#: A nearby tuned entry is reused only where it beat its own ``flat_heuristic`` baseline
+#: by this share: a config a few percent ahead where it was tuned carries little evidence
+#: for the shapes around it (Retrace 4096x128's tiled (1, 64, 1 warp), 4% ahead there,
+#: ran 1.06-1.17x off the best at four nearby shapes, head to head, session 20).
+NEAREST_MIN_MARGIN = 0.05
+
 #: Distance within which ``transfer_alternatives`` offers entries to measure.
 SURVEY_DISTANCE = 2.0
 
@@ -260,7 +266,7 @@ def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy
             continue
         other_entry = profiles.entries[other_text]
         impl = usable.get(other_entry.strategy)
-        if impl is None:
+        if impl is None or (check_rules and not _has_margin(other_entry)):
             continue
         unmoved = _validated(impl, key, dict(other_entry.params))
         name, params = other_entry.strategy, unmoved
@@ -276,6 +282,13 @@ def nearest_decisions(key: ProblemKey, profiles: Any, usable: dict[str, Strategy
                 f"config moved to this shape (tuned: {other_entry.strategy} {other_entry.params})"
             yield Decision(key, name, params, f"nearest:{other_text}@{path}",
                            f"log2 distance {dist:.2f}, {how}")
+
+
+def _has_margin(entry: Any) -> bool:
+    """Whether ``entry`` beat its ``flat_heuristic`` baseline by NEAREST_MIN_MARGIN (an
+    entry without that baseline is kept)."""
+    baseline = entry.baselines.get("flat_heuristic")
+    return not baseline or entry.device_time_us * (1 + NEAREST_MIN_MARGIN) <= baseline
 
 
 def _moved(impl: Strategy, source: ProblemKey, key: ProblemKey, params: dict[str, Any],

@@ -233,12 +233,33 @@ ACTION_TINY_T = 2
 ACTION_TINY_ROWS = 32
 ACTION_PAIR_T = 24
 ACTION_PAIR_ROWS = 2
-#: Those row counts were measured at A=8, where every best program held at most this
-#: many elements (rows x next_pow2(T) x next_pow2(A): 16 a lane). With more actions the
-#: rows shrink to stay within it (down to one), and a row that alone holds more takes a
-#: warp per this many elements (up to ACTION_MAX_WARPS), as the one-row rule below does
-#: with its own budget: a guard against register spills, not a measured optimum.
-ACTION_SHORT_MAX_ELEMS = 512
+#: Every per-action rule here was measured at A=8. Wider action sets (next_pow2(A) above
+#: ACTION_NARROW_A) move more per step and ran best with other programs: head to head
+#: (session 21, benchmarks/results/session21/h2h_a18fit, Retrace A=18 (Atari's full
+#: action set), 13 shapes of 5-5000 steps, 32 configs) the A=8 rules were within 5% of the
+#: best at 4 of the 13 keys (worst 2.31x), these at 11. Rows of up to ACTION_WIDE_TINY_T
+#: steps: as many rows as fill ACTION_WIDE_TINY_ELEMS elements (rows x next_pow2(T) x
+#: next_pow2(A)), one warp (16384x10: 2 rows the best, one row 1.29x; 2048x5: 4 rows
+#: 1.02x, the A=8 rule's 2 rows 1.24x).
+ACTION_NARROW_A = 8
+ACTION_WIDE_TINY_T = 16
+ACTION_WIDE_TINY_ELEMS = 1024
+#: ... rows of up to ACTION_SHORT_TILE_T steps with ACTION_MANY_ROWS_PER_SM rows a SM:
+#: rows filling an ACTION_WIDE_TILE-step tile, ACTION_WIDE_TILE_WARPS warps (4000x40 and
+#: 12000x64: 4 rows the best, one row 1.06-1.47x; 4096x20 8 rows 1.01x).
+ACTION_WIDE_TILE = 256
+ACTION_WIDE_TILE_WARPS = 4
+#: ... otherwise one row with a warp per ACTION_WIDE_ELEMS_PER_WARP elements, up to
+#: ACTION_WIDE_MAX_WARPS: 4 warps at 64x80 and 256x80, 8 at 300x200, 16 at 2000x300, all
+#: the best (the A=8 rule's 4 warps 1.06-1.12x); also for rows of 513-1024 steps under
+#: ACTION_ROW_LOOKBACK_ROWS_PER_SM rows a SM, where the look-back scan ran 2.3x off
+#: (200x1000: one row of 16 warps 1.10x, the best a (1, 512, 8 warps) chunk loop).
+ACTION_WIDE_ELEMS_PER_WARP = 1024
+ACTION_WIDE_MAX_WARPS = 16
+WIDE_ACTION_ROW_MAX_SPAN = 1024
+#: ... and look-back chunks of such rows take this many warps: 256-step chunks with two
+#: warps were the best at 16x5000, 1.79x ahead of one.
+ACTION_WIDE_LOOKBACK_WARPS = 2
 
 #: One flat per-action row takes at most this many warps: with fewer rows than
 #: ACTION_MANY_ROWS_PER_SM per SM every program fits one wave (Retrace 900x400 4 warps
@@ -390,23 +411,39 @@ def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
 
 
 def action_short_params(key: ProblemKey) -> dict[str, int]:
-    """Rows a program and warps of a flat per-action key of up to ACTION_PAIR_T steps."""
-    row = _next_pow2(key.t) * _next_pow2(key.a)
+    """Rows a program of a flat per-action key of up to ACTION_PAIR_T steps, A <= 8."""
     if key.t <= ACTION_TINY_T:
         rows = ACTION_TINY_ROWS
     elif key.t > ACTION_SHORT_T:
         rows = ACTION_PAIR_ROWS
     else:
+        row = _next_pow2(key.t) * _next_pow2(key.a)
         rows = min(max(ACTION_SHORT_ROWS, ACTION_SHORT_MIN_ELEMS // row), ACTION_SHORT_MAX_ROWS)
-    rows = min(rows, max(1, ACTION_SHORT_MAX_ELEMS // row), _next_pow2(key.n))
-    warps = min(ACTION_MAX_WARPS, max(1, rows * row // ACTION_SHORT_MAX_ELEMS))
-    return {"BLOCK_N": rows, "num_warps": warps}
+    return {"BLOCK_N": min(rows, _next_pow2(key.n)), "num_warps": 1}
+
+
+def wide_action(key: ProblemKey) -> bool:
+    """Whether ``key`` has more actions than the per-action rules were measured with."""
+    return _next_pow2(key.a) > ACTION_NARROW_A
+
+
+def wide_action_flat_params(key: ProblemKey, many_rows: bool) -> dict[str, int]:
+    """The flat config of a wide-action key (see ACTION_NARROW_A)."""
+    span, width = _next_pow2(key.t), _next_pow2(key.a)
+    if key.t <= ACTION_WIDE_TINY_T:
+        rows = min(max(1, ACTION_WIDE_TINY_ELEMS // (span * width)), _next_pow2(key.n))
+        return {"BLOCK_N": rows, "num_warps": 1}
+    if many_rows and span <= ACTION_SHORT_TILE_T:
+        return {"BLOCK_N": ACTION_WIDE_TILE // span, "num_warps": ACTION_WIDE_TILE_WARPS}
+    warps = min(ACTION_WIDE_MAX_WARPS, max(1, span * width // ACTION_WIDE_ELEMS_PER_WARP))
+    return {"BLOCK_N": 1, "num_warps": warps}
 
 
 def action_lookback_params(key: ProblemKey) -> dict[str, int]:
     """The look-back config of a per-action key (see ACTION_LOOKBACK_MAX_ELEMS)."""
     chunk = max(ACTION_MIN_CHUNK, min(ACTION_MAX_CHUNK, _pow2_floor(key.t // ACTION_CHUNKS_A_ROW)))
-    return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1}
+    warps = ACTION_WIDE_LOOKBACK_WARPS if wide_action(key) else 1
+    return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps}
 
 
 def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
@@ -437,6 +474,13 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": 1},
                        f"time-major, N<{sm_count} SMs: flat, one row per program (48x6000: "
                        "4x ahead of any row block)"))
+    elif key.a and wide_action(key) and (t <= FLAT_TILE_MAX_T or (
+            _next_pow2(t) <= WIDE_ACTION_ROW_MAX_SPAN and not many_action_rows and
+            n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):
+        params = wide_action_flat_params(key, many_action_rows)
+        ranked.append(("flat", params,
+                       f"per-action inputs, A={key.a} > {ACTION_NARROW_A}: flat {params} (head "
+                       "to head, A=18: within 5% of the best at 11 of 13 keys, the A=8 rules 4)"))
     elif key.a and t <= ACTION_PAIR_T:
         params = action_short_params(key)
         ranked.append(("flat", params,
