@@ -233,15 +233,25 @@ ACTION_TINY_T = 2
 ACTION_TINY_ROWS = 32
 ACTION_PAIR_T = 24
 ACTION_PAIR_ROWS = 2
-#: Every per-action rule here was measured at A=8. Wider action sets (next_pow2(A) above
-#: ACTION_NARROW_A) move more per step and ran best with other programs: head to head
-#: (session 21, benchmarks/results/session21/h2h_a18fit, Retrace A=18 (Atari's full
-#: action set), 13 shapes of 5-5000 steps, 32 configs) the A=8 rules were within 5% of the
-#: best at 4 of the 13 keys (worst 2.31x), these at 11. Rows of up to ACTION_WIDE_TINY_T
-#: steps: as many rows as fill ACTION_WIDE_TINY_ELEMS elements (rows x next_pow2(T) x
-#: next_pow2(A)), one warp (16384x10: 2 rows the best, one row 1.29x; 2048x5: 4 rows
-#: 1.02x, the A=8 rule's 2 rows 1.24x).
-ACTION_NARROW_A = 8
+#: Those row counts were measured at A=8, where every best program held at most this
+#: many elements (rows x next_pow2(T) x next_pow2(A): 16 a lane). With more actions the
+#: rows shrink to stay within it (down to one), and a row that alone holds more takes a
+#: warp per this many elements (up to ACTION_MAX_WARPS), as the one-row rule below does
+#: with its own budget: a guard against register spills, not a measured optimum.
+ACTION_SHORT_MAX_ELEMS = 512
+
+#: Every per-action rule here was measured at A=8. Action sets of ACTION_WIDE_MIN_A to
+#: ACTION_WIDE_MAX_A (Atari's full set is 18) ran best with other programs. Head to head
+#: (session 21, benchmarks/results/session21/h2h_a18fit and h2h_a18val, Retrace A=18, 25
+#: shapes of 5-5000 steps, 32 configs) the A=8 rules were within 5% of the best at 7
+#: keys (worst 2.31x), the rules below, fitted there, at 23; on 12 shapes no probe had
+#: timed (h2h_a18new) 10 against 2. They stop at 24: on unseen shapes at A=12 they did
+#: worse than the A=8 rules (3 of 7 keys against 5, h2h_a12), at A=32 and A=64 neither
+#: set fits (3 of 8 against 2, 1 of 6 against 2; h2h_a32, h2h_a64), so other action
+#: counts keep the A=8 rules. Rows of up to ACTION_WIDE_TINY_T steps: as many rows as fill
+#: ACTION_WIDE_TINY_ELEMS elements (rows x next_pow2(T) x next_pow2(A)), one warp
+#: (16384x10: 2 rows the best, one row 1.29x; 2048x5: 4 rows 1.02x, 2 rows 1.24x).
+ACTION_WIDE_MIN_A, ACTION_WIDE_MAX_A = 17, 24
 ACTION_WIDE_TINY_T = 16
 ACTION_WIDE_TINY_ELEMS = 1024
 #: ... rows of up to ACTION_SHORT_TILE_T steps with ACTION_MANY_ROWS_PER_SM rows a SM:
@@ -411,24 +421,26 @@ def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
 
 
 def action_short_params(key: ProblemKey) -> dict[str, int]:
-    """Rows a program of a flat per-action key of up to ACTION_PAIR_T steps, A <= 8."""
+    """Rows a program and warps of a flat per-action key of up to ACTION_PAIR_T steps."""
+    row = _next_pow2(key.t) * _next_pow2(key.a)
     if key.t <= ACTION_TINY_T:
         rows = ACTION_TINY_ROWS
     elif key.t > ACTION_SHORT_T:
         rows = ACTION_PAIR_ROWS
     else:
-        row = _next_pow2(key.t) * _next_pow2(key.a)
         rows = min(max(ACTION_SHORT_ROWS, ACTION_SHORT_MIN_ELEMS // row), ACTION_SHORT_MAX_ROWS)
-    return {"BLOCK_N": min(rows, _next_pow2(key.n)), "num_warps": 1}
+    rows = min(rows, max(1, ACTION_SHORT_MAX_ELEMS // row), _next_pow2(key.n))
+    warps = min(ACTION_MAX_WARPS, max(1, rows * row // ACTION_SHORT_MAX_ELEMS))
+    return {"BLOCK_N": rows, "num_warps": warps}
 
 
 def wide_action(key: ProblemKey) -> bool:
-    """Whether ``key`` has more actions than the per-action rules were measured with."""
-    return _next_pow2(key.a) > ACTION_NARROW_A
+    """Whether ``key``'s action count takes the wide-action rules (see ACTION_WIDE_MIN_A)."""
+    return ACTION_WIDE_MIN_A <= key.a <= ACTION_WIDE_MAX_A
 
 
 def wide_action_flat_params(key: ProblemKey, many_rows: bool) -> dict[str, int]:
-    """The flat config of a wide-action key (see ACTION_NARROW_A)."""
+    """The flat config of a wide-action key (see ACTION_WIDE_MIN_A)."""
     span, width = _next_pow2(key.t), _next_pow2(key.a)
     if key.t <= ACTION_WIDE_TINY_T:
         rows = min(max(1, ACTION_WIDE_TINY_ELEMS // (span * width)), _next_pow2(key.n))
@@ -479,8 +491,9 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
             n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):
         params = wide_action_flat_params(key, many_action_rows)
         ranked.append(("flat", params,
-                       f"per-action inputs, A={key.a} > {ACTION_NARROW_A}: flat {params} (head "
-                       "to head, A=18: within 5% of the best at 11 of 13 keys, the A=8 rules 4)"))
+                       f"per-action inputs, A={key.a} of {ACTION_WIDE_MIN_A}-"
+                       f"{ACTION_WIDE_MAX_A}: flat {params} (head to head at A=18: within 5% "
+                       "of the best at 33 of 37 keys, the A=8 rules 9)"))
     elif key.a and t <= ACTION_PAIR_T:
         params = action_short_params(key)
         ranked.append(("flat", params,

@@ -95,6 +95,23 @@ def test_nearest_entry_within_a_rule_is_reused(profiles, fake_gpu):
     assert d.params["num_warps"] == 32
 
 
+@pytest.mark.parametrize(("flat_us", "reused"), [(1.10, True), (1.02, False), (None, True)])
+def test_nearest_entry_needs_a_margin_over_its_flat_baseline(profiles, fake_gpu, flat_us,
+                                                            reused):
+    """An entry only 2% ahead of the flat heuristic where it was tuned is not evidence for
+    the shapes around it (NEAREST_MIN_MARGIN); one without that baseline is kept."""
+    from rltriton_tune.tuning_db.schema import Entry
+
+    gae = ProblemKey("gae", 256, 2048)
+    entry = Entry(key=gae, strategy="flat", params={"BLOCK_N": 1, "num_warps": 32},
+                  device_time_us=1.0,
+                  baselines={} if flat_us is None else {"flat_heuristic": flat_us})
+    profiles.write(FAKE_FP, [entry])
+    d = decide(ProblemKey("gae", 200, 2500), FAKE_GPU)
+    assert d.source.startswith("nearest:") is reused
+    assert decide(gae, FAKE_GPU).source.startswith("profile:")  # its own key: always
+
+
 def test_nearest_entry_the_rules_cannot_place_is_skipped():
     from types import SimpleNamespace
 
@@ -324,7 +341,23 @@ def test_heuristic_tiles_count_retraces_actions():
     (20000, 28, 8, "flat", {"BLOCK_N": 1, "num_warps": 1}),     # 25-32 steps: one row
     (20000, 16, 2, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # few actions: 8 x 16 x 2
     (20000, 1, 64, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # many: <= 512 elements
-    (20000, 2, 18, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # 8 x 2 x 32
+    (20000, 2, 40, "flat", {"BLOCK_N": 4, "num_warps": 1}),     # 4 x 2 x 64 = 512
+    # 17-24 actions (Atari's 18): their own rules.
+    (20000, 2, 18, "flat", {"BLOCK_N": 16, "num_warps": 1}),    # 16 x 2 x 32 = 1024
+    (16384, 10, 18, "flat", {"BLOCK_N": 2, "num_warps": 1}),    # 2 x 16 x 32
+    (2048, 5, 24, "flat", {"BLOCK_N": 4, "num_warps": 1}),      # 4 x 8 x 32
+    (4000, 40, 18, "flat", {"BLOCK_N": 4, "num_warps": 4}),     # many rows: 256-step tile
+    (12000, 100, 17, "flat", {"BLOCK_N": 2, "num_warps": 4}),
+    (1000, 40, 18, "flat", {"BLOCK_N": 1, "num_warps": 2}),     # few rows: 1024 a warp
+    (300, 200, 18, "flat", {"BLOCK_N": 1, "num_warps": 8}),
+    (2000, 300, 18, "flat", {"BLOCK_N": 1, "num_warps": 16}),
+    (100, 600, 18, "flat", {"BLOCK_N": 1, "num_warps": 16}),    # 513-1024 steps, few rows
+    (40, 3000, 18, "lookback", {"BLOCK_T": 256, "num_warps": 2}),
+    (16, 5000, 18, "lookback", {"BLOCK_T": 256, "num_warps": 2}),
+    (1500, 800, 18, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 4 rows a SM
+    (100, 600, 16, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # 16 and 25: the A=8 rules
+    (100, 600, 25, "lookback", {"BLOCK_T": 128, "num_warps": 1}),
+    (4000, 40, 25, "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (20000, 12, 64, "flat", {"BLOCK_N": 1, "num_warps": 2}),    # one row of 16 x 64: 2 warps
     (20000, 20, 1000, "flat", {"BLOCK_N": 1, "num_warps": 4}),  # at most 4 warps
     (3, 4, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),          # no more rows than there are
