@@ -15,10 +15,10 @@
 #       sweeps of bench:ALG's keys (or of those dtypes and shapes), into the tables
 #       oracle:ALG[:TAG] reads; $SWEEP_WORKERS compile processes;
 #       $SWEEP_DROP=STRATEGY,...: measure those strategies again after a kernel change) |
-#       h2h:ALG,...:NxT,...[:NAME] (benchmarks/headtohead_probe.py: the best configs of
+#       h2h:ALG,...:NxT,...[:NAME[:A]] (benchmarks/headtohead_probe.py: the best configs of
 #       those keys' sweep tables in bench/ALG_oracle*/oracle, timed head to head at every
 #       key, into h2h_NAME; $H2H_TOP configs a table; $H2H_CONFIGS_NAME: more configs,
-#       'strategy:k=v,...' separated by spaces, timed at every key) |
+#       'strategy:k=v,...' separated by spaces, timed at every key; A: Retrace's actions) |
 #       bench:ALG[:TAG[:NxT,...]] | oracle:ALG[:TAG[:NxT,...]] (bench --oracle into
 #       bench/ALG_oracleTAG, with those held-out shapes instead of $HELD_OUT;
 #       $ORACLE_SECONDS per key, $ORACLE_WORKERS compile processes (8); bench
@@ -85,7 +85,7 @@ job() {  # gpu job
             [ -d "$t" ] && tables+=(--tables "$t"); done; done
         for cfg in ${!named:-}; do tables+=(--config "$cfg"); done
         CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 benchmarks/headtohead_probe.py \
-        "${tables[@]}" --algorithms "$a" --shapes "$b" --top "${H2H_TOP:-6}" \
+        "${tables[@]}" --algorithms "$a" --shapes "$b" --top "${H2H_TOP:-6}" ${d:+--actions "$d"} \
         --max-seconds "$(( left - 30 ))" --output "$CARRY/$name" > "$CARRY/logs/$name.log" 2>&1 ;;
     bench|oracle) local extra=(); [ "$kind" = oracle ] && \
         extra=(--oracle --oracle-seconds "${ORACLE_SECONDS:-25}" --compile-workers "${ORACLE_WORKERS:-8}")
