@@ -261,9 +261,11 @@ ACTION_WIDE_TILE = 256
 ACTION_WIDE_TILE_WARPS = 4
 #: ... otherwise one row with a warp per ACTION_WIDE_ELEMS_PER_WARP elements, up to
 #: ACTION_WIDE_MAX_WARPS: 4 warps at 64x80 and 256x80, 8 at 300x200, 16 at 2000x300, all
-#: the best (the A=8 rule's 4 warps 1.06-1.12x); also for rows of 513-1024 steps under
-#: ACTION_ROW_LOOKBACK_ROWS_PER_SM rows a SM, where the look-back scan ran 2.3x off
-#: (200x1000: one row of 16 warps 1.10x, the best a (1, 512, 8 warps) chunk loop).
+#: the best (the A=8 rule's 4 warps 1.06-1.12x); also for rows of up to
+#: WIDE_ACTION_ROW_MAX_SPAN steps under ACTION_ROW_LOOKBACK_ROWS_PER_SM rows a SM, where
+#: the look-back scan ran 2.3x off (200x1000: one row of 16 warps 1.10x, the best a (1,
+#: 512, 8 warps) chunk loop). Many-row keys of LARGE_ELEMENTS keep ACTION_MANY_ROWS_TILE
+#: (no A=18 probe reached that size).
 ACTION_WIDE_ELEMS_PER_WARP = 1024
 ACTION_WIDE_MAX_WARPS = 16
 WIDE_ACTION_ROW_MAX_SPAN = 1024
@@ -486,9 +488,9 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": 1},
                        f"time-major, N<{sm_count} SMs: flat, one row per program (48x6000: "
                        "4x ahead of any row block)"))
-    elif key.a and wide_action(key) and (t <= FLAT_TILE_MAX_T or (
-            _next_pow2(t) <= WIDE_ACTION_ROW_MAX_SPAN and not many_action_rows and
-            n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):
+    elif key.a and wide_action(key) and not (many_action_rows and n * t >= LARGE_ELEMENTS) \
+            and (t <= FLAT_TILE_MAX_T or (_next_pow2(t) <= WIDE_ACTION_ROW_MAX_SPAN and
+                                          n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):
         params = wide_action_flat_params(key, many_action_rows)
         ranked.append(("flat", params,
                        f"per-action inputs, A={key.a} of {ACTION_WIDE_MIN_A}-"

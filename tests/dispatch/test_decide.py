@@ -355,6 +355,7 @@ def test_heuristic_tiles_count_retraces_actions():
     (40, 3000, 18, "lookback", {"BLOCK_T": 256, "num_warps": 2}),
     (16, 5000, 18, "lookback", {"BLOCK_T": 256, "num_warps": 2}),
     (1500, 800, 18, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 4 rows a SM
+    (100000, 128, 18, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 2^23+
     (100, 600, 16, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # 16 and 25: the A=8 rules
     (100, 600, 25, "lookback", {"BLOCK_T": 128, "num_warps": 1}),
     (4000, 40, 25, "flat", {"BLOCK_N": 1, "num_warps": 4}),
