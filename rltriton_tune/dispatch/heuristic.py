@@ -467,6 +467,8 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     ranked: list[Candidate] = []
     few_rows = n < sm_count
     many_action_rows = n >= ACTION_MANY_ROWS_PER_SM * sm_count
+    action_row_loop = many_action_rows and (n * t >= LARGE_ELEMENTS or
+                                            _next_pow2(t) >= ACTION_MANY_ROWS_TILE_MIN_SPAN)
     if key.time_major and t <= SEQUENTIAL_MAX_T:
         ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
@@ -488,9 +490,9 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": 1},
                        f"time-major, N<{sm_count} SMs: flat, one row per program (48x6000: "
                        "4x ahead of any row block)"))
-    elif key.a and wide_action(key) and not (many_action_rows and n * t >= LARGE_ELEMENTS) \
-            and (t <= FLAT_TILE_MAX_T or (_next_pow2(t) <= WIDE_ACTION_ROW_MAX_SPAN and
-                                          n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):
+    elif key.a and wide_action(key) and not action_row_loop and (
+            t <= FLAT_TILE_MAX_T or (_next_pow2(t) <= WIDE_ACTION_ROW_MAX_SPAN and
+                                     n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):
         params = wide_action_flat_params(key, many_action_rows)
         ranked.append(("flat", params,
                        f"per-action inputs, A={key.a} of {ACTION_WIDE_MIN_A}-"
@@ -501,8 +503,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", params,
                        f"per-action inputs, T<={ACTION_PAIR_T}: flat {params} (head to head, "
                        "A=8: 32 rows at 1-2 steps, 4-8 to 16, 2 to 24, one warp)"))
-    elif key.a and many_action_rows and (n * t >= LARGE_ELEMENTS or
-                                         _next_pow2(t) >= ACTION_MANY_ROWS_TILE_MIN_SPAN):
+    elif key.a and action_row_loop:
         ranked.append(("tiled", dict(ACTION_MANY_ROWS_TILE),
                        f"per-action inputs, N>={ACTION_MANY_ROWS_PER_SM}x{sm_count} SMs, "
                        f"N*T>=2^23 or next_pow2(T)>={ACTION_MANY_ROWS_TILE_MIN_SPAN}: tiled "
