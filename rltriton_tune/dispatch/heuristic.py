@@ -9,7 +9,7 @@ sweeps of all seven (``LOOKBACK_RULES``, ``MANY_ROWS_MAX_T``, the per-action rul
 its tuned entries. All estimators run the same scan cores; where the best config depends on how
 much an estimator moves per step (look-back chunk length, half tiles), the rules scale
 with ``step_streams``. Per-action estimators (Retrace) have their own rules (see
-``ACTION_ELEMS_PER_WARP``). Each rule
+``ACTION_ELEMS_PER_WARP``; many actions: :mod:`many_actions`). Each rule
 gives an ordered list of candidates; dispatch keeps the first that the strategy
 validates for the key (merged over the strategy's ``default_params``), so a rule
 never produces an invalid config.
@@ -22,6 +22,7 @@ from typing import Any
 
 from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.dispatch import many_actions
 from rltriton_tune.problems import data_bytes
 
 #: (strategy, parameter overrides, why) in order of preference.
@@ -454,7 +455,10 @@ def wide_action_flat_params(key: ProblemKey, many_rows: bool) -> dict[str, int]:
 
 
 def action_lookback_params(key: ProblemKey) -> dict[str, int]:
-    """The look-back config of a per-action key (see ACTION_LOOKBACK_MAX_ELEMS)."""
+    """The look-back config of a per-action key (see ACTION_LOOKBACK_MAX_ELEMS and, for
+    many actions, :mod:`many_actions`)."""
+    if many_actions.many_actions(key):
+        return many_actions.lookback_params(key)
     chunk = max(ACTION_MIN_CHUNK, min(ACTION_MAX_CHUNK, _pow2_floor(key.t // ACTION_CHUNKS_A_ROW)))
     warps = ACTION_WIDE_LOOKBACK_WARPS if wide_action(key) else 1
     return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps}
@@ -490,6 +494,8 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("flat", {"BLOCK_N": 1},
                        f"time-major, N<{sm_count} SMs: flat, one row per program (48x6000: "
                        "4x ahead of any row block)"))
+    elif key.a and many_actions.many_actions(key):
+        ranked.append(many_actions.choice(key, sm_count))
     elif key.a and wide_action(key) and not action_row_loop and (
             t <= FLAT_TILE_MAX_T or (_next_pow2(t) <= WIDE_ACTION_ROW_MAX_SPAN and
                                      n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):

@@ -340,8 +340,8 @@ def test_heuristic_tiles_count_retraces_actions():
     (70000, 24, 8, "flat", {"BLOCK_N": 2, "num_warps": 1}),
     (20000, 28, 8, "flat", {"BLOCK_N": 1, "num_warps": 1}),     # 25-32 steps: one row
     (20000, 16, 2, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # few actions: 8 x 16 x 2
-    (20000, 1, 64, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # many: <= 512 elements
-    (20000, 2, 40, "flat", {"BLOCK_N": 4, "num_warps": 1}),     # 4 x 2 x 64 = 512
+    (20000, 1, 16, "flat", {"BLOCK_N": 32, "num_warps": 1}),    # 16 actions: <= 512 elements
+    (20000, 2, 12, "flat", {"BLOCK_N": 16, "num_warps": 1}),    # 16 x 2 x 16 = 512
     # 17-24 actions (Atari's 18): their own rules.
     (20000, 2, 18, "flat", {"BLOCK_N": 16, "num_warps": 1}),    # 16 x 2 x 32 = 1024
     (16384, 10, 18, "flat", {"BLOCK_N": 2, "num_warps": 1}),    # 2 x 16 x 32
@@ -356,11 +356,30 @@ def test_heuristic_tiles_count_retraces_actions():
     (16, 5000, 18, "lookback", {"BLOCK_T": 256, "num_warps": 2}),
     (1500, 800, 18, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 4 rows a SM
     (100000, 128, 18, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 2^23+
-    (100, 600, 16, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # 16 and 25: the A=8 rules
-    (100, 600, 25, "lookback", {"BLOCK_T": 128, "num_warps": 1}),
-    (4000, 40, 25, "flat", {"BLOCK_N": 1, "num_warps": 4}),
-    (20000, 12, 64, "flat", {"BLOCK_N": 1, "num_warps": 2}),    # one row of 16 x 64: 2 warps
-    (20000, 20, 1000, "flat", {"BLOCK_N": 1, "num_warps": 4}),  # at most 4 warps
+    (100, 600, 16, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # 16: the A=8 rules
+    (4000, 40, 24, "flat", {"BLOCK_N": 4, "num_warps": 4}),     # 24 and 25: the boundary
+    (4000, 40, 25, "flat", {"BLOCK_N": 1, "num_warps": 2}),
+    # 25+ actions (many_actions): tiles counted in row elements, next_pow2(T) x next_pow2(A).
+    (20000, 4, 32, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # rows of 32 steps in all
+    (30000, 3, 32, "flat", {"BLOCK_N": 8, "num_warps": 1}),
+    (12000, 10, 32, "flat", {"BLOCK_N": 2, "num_warps": 1}),
+    (20000, 1, 64, "flat", {"BLOCK_N": 32, "num_warps": 2}),    # a warp per 1024 elements
+    (15000, 4, 64, "flat", {"BLOCK_N": 8, "num_warps": 2}),
+    (20000, 12, 64, "flat", {"BLOCK_N": 2, "num_warps": 2}),
+    (6000, 50, 32, "flat", {"BLOCK_N": 1, "num_warps": 2}),
+    (500, 120, 64, "flat", {"BLOCK_N": 1, "num_warps": 8}),
+    (700, 150, 32, "flat", {"BLOCK_N": 1, "num_warps": 8}),     # 8192 elements, < 8 a SM
+    (3000, 200, 32, "tiled", {"BLOCK_N": 1, "BLOCK_T": 128, "num_warps": 4}),  # >= 8 a SM
+    (2500, 500, 32, "tiled", {"BLOCK_N": 1, "BLOCK_T": 128, "num_warps": 4}),  # 16384
+    (800, 200, 64, "tiled", {"BLOCK_N": 1, "BLOCK_T": 128, "num_warps": 4}),
+    (1200, 400, 100, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 4}),  # 8192 a chunk
+    (20000, 20, 1000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 8, "num_warps": 4}),
+    (400, 300, 32, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # under 4 rows a SM
+    (100, 600, 25, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # 4096 elements a chunk
+    (40, 1500, 64, "lookback", {"BLOCK_T": 64, "num_warps": 1}),
+    (20, 6000, 32, "lookback", {"BLOCK_T": 128, "num_warps": 1}),
+    (12, 20000, 32, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # 64+ chunks: twice that
+    (6, 30000, 64, "lookback", {"BLOCK_T": 128, "num_warps": 1}),
     (3, 4, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),          # no more rows than there are
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T
     (1000, 5000, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # 8192 tile
