@@ -454,11 +454,11 @@ def wide_action_flat_params(key: ProblemKey, many_rows: bool) -> dict[str, int]:
     return {"BLOCK_N": 1, "num_warps": warps}
 
 
-def action_lookback_params(key: ProblemKey) -> dict[str, int]:
+def action_lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
     """The look-back config of a per-action key (see ACTION_LOOKBACK_MAX_ELEMS and, for
     many actions, :mod:`many_actions`)."""
     if many_actions.many_actions(key):
-        return many_actions.lookback_params(key)
+        return many_actions.lookback_params(key, sm_count)
     chunk = max(ACTION_MIN_CHUNK, min(ACTION_MAX_CHUNK, _pow2_floor(key.t // ACTION_CHUNKS_A_ROW)))
     warps = ACTION_WIDE_LOOKBACK_WARPS if wide_action(key) else 1
     return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps}
@@ -477,7 +477,8 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
         if not key.time_major:
-            params = action_lookback_params(key) if key.a else lookback_params(key, sm_count)
+            lookback = action_lookback_params if key.a else lookback_params
+            params = lookback(key, sm_count)
             ranked.append(("lookback", params,
                            f"N<{sm_count} SMs, long T: one-pass look-back scan, {params} "
                            "(GAE 5x300000: 14.3 vs split 21.1 us)"))
@@ -519,7 +520,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         span = f"rows of {FLAT_TILE_MAX_T + 1}-{ACTION_MANY_ROWS_TILE_MIN_SPAN} steps"
         per_sm = ACTION_ROW_LOOKBACK_ROWS_PER_SM
         if n < per_sm * sm_count:
-            params = action_lookback_params(key)
+            params = action_lookback_params(key, sm_count)
             ranked.append(("lookback", params,
                            f"per-action inputs, {span}, under {per_sm} rows per SM: look-back "
                            f"scan {params} (Retrace 100x3000: 1.51x faster than one flat row)"))
@@ -529,7 +530,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                            "(1, 256, 4 warps) (head to head: Retrace 1000x1700 at the best of 8 "
                            "configs, one flat row 1.24x)"))
     elif key.a and t > FLAT_TILE_MAX_T and n * t <= ACTION_LOOKBACK_MAX_ELEMS:
-        params = action_lookback_params(key)
+        params = action_lookback_params(key, sm_count)
         ranked.append(("lookback", params,
                        f"per-action inputs, T>{ACTION_MANY_ROWS_TILE_MIN_SPAN}, N*T<=2^20: "
                        f"look-back scan {params} (Retrace 40x9000: best of the sweep)"))

@@ -358,12 +358,14 @@ def test_heuristic_tiles_count_retraces_actions():
     (100000, 128, 18, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4}),  # 2^23+
     (100, 600, 16, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # 16: the A=8 rules
     (4000, 40, 24, "flat", {"BLOCK_N": 4, "num_warps": 4}),     # 24 and 25: the boundary
-    (4000, 40, 25, "flat", {"BLOCK_N": 1, "num_warps": 2}),
-    # 25+ actions (many_actions): tiles counted in row elements, next_pow2(T) x next_pow2(A).
+    (4000, 40, 25, "flat", {"BLOCK_N": 1, "num_warps": 1}),
+    # 25+ actions (many_actions): tiles counted in row elements, next_pow2(T) x next_pow2(A),
+    # warps and look-back chunks in loaded elements, steps x A.
     (20000, 4, 32, "flat", {"BLOCK_N": 8, "num_warps": 1}),     # rows of 32 steps in all
     (30000, 3, 32, "flat", {"BLOCK_N": 8, "num_warps": 1}),
     (12000, 10, 32, "flat", {"BLOCK_N": 2, "num_warps": 1}),
-    (20000, 1, 64, "flat", {"BLOCK_N": 32, "num_warps": 2}),    # a warp per 1024 elements
+    (20000, 1, 64, "flat", {"BLOCK_N": 32, "num_warps": 2}),    # a warp per 1024 loaded
+    (6000, 20, 48, "flat", {"BLOCK_N": 1, "num_warps": 1}),     # 32 x 48: one warp
     (15000, 4, 64, "flat", {"BLOCK_N": 8, "num_warps": 2}),
     (20000, 12, 64, "flat", {"BLOCK_N": 2, "num_warps": 2}),
     (6000, 50, 32, "flat", {"BLOCK_N": 1, "num_warps": 2}),
@@ -375,10 +377,13 @@ def test_heuristic_tiles_count_retraces_actions():
     (1200, 400, 100, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 4}),  # 8192 a chunk
     (20000, 20, 1000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 8, "num_warps": 4}),
     (400, 300, 32, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # under 4 rows a SM
-    (100, 600, 25, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # 4096 elements a chunk
+    (100, 600, 25, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # 4096+ loaded a chunk
     (40, 1500, 64, "lookback", {"BLOCK_T": 64, "num_warps": 1}),
     (20, 6000, 32, "lookback", {"BLOCK_T": 128, "num_warps": 1}),
-    (12, 20000, 32, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # 64+ chunks: twice that
+    (70, 2500, 48, "lookback", {"BLOCK_T": 128, "num_warps": 1}),   # 1400 programs
+    (10, 8000, 100, "lookback", {"BLOCK_T": 64, "num_warps": 1}),
+    (12, 20000, 32, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # 11+ programs a SM:
+    (30, 9000, 32, "lookback", {"BLOCK_T": 256, "num_warps": 1}),   # twice that
     (6, 30000, 64, "lookback", {"BLOCK_T": 128, "num_warps": 1}),
     (3, 4, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),          # no more rows than there are
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T

@@ -1,0 +1,68 @@
+"""The many-action rules (Retrace with 25+ actions): bounds and boundaries, any size."""
+
+import itertools
+
+import pytest
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.dispatch import many_actions
+from rltriton_tune.dispatch.heuristic import candidates
+from rltriton_tune.kernels import strategies
+
+SM = 132
+
+
+def retrace(n: int, t: int, a: int) -> ProblemKey:
+    return ProblemKey("retrace", n, t, flags="trunc", a=a)
+
+
+@pytest.mark.parametrize("a", [25, 32, 33, 48, 64, 100, 128, 300, 1000])
+def test_every_first_choice_is_a_valid_config(a):
+    impls = strategies()
+    for n, t in itertools.product([1, 7, 131, 600, 3000, 50000], [1, 3, 17, 100, 513, 5000]):
+        key = retrace(n, t, a)
+        name, overrides, why = candidates(key, SM)[0]
+        assert why
+        impl = impls[name]
+        impl.validate(key, {**impl.default_params(key), **overrides})  # raises if invalid
+
+
+@pytest.mark.parametrize("a", [25, 32, 48, 64, 100, 256])
+def test_lookback_chunk_is_the_shortest_that_loads_its_elements(a):
+    chunk = many_actions.lookback_params(retrace(1, 2000, a), SM)["BLOCK_T"]
+    assert chunk & (chunk - 1) == 0
+    assert chunk * a >= many_actions.LOOKBACK_CHUNK_ELEMS
+    assert chunk == 1 or chunk // 2 * a < many_actions.LOOKBACK_CHUNK_ELEMS
+
+
+def test_lookback_chunk_doubles_from_enough_programs_a_sm():
+    # A=32: 128-step chunks; 11 x 132 = 1452 programs double them.
+    per_row = 1452 // 12 + 1                      # 12 rows of 122 chunks: 1464 programs
+    below = retrace(11, per_row * 128, 32)        # 1342 programs
+    at = retrace(12, per_row * 128, 32)
+    assert many_actions.lookback_params(below, SM)["BLOCK_T"] == 128
+    assert many_actions.lookback_params(at, SM)["BLOCK_T"] == 256
+
+
+@pytest.mark.parametrize(("n", "t", "a"), [(20000, 1, 25), (20000, 4, 64), (3000, 20, 100),
+                                            (5, 9, 32), (700, 150, 32), (2000, 2, 1000)])
+def test_flat_programs_hold_32_steps_and_a_warp_per_1024_loaded(n, t, a):
+    name, p, _ = many_actions.choice(retrace(n, t, a), SM)
+    assert name == "flat"
+    span = 1 << max(0, t - 1).bit_length()
+    rows = p["BLOCK_N"]
+    assert rows * span >= min(32, span * (1 << max(0, n - 1).bit_length()))
+    loaded = rows * span * a
+    assert p["num_warps"] <= max(1, loaded // 1024) < 2 * p["num_warps"] or p["num_warps"] == 16
+
+
+def test_rows_of_16384_elements_loop_from_4_rows_a_sm_and_look_back_below():
+    loop = many_actions.choice(retrace(4 * SM, 300, 32), SM)          # 512 x 32
+    below = many_actions.choice(retrace(4 * SM - 1, 300, 32), SM)
+    assert loop[0] == "tiled" and loop[1]["BLOCK_T"] == 128 and loop[1]["num_warps"] == 4
+    assert below[0] == "lookback"
+
+
+def test_rows_of_8192_elements_loop_only_with_8_rows_a_sm():
+    assert many_actions.choice(retrace(8 * SM, 150, 32), SM)[0] == "tiled"
+    assert many_actions.choice(retrace(8 * SM - 1, 150, 32), SM)[0] == "flat"
