@@ -66,3 +66,10 @@ def test_rows_of_16384_elements_loop_from_4_rows_a_sm_and_look_back_below():
 def test_rows_of_8192_elements_loop_only_with_8_rows_a_sm():
     assert many_actions.choice(retrace(8 * SM, 150, 32), SM)[0] == "tiled"
     assert many_actions.choice(retrace(8 * SM - 1, 150, 32), SM)[0] == "flat"
+
+
+@pytest.mark.parametrize(("n", "t"), [(600, 90), (1500, 35)])
+def test_regimes_count_the_elements_a_row_loads_not_its_padded_tile(n, t):
+    # A=80 pads to 128 lanes: 128 x 128 = 16384 tile elements, but a row loads 10240.
+    name, params, _ = many_actions.choice(retrace(n, t, 80), SM)
+    assert name == "flat" and params["BLOCK_N"] == 1
