@@ -247,11 +247,12 @@ ACTION_SHORT_MAX_ELEMS = 512
 #: shapes of 5-5000 steps, 32 configs) the A=8 rules were within 5% of the best at 7
 #: keys (worst 2.31x), the rules below, fitted there, at 23; on 12 shapes no probe had
 #: timed (h2h_a18new) 10 against 2. They stop at 24: on unseen shapes at A=12 they did
-#: worse than the A=8 rules (3 of 7 keys against 5, h2h_a12), at A=32 and A=64 neither
-#: set fits (3 of 8 against 2, 1 of 6 against 2; h2h_a32, h2h_a64), so other action
-#: counts keep the A=8 rules. Rows of up to ACTION_WIDE_TINY_T steps: as many rows as fill
-#: ACTION_WIDE_TINY_ELEMS elements (rows x next_pow2(T) x next_pow2(A)), one warp
-#: (16384x10: 2 rows the best, one row 1.29x; 2048x5: 4 rows 1.02x, 2 rows 1.24x).
+#: worse than the A=8 rules (3 of 7 keys against 5, h2h_a12), so 9-16 actions keep the
+#: A=8 rules; at A=32 and A=64 neither set fits (3 of 8 against 2, 1 of 6 against 2;
+#: h2h_a32, h2h_a64): from 25 actions :mod:`many_actions` decides. Rows of up to
+#: ACTION_WIDE_TINY_T steps: as many rows as fill ACTION_WIDE_TINY_ELEMS elements (rows x
+#: next_pow2(T) x next_pow2(A)), one warp (16384x10: 2 rows the best, one row 1.29x;
+#: 2048x5: 4 rows 1.02x, 2 rows 1.24x).
 ACTION_WIDE_MIN_A, ACTION_WIDE_MAX_A = 17, 24
 ACTION_WIDE_TINY_T = 16
 ACTION_WIDE_TINY_ELEMS = 1024
