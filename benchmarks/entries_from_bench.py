@@ -29,7 +29,7 @@ import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
@@ -68,19 +68,56 @@ def shipped_h200_profile() -> Path:
     return next(shipped_dir().glob("cuda-nvidia-h200-*.json"))
 
 
-def heuristic_at(rev: str):
-    """The ``dispatch.heuristic`` module as it was at git revision ``rev``."""
+#: Modules of ``rltriton_tune.dispatch`` that the rules import (``heuristic`` hands some
+#: keys to them); a revision's replay loads its own copies where it has them.
+RULE_MODULES = ("many_actions",)
+
+
+def _module_at(rev: str, relpath: str, name: str) -> ModuleType | None:
+    """The file ``relpath`` as it was at git revision ``rev``, imported as ``name``; None
+    where the revision has no such file."""
     root = Path(__file__).resolve().parents[1]
-    source = subprocess.run(["git", "show", f"{rev}:rltriton_tune/dispatch/heuristic.py"],
-                            cwd=root, check=True, capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / "heuristic_at_rev.py"
-    path.write_text(source)
-    name = f"heuristic_at_{rev}"
+    shown = subprocess.run(["git", "show", f"{rev}:{relpath}"], cwd=root,
+                           capture_output=True, text=True)
+    if shown.returncode:
+        return None
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
+    path.write_text(shown.stdout)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up while it executes
     spec.loader.exec_module(module)
     return module
+
+
+def heuristic_at(rev: str) -> ModuleType:
+    """The ``dispatch.heuristic`` module as it was at git revision ``rev``, with the rule
+    modules it imports (RULE_MODULES) as they were there too."""
+    import rltriton_tune.dispatch as package
+
+    helpers = {name: _module_at(rev, f"rltriton_tune/dispatch/{name}.py", f"{name}_at_{rev}")
+               for name in RULE_MODULES}
+    saved = {name: (getattr(package, name, None), sys.modules.get(f"{package.__name__}.{name}"))
+             for name in helpers}
+    try:
+        for name, module in helpers.items():
+            if module is not None:  # `from rltriton_tune.dispatch import X` finds this copy
+                setattr(package, name, module)
+                sys.modules[f"{package.__name__}.{name}"] = module
+        heuristic = _module_at(rev, "rltriton_tune/dispatch/heuristic.py", f"heuristic_at_{rev}")
+    finally:
+        for name, (attribute, loaded) in saved.items():
+            if attribute is not None:
+                setattr(package, name, attribute)
+            elif hasattr(package, name):
+                delattr(package, name)
+            if loaded is not None:
+                sys.modules[f"{package.__name__}.{name}"] = loaded
+            else:
+                sys.modules.pop(f"{package.__name__}.{name}", None)
+    if heuristic is None:
+        raise SystemExit(f"no rltriton_tune/dispatch/heuristic.py at {rev}")
+    return heuristic
 
 
 def _entry(key, strategy: str, params: dict, us: float, runner_up: dict, baselines: dict,
