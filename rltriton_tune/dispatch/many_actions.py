@@ -36,6 +36,10 @@ MANY_ACTIONS_MIN_A = 25
 FLAT_MIN_STEPS = 32
 FLAT_ELEMS_PER_WARP = 1024
 FLAT_MAX_WARPS = 16
+#: ... but rows stop where the padded tile (rows x next_pow2(T) x next_pow2(A)) would pass
+#: this many elements: a guard against register spills past the probed range (A <= 100
+#: never reaches it; A=1000 would put 32768 elements in one program), not a measured optimum.
+FLAT_MAX_TILE = 8192
 #: Rows of at least LOOP_MIN_ELEMS row elements (or LOOP_MANY_ROWS_MIN_ELEMS with
 #: LOOP_MANY_ROWS_PER_SM rows a SM), from LOOKBACK_ROWS_PER_SM rows a SM on, run a one-row
 #: chunk loop of LOOP_CHUNK_ELEMS tile elements (at most LOOP_MAX_CHUNK steps) with
@@ -105,7 +109,8 @@ def choice(key: ProblemKey, sm_count: int) -> tuple[str, dict[str, Any], str]:
                 f"A={key.a}, rows of {elems} elements: chunk loop {params} (A=32 2500x500: "
                 "the best, one flat row 1.57x)")
     span = _next_pow2(key.t)
-    rows = min(max(1, FLAT_MIN_STEPS // span), _next_pow2(n))
+    tile_rows = FLAT_MAX_TILE // (span * _next_pow2(key.a))
+    rows = min(max(1, min(FLAT_MIN_STEPS // span, tile_rows)), _next_pow2(n))
     loaded = rows * elems
     warps = min(FLAT_MAX_WARPS, max(1, _pow2_floor(loaded // FLAT_ELEMS_PER_WARP)))
     params = {"BLOCK_N": rows, "num_warps": warps}

@@ -51,7 +51,10 @@ def test_flat_programs_hold_32_steps_and_a_warp_per_1024_loaded(n, t, a):
     assert name == "flat"
     span = 1 << max(0, t - 1).bit_length()
     rows = p["BLOCK_N"]
-    assert rows * span >= min(32, span * (1 << max(0, n - 1).bit_length()))
+    width = 1 << max(0, a - 1).bit_length()
+    assert rows * span >= min(32, span * (1 << max(0, n - 1).bit_length()),
+                              max(span, many_actions.FLAT_MAX_TILE // width))
+    assert rows == 1 or rows * span * width <= many_actions.FLAT_MAX_TILE
     loaded = rows * span * a
     assert p["num_warps"] <= max(1, loaded // 1024) < 2 * p["num_warps"] or p["num_warps"] == 16
 
