@@ -23,6 +23,7 @@ from typing import Any
 from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import many_actions
+from rltriton_tune.pow2 import next_pow2, pow2_floor
 from rltriton_tune.problems import data_bytes
 
 #: (strategy, parameter overrides, why) in order of preference.
@@ -368,13 +369,9 @@ TIME_MAJOR_BLOCKS: tuple[tuple[int, str, dict[str, int]], ...] = (
 )
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, x - 1).bit_length()
-
-
 def _row_warps(n: int, t: int, streams: int, sm_count: int) -> int:
     """Warps of a one-row flat program (see ROW_WARPS)."""
-    width = _next_pow2(t)
+    width = next_pow2(t)
     if streams >= HEAVY_STREAMS:
         return ROW_WARPS * (2 if width >= MID_LONG_SPAN else 1)
     few = width >= ROW_WIDE_MIN_SPAN and n * width <= ROW_WIDE_ELEMS_PER_SM * sm_count
@@ -395,10 +392,6 @@ def step_streams(key: ProblemKey) -> int:
     steps = 1 << 16
     per_step = replace(key, n=1, t=steps, dtype="float32")
     return data_bytes(per_step) // (4 * steps)
-
-
-def _pow2_floor(x: int) -> int:
-    return 1 << max(0, x.bit_length() - 1)
 
 
 def lookback_class(key: ProblemKey) -> str:
@@ -426,14 +419,14 @@ def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
 
 def action_short_params(key: ProblemKey) -> dict[str, int]:
     """Rows a program and warps of a flat per-action key of up to ACTION_PAIR_T steps."""
-    row = _next_pow2(key.t) * _next_pow2(key.a)
+    row = next_pow2(key.t) * next_pow2(key.a)
     if key.t <= ACTION_TINY_T:
         rows = ACTION_TINY_ROWS
     elif key.t > ACTION_SHORT_T:
         rows = ACTION_PAIR_ROWS
     else:
         rows = min(max(ACTION_SHORT_ROWS, ACTION_SHORT_MIN_ELEMS // row), ACTION_SHORT_MAX_ROWS)
-    rows = min(rows, max(1, ACTION_SHORT_MAX_ELEMS // row), _next_pow2(key.n))
+    rows = min(rows, max(1, ACTION_SHORT_MAX_ELEMS // row), next_pow2(key.n))
     warps = min(ACTION_MAX_WARPS, max(1, rows * row // ACTION_SHORT_MAX_ELEMS))
     return {"BLOCK_N": rows, "num_warps": warps}
 
@@ -445,9 +438,9 @@ def wide_action(key: ProblemKey) -> bool:
 
 def wide_action_flat_params(key: ProblemKey, many_rows: bool) -> dict[str, int]:
     """The flat config of a wide-action key (see ACTION_WIDE_MIN_A)."""
-    span, width = _next_pow2(key.t), _next_pow2(key.a)
+    span, width = next_pow2(key.t), next_pow2(key.a)
     if key.t <= ACTION_WIDE_TINY_T:
-        rows = min(max(1, ACTION_WIDE_TINY_ELEMS // (span * width)), _next_pow2(key.n))
+        rows = min(max(1, ACTION_WIDE_TINY_ELEMS // (span * width)), next_pow2(key.n))
         return {"BLOCK_N": rows, "num_warps": 1}
     if many_rows and span <= ACTION_SHORT_TILE_T:
         return {"BLOCK_N": ACTION_WIDE_TILE // span, "num_warps": ACTION_WIDE_TILE_WARPS}
@@ -460,7 +453,7 @@ def action_lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
     many actions, :mod:`many_actions`)."""
     if many_actions.many_actions(key):
         return many_actions.lookback_params(key, sm_count)
-    chunk = max(ACTION_MIN_CHUNK, min(ACTION_MAX_CHUNK, _pow2_floor(key.t // ACTION_CHUNKS_A_ROW)))
+    chunk = max(ACTION_MIN_CHUNK, min(ACTION_MAX_CHUNK, pow2_floor(key.t // ACTION_CHUNKS_A_ROW)))
     warps = ACTION_WIDE_LOOKBACK_WARPS if wide_action(key) else 1
     return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": warps}
 
@@ -473,7 +466,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     few_rows = n < sm_count
     many_action_rows = n >= ACTION_MANY_ROWS_PER_SM * sm_count
     action_row_loop = many_action_rows and (n * t >= LARGE_ELEMENTS or
-                                            _next_pow2(t) >= ACTION_MANY_ROWS_TILE_MIN_SPAN)
+                                            next_pow2(t) >= ACTION_MANY_ROWS_TILE_MIN_SPAN)
     if key.time_major and t <= SEQUENTIAL_MAX_T:
         ranked.append(("sequential", {}, "time-major, T<=32: sequential (32768x8: 2.7 us)"))
     elif few_rows and (t >= LONG_T or (key.a and t >= ACTION_SPLIT_T)):
@@ -488,7 +481,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8},
                        "few rows, long T: tiled (1, 1024, 8) (16x32768: 42.3 us)"))
     elif key.time_major and not few_rows:
-        width = _next_pow2(t)
+        width = next_pow2(t)
         name, overrides = next((s, p) for top, s, p in TIME_MAJOR_BLOCKS if width <= top)
         ranked.append((name, overrides, f"time-major, T>{SEQUENTIAL_MAX_T}: {name} over row "
                                         f"blocks {overrides} (rule probe: within 1.23x of best)"))
@@ -499,7 +492,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     elif key.a and many_actions.many_actions(key):
         ranked.append(many_actions.choice(key, sm_count))
     elif key.a and wide_action(key) and not action_row_loop and (
-            t <= FLAT_TILE_MAX_T or (_next_pow2(t) <= WIDE_ACTION_ROW_MAX_SPAN and
+            t <= FLAT_TILE_MAX_T or (next_pow2(t) <= WIDE_ACTION_ROW_MAX_SPAN and
                                      n < ACTION_ROW_LOOKBACK_ROWS_PER_SM * sm_count)):
         params = wide_action_flat_params(key, many_action_rows)
         ranked.append(("flat", params,
@@ -517,7 +510,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"N*T>=2^23 or next_pow2(T)>={ACTION_MANY_ROWS_TILE_MIN_SPAN}: tiled "
                        "(1, 256, 4 warps) (oracle sweeps: within 1.07x of the best at "
                        "32768x2048, 3000x5000, 2000x7000 and 1500x3500)"))
-    elif key.a and t > FLAT_TILE_MAX_T and _next_pow2(t) <= ACTION_MANY_ROWS_TILE_MIN_SPAN:
+    elif key.a and t > FLAT_TILE_MAX_T and next_pow2(t) <= ACTION_MANY_ROWS_TILE_MIN_SPAN:
         span = f"rows of {FLAT_TILE_MAX_T + 1}-{ACTION_MANY_ROWS_TILE_MIN_SPAN} steps"
         per_sm = ACTION_ROW_LOOKBACK_ROWS_PER_SM
         if n < per_sm * sm_count:
@@ -535,7 +528,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("lookback", params,
                        f"per-action inputs, T>{ACTION_MANY_ROWS_TILE_MIN_SPAN}, N*T<=2^20: "
                        f"look-back scan {params} (Retrace 40x9000: best of the sweep)"))
-    elif key.a and _next_pow2(t) >= LONG_T:
+    elif key.a and next_pow2(t) >= LONG_T:
         # The flat kernel's tile is next_pow2(T) steps, so T = 5000 compiles the same
         # 8192-step tile as T = 8192 (held-out bench: Retrace 3000x5000 flat 2363 us,
         # 6.5x its HBM floor and 2.2x torch.compile).
@@ -543,9 +536,9 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"per-action inputs, next_pow2(T)>={LONG_T}: tiled chunk loop "
                        "(1, 1024, 8) (tuned Retrace 256x8192: 126 vs 641 us for one flat row)"))
     elif key.a:
-        short_tile = many_action_rows and _next_pow2(t) <= ACTION_SHORT_TILE_T
+        short_tile = many_action_rows and next_pow2(t) <= ACTION_SHORT_TILE_T
         per_warp = ACTION_ELEMS_PER_WARP * (2 if short_tile else 1)
-        warps = max(1, min(ACTION_MAX_WARPS, _next_pow2(t) * _next_pow2(key.a) // per_warp))
+        warps = max(1, min(ACTION_MAX_WARPS, next_pow2(t) * next_pow2(key.a) // per_warp))
         ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                        f"per-action inputs (A={key.a}): flat, one row per program, "
                        f"{warps} warps (32768x32: 40.0 vs 62.5 us for 2 rows, 4 warps)"))
@@ -555,16 +548,16 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
         ranked.append(("tiled", params,
                        f"N*T>=2^23: tiled {params} (4096x2048: 41.0 vs flat 49.8; "
                        "32768x2048: 267.8 vs 373.7 us)"))
-    elif (streams >= HEAVY_STREAMS and _next_pow2(t) == MID_LONG_SPAN and
+    elif (streams >= HEAVY_STREAMS and next_pow2(t) == MID_LONG_SPAN and
           t <= HEAVY_LOOP_MAX_T and n >= HEAVY_LOOP_MIN_ROWS_PER_SM * sm_count):
         tile = _loop_tile(n, streams, sm_count)
         ranked.append(("tiled", tile,
                        f"{streams} values a step, T={MID_LONG_SPAN // 2 + 1}-{HEAVY_LOOP_MAX_T}, "
                        f"N>={HEAVY_LOOP_MIN_ROWS_PER_SM}x{sm_count} SMs: tiled {tile} (head "
                        "to head: 23 of 26 keys within 5% of the best, one flat row 15)"))
-    elif not few_rows and _next_pow2(t) >= MID_LONG_SPAN and n * t >= MID_LONG_MIN_ELEMENTS:
+    elif not few_rows and next_pow2(t) >= MID_LONG_SPAN and n * t >= MID_LONG_MIN_ELEMENTS:
         backward = ALGORITHMS[key.algorithm].direction == "backward"
-        if backward and _next_pow2(t) > MID_LONG_SPAN:
+        if backward and next_pow2(t) > MID_LONG_SPAN:
             tile = _loop_tile(n, streams, sm_count)
             ranked.append(("tiled", tile,
                            f"backward, T>{MID_LONG_SPAN}, 2^20<=N*T<2^23: tiled {tile} "
@@ -576,7 +569,7 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                            f"T>{MID_LONG_SPAN // 2}, 2^20<=N*T<2^23: flat, one row per "
                            f"program, {warps} warps (rl-triton's 16-32: 1.2-1.5x off)"))
     elif t <= MANY_ROWS_MAX_T and n >= HALF_TILE_MAX_N:
-        width = _next_pow2(t)
+        width = next_pow2(t)
         rows = max(MANY_ROWS_MIN_ROWS, FLAT_TILE // width)
         eight = width <= MANY_ROWS_SHORT_T or streams >= HEAVY_STREAMS
         warps = 8 if width > MANY_ROWS_FEW_WARPS_MAX_T and eight else 4
@@ -584,15 +577,15 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        f"N>={HALF_TILE_MAX_N}, T<={MANY_ROWS_MAX_T}: flat, {rows} rows, {warps} "
                        "warps (head to head: within 1.10x of the best at T = 10-40)"))
     elif t <= FLAT_TILE_MAX_T:
-        width = _next_pow2(t)
+        width = next_pow2(t)
         half_below = HALF_TILE_MAX_N if streams >= HEAVY_STREAMS else \
             LIGHT_HALF_TILE_MAX_N
         tile = FLAT_TILE // 2 if width >= 64 and n < half_below else FLAT_TILE
-        rows = max(1, min(FLAT_MAX_ROWS, tile // width, _next_pow2(n)))
+        rows = max(1, min(FLAT_MAX_ROWS, tile // width, next_pow2(n)))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
                        f"T<={FLAT_TILE_MAX_T}: flat, {rows} rows x next_pow2(T) per program, "
                        "4 warps (exhaustive tables and rule probe: within 1.13x of the best)"))
-    elif _next_pow2(t) <= MID_LONG_SPAN:
+    elif next_pow2(t) <= MID_LONG_SPAN:
         warps = _row_warps(n, t, streams, sm_count)
         ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                        f"T>{FLAT_TILE_MAX_T} below 2^23 elements: flat, one row per program, "

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.pow2 import next_pow2, pow2_floor
 
 #: Actions from which these rules apply; below it up to heuristic.ACTION_WIDE_MAX_A the
 #: A=18 rules do, and A=8's below those.
@@ -65,14 +66,6 @@ LOOKBACK_CHUNK_ELEMS = 4096
 LOOKBACK_DOUBLE_PROGRAMS_PER_SM = 11
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, x - 1).bit_length()
-
-
-def _pow2_floor(x: int) -> int:
-    return 1 << max(0, x.bit_length() - 1)
-
-
 def many_actions(key: ProblemKey) -> bool:
     """Whether ``key`` takes these rules: per-action inputs with many actions."""
     return key.a >= MANY_ACTIONS_MIN_A
@@ -80,12 +73,12 @@ def many_actions(key: ProblemKey) -> bool:
 
 def row_elements(key: ProblemKey) -> int:
     """Elements one row of a flat tile loads, next_pow2(T) x A."""
-    return _next_pow2(key.t) * key.a
+    return next_pow2(key.t) * key.a
 
 
 def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
     """The look-back chunk of a many-action key (see LOOKBACK_CHUNK_ELEMS)."""
-    chunk = _next_pow2(-(-LOOKBACK_CHUNK_ELEMS // key.a))
+    chunk = next_pow2(-(-LOOKBACK_CHUNK_ELEMS // key.a))
     if key.n * -(-key.t // chunk) >= LOOKBACK_DOUBLE_PROGRAMS_PER_SM * sm_count:
         chunk *= 2
     return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1}
@@ -103,16 +96,16 @@ def choice(key: ProblemKey, sm_count: int) -> tuple[str, dict[str, Any], str]:
                 f"{params} (A=64 40x1500: 64-step chunks the best, 128 1.21x)")
     if elems >= LOOP_MIN_ELEMS or (elems >= LOOP_MANY_ROWS_MIN_ELEMS and
                                    n >= LOOP_MANY_ROWS_PER_SM * sm_count):
-        chunk = max(1, min(LOOP_MAX_CHUNK, LOOP_CHUNK_ELEMS // _next_pow2(key.a)))
+        chunk = max(1, min(LOOP_MAX_CHUNK, LOOP_CHUNK_ELEMS // next_pow2(key.a)))
         params = {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": LOOP_WARPS, "num_stages": 1}
         return ("tiled", params,
                 f"A={key.a}, rows of {elems} elements: chunk loop {params} (A=32 2500x500: "
                 "the best, one flat row 1.57x)")
-    span = _next_pow2(key.t)
-    tile_rows = FLAT_MAX_TILE // (span * _next_pow2(key.a))
-    rows = min(max(1, min(FLAT_MIN_STEPS // span, tile_rows)), _next_pow2(n))
+    span = next_pow2(key.t)
+    tile_rows = FLAT_MAX_TILE // (span * next_pow2(key.a))
+    rows = min(max(1, min(FLAT_MIN_STEPS // span, tile_rows)), next_pow2(n))
     loaded = rows * elems
-    warps = min(FLAT_MAX_WARPS, max(1, _pow2_floor(loaded // FLAT_ELEMS_PER_WARP)))
+    warps = min(FLAT_MAX_WARPS, max(1, pow2_floor(loaded // FLAT_ELEMS_PER_WARP)))
     params = {"BLOCK_N": rows, "num_warps": warps}
     return ("flat", params,
             f"A={key.a}: flat {params}, a warp per {FLAT_ELEMS_PER_WARP} loaded elements "

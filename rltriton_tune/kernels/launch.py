@@ -19,6 +19,7 @@ import torch
 
 from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
 from rltriton_tune.kernels.builders import BUILDERS
+from rltriton_tune.pow2 import next_pow2
 from rltriton_tune.strategy import InvalidConfig, Launcher, Params
 
 #: Offsets are computed in int64 when the largest input may reach this many elements.
@@ -50,11 +51,6 @@ SLOTS = 8
 SCALARS = 4
 #: Leading tensor arguments of every core: P0..P7, O0, O1.
 POINTER_ARGS = SLOTS + 2
-
-
-def next_pow2(x: int) -> int:
-    """Smallest power of two >= max(x, 1)."""
-    return 1 << max(int(x) - 1, 0).bit_length()
 
 
 def pow2_range(lo: int, hi: int) -> list[int]:
