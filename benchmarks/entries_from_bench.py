@@ -27,9 +27,11 @@ import json
 import subprocess
 import sys
 import tempfile
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
@@ -95,26 +97,12 @@ def heuristic_at(rev: str) -> ModuleType:
     modules it imports (RULE_MODULES) as they were there too."""
     import rltriton_tune.dispatch as package
 
-    helpers = {name: _module_at(rev, f"rltriton_tune/dispatch/{name}.py", f"{name}_at_{rev}")
-               for name in RULE_MODULES}
-    saved = {name: (getattr(package, name, None), sys.modules.get(f"{package.__name__}.{name}"))
-             for name in helpers}
-    try:
-        for name, module in helpers.items():
+    with ExitStack() as stack:
+        for name in RULE_MODULES:
+            module = _module_at(rev, f"rltriton_tune/dispatch/{name}.py", f"{name}_at_{rev}")
             if module is not None:  # `from rltriton_tune.dispatch import X` finds this copy
-                setattr(package, name, module)
-                sys.modules[f"{package.__name__}.{name}"] = module
+                stack.enter_context(mock.patch.object(package, name, module, create=True))
         heuristic = _module_at(rev, "rltriton_tune/dispatch/heuristic.py", f"heuristic_at_{rev}")
-    finally:
-        for name, (attribute, loaded) in saved.items():
-            if attribute is not None:
-                setattr(package, name, attribute)
-            elif hasattr(package, name):
-                delattr(package, name)
-            if loaded is not None:
-                sys.modules[f"{package.__name__}.{name}"] = loaded
-            else:
-                sys.modules.pop(f"{package.__name__}.{name}", None)
     if heuristic is None:
         raise SystemExit(f"no rltriton_tune/dispatch/heuristic.py at {rev}")
     return heuristic

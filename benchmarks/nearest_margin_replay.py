@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
@@ -35,15 +35,9 @@ from rltriton_tune.dispatch.registry import triton_strategies  # noqa: E402
 from rltriton_tune.tuning_db.store import read_profile  # noqa: E402
 
 
-@contextmanager
-def nearest_margin(margin: float) -> Iterator[None]:
+def nearest_margin(margin: float) -> AbstractContextManager:
     """Dispatch with ``margin`` as ``decide.NEAREST_MIN_MARGIN`` inside the block."""
-    shipped = decide.NEAREST_MIN_MARGIN
-    decide.NEAREST_MIN_MARGIN = margin
-    try:
-        yield
-    finally:
-        decide.NEAREST_MIN_MARGIN = shipped
+    return mock.patch.object(decide, "NEAREST_MIN_MARGIN", margin)
 
 
 def main(argv: list[str] | None = None) -> int:
