@@ -144,9 +144,13 @@ MANY_ROWS_MIN_ROWS = 16
 #: case: 4 warps win at 100000x12 (as in session 12's benches; 8 warps read up to 1.095x,
 #: discounted returns) but lose at 70000x10 (up to 1.110x, GAE), five estimators timed;
 #: the third held-out set's 50000x14 then measured 8 warps at 1.002x (GAE) and 1.000x
-#: (V-trace) of the oracle. 4 warps for rows up to this many steps (no head-to-head data
-#: there; the tuned 4096x8 and 32768x8 entries cover the grid).
-MANY_ROWS_FEW_WARPS_MAX_T = 8
+#: (V-trace) of the oracle. So do 5-8-step rows (64-row tiles, two elements a thread):
+#: head to head (session 19, h2h_many, four estimators at 20000x8, 45000x5 and 120000x7)
+#: 8 warps within 5% of the best at 12 of 12 keys, 4 warps at 10 (V-trace 1.07-1.08x),
+#: and the fourth held-out set's sweeps of 150000x6 read 4 warps 1.04-1.11x off for all
+#: four estimators timed there, 8 warps 1.00-1.05x. 4 warps for rows up to this many
+#: steps (128-256 rows a program: the best at 80000x3, 250000x4 and 400000x2).
+MANY_ROWS_FEW_WARPS_MAX_T = 4
 MANY_ROWS_SHORT_T = 16
 
 #: Env-major keys of more than 2048 steps (next_pow2(T) >= MID_LONG_SPAN) with at least
@@ -174,6 +178,22 @@ MID_LONG_TILE = {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}
 MID_LONG_NARROW_TILE = {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4, "num_stages": 3}
 MID_LONG_NARROW_ROWS_PER_SM = 6
 MID_LONG_HEAVY_NARROW_ROWS_PER_SM = 4
+
+#: Light backward estimators that read a neighbouring step (GAE's ``values[t+1]``) take the
+#: chunk loop in the 2049-4096-step band too, from NEIGHBOUR_LOOP_MIN_ROWS_PER_SM rows per
+#: SM: the mid-long loops (1024 steps with 8 warps, 512 with 4 from
+#: MID_LONG_NARROW_ROWS_PER_SM rows per SM), and from NEIGHBOUR_LOOP_NARROWEST_ROWS_PER_SM
+#: 256 steps with 2 warps. Head to head (session 16, GAE h2h_midlong and h2h_midlongval,
+#: N = 600-3000): one flat row of 8 warps was 1.07-1.13x off the best at 600x4000,
+#: 1500x3500, 1800x2300 and 3000x2200, these loops within 1.002x at all six keys from
+#: 4.5 rows per SM; below 4 rows per SM (140x3300 ... 500x3000) the flat row stays within
+#: 1.04x and the loops read 1.07-1.9x. The other light estimators keep the flat row there
+#: (lambda returns within 1.02x at all seven keys, eligibility traces and episodic sums at
+#: six of seven).
+NEIGHBOUR_LOOP_MIN_ROWS_PER_SM = 4
+NEIGHBOUR_LOOP_NARROWEST_ROWS_PER_SM = 16
+NEIGHBOUR_LOOP_NARROWEST_TILE = {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 2,
+                                 "num_stages": 3}
 
 #: Estimators of at least HEAVY_STREAMS values a step (V-trace) with rows of 2049 to
 #: HEAVY_LOOP_MAX_T steps (a 4096-step flat tile at most three quarters full) and at least
@@ -386,6 +406,21 @@ def _loop_tile(n: int, streams: int, sm_count: int) -> dict[str, int]:
     return dict(MID_LONG_NARROW_TILE if n >= per_sm * sm_count else MID_LONG_TILE)
 
 
+def neighbour_loop(key: ProblemKey, sm_count: int) -> dict[str, int] | None:
+    """The chunk loop of a light backward key that reads a neighbouring step, with rows of
+    MID_LONG_SPAN // 2 + 1 to MID_LONG_SPAN steps and enough rows per SM; None for any
+    other key (see NEIGHBOUR_LOOP_MIN_ROWS_PER_SM)."""
+    spec = ALGORITHMS[key.algorithm]
+    streams = step_streams(key)
+    if (key.a or key.time_major or spec.direction != "backward" or not spec.neighbour_step
+            or streams >= HEAVY_STREAMS or next_pow2(key.t) != MID_LONG_SPAN
+            or key.n < NEIGHBOUR_LOOP_MIN_ROWS_PER_SM * sm_count):
+        return None
+    if key.n >= NEIGHBOUR_LOOP_NARROWEST_ROWS_PER_SM * sm_count:
+        return dict(NEIGHBOUR_LOOP_NARROWEST_TILE)
+    return _loop_tile(key.n, streams, sm_count)
+
+
 def step_streams(key: ProblemKey) -> int:
     """Values an ideal kernel reads or writes per (row, step) of ``key``: inputs, flags
     and outputs, not per-row scalars; a measure of per-step work that ignores the dtype."""
@@ -557,12 +592,19 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        "to head: 23 of 26 keys within 5% of the best, one flat row 15)"))
     elif not few_rows and next_pow2(t) >= MID_LONG_SPAN and n * t >= MID_LONG_MIN_ELEMENTS:
         backward = ALGORITHMS[key.algorithm].direction == "backward"
+        neighbour_tile = neighbour_loop(key, sm_count)
         if backward and next_pow2(t) > MID_LONG_SPAN:
             tile = _loop_tile(n, streams, sm_count)
             ranked.append(("tiled", tile,
                            f"backward, T>{MID_LONG_SPAN}, 2^20<=N*T<2^23: tiled {tile} "
                            "(rows per SM set the chunk; head to head: within 1.006x of the "
                            "best loop)"))
+        elif neighbour_tile:
+            ranked.append(("tiled", neighbour_tile,
+                           f"backward with a neighbour-step read, T={MID_LONG_SPAN // 2 + 1}-"
+                           f"{MID_LONG_SPAN}, N>={NEIGHBOUR_LOOP_MIN_ROWS_PER_SM}x{sm_count} SMs: "
+                           f"tiled {neighbour_tile} (head to head, GAE: within 1.002x of the "
+                           "best at 6 keys, one flat row 1.07-1.13x at 4)"))
         else:
             warps = _row_warps(n, t, streams, sm_count)
             ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},

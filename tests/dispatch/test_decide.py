@@ -153,7 +153,8 @@ def test_entry_for_unavailable_strategy_is_skipped(profiles, fake_gpu):
     (9500, 40, "env", "flat", {"BLOCK_N": 8, "num_warps": 4}),     # 33-64 steps: 512 tile
     (40000, 20, "env", "flat", {"BLOCK_N": 16, "num_warps": 4}),   # many rows, T <= 32
     (100000, 12, "env", "flat", {"BLOCK_N": 32, "num_warps": 8}),  # 512-element tile
-    (50000, 8, "env", "flat", {"BLOCK_N": 64, "num_warps": 4}),
+    (50000, 8, "env", "flat", {"BLOCK_N": 64, "num_warps": 8}),    # 5-8 steps: 8 warps
+    (80000, 3, "env", "flat", {"BLOCK_N": 128, "num_warps": 4}),   # up to 4 steps: 4
     (4096, 512, "env", "flat", {"BLOCK_N": 1, "num_warps": 4}),
     (256, 2048, "env", "flat", {"BLOCK_N": 1}),
     (32768, 2048, "env", "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
@@ -475,7 +476,18 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("vtrace", 400, 6000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
     ("discounted_returns", 400, 6000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024}),
     ("eligibility_traces", 700, 6000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
-    ("gae", 1500, 3500, "flat", {"BLOCK_N": 1, "num_warps": 8}),
+    # GAE (reads values[t+1]) loops over chunks in the 2049-4096-step band too, from 4
+    # rows per SM: 1024 steps with 8 warps, 512 with 4 from 6 rows, 256 with 2 from 16.
+    ("gae", 1500, 3500, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
+    ("gae", 600, 4000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
+    ("gae", 3000, 2200, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 2}),
+    ("gae", 500, 3000, "flat", {"BLOCK_N": 1, "num_warps": 8}),          # under 4 a SM
+    ("gae", 527, 3000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
+    ("gae", 528, 3000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
+    ("gae", 2111, 3000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
+    ("gae", 2112, 3000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 2}),
+    ("gae", 3000, 2048, "flat", {"BLOCK_N": 1, "num_warps": 8}),          # 2048-step tile
+    ("lambda_returns", 1500, 3500, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     ("vtrace", 2500, 2500, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
     ("vtrace", 1500, 3500, "flat", {"BLOCK_N": 1, "num_warps": 16}),
     ("lambda_returns", 150, 4000, "flat", {"BLOCK_N": 1, "num_warps": 16}),  # few a SM
@@ -487,6 +499,19 @@ def test_heuristic_scales_with_the_work_per_step(algorithm, n, t, strategy, para
     name, overrides, _ = candidates(ProblemKey(algorithm, n, t), 132)[0]
     assert name == strategy
     assert params.items() <= overrides.items()
+
+
+def test_neighbour_loop_is_only_for_light_backward_estimators_reading_a_neighbour():
+    from rltriton_tune.dispatch.heuristic import neighbour_loop
+
+    assert neighbour_loop(ProblemKey("gae", 1500, 3500), 132) is not None
+    assert neighbour_loop(ProblemKey("gae", 1500, 3500, layout="time"), 132) is None
+    assert neighbour_loop(ProblemKey("gae", 1500, 5000), 132) is None     # 8192-step tile
+    assert neighbour_loop(ProblemKey("gae", 100, 3500), 132) is None      # under 4 a SM
+    for algorithm in ("vtrace", "lambda_returns", "discounted_returns",  # heavy, no neighbour
+                      "eligibility_traces", "episodic_prefix_sum"):      # forward
+        assert neighbour_loop(ProblemKey(algorithm, 1500, 3500), 132) is None
+    assert neighbour_loop(ProblemKey("retrace", 1500, 3500, flags="trunc", a=8), 132) is None
 
 
 def test_lookback_classes_follow_what_an_estimator_reads_a_step():
