@@ -183,16 +183,21 @@ MID_LONG_HEAVY_NARROW_ROWS_PER_SM = 4
 #: chunk loop in the 2049-4096-step band too, from NEIGHBOUR_LOOP_MIN_ROWS_PER_SM rows per
 #: SM: the mid-long loops (1024 steps with 8 warps, 512 with 4 from
 #: MID_LONG_NARROW_ROWS_PER_SM rows per SM), and from NEIGHBOUR_LOOP_NARROWEST_ROWS_PER_SM
-#: 256 steps with 2 warps. Head to head (session 16, GAE h2h_midlong and h2h_midlongval,
+#: 256 steps with one warp. Head to head (session 16, GAE h2h_midlong and h2h_midlongval,
 #: N = 600-3000): one flat row of 8 warps was 1.07-1.13x off the best at 600x4000,
-#: 1500x3500, 1800x2300 and 3000x2200, these loops within 1.002x at all six keys from
-#: 4.5 rows per SM; below 4 rows per SM (140x3300 ... 500x3000) the flat row stays within
-#: 1.04x and the loops read 1.07-1.9x. The other light estimators keep the flat row there
-#: (lambda returns within 1.02x at all seven keys, eligibility traces and episodic sums at
-#: six of seven).
+#: 1500x3500, 1800x2300 and 3000x2200, the loops within 1.002x at all six keys from 4.5
+#: rows per SM; below 4 rows per SM (140x3300 ... 500x3000) the flat row stays within
+#: 1.04x and the loops read 1.07-1.9x. On 22 shapes no probe had timed (session 23,
+#: h2h_nbloop and h2h_bandrows, 3.4-30 rows per SM) the flat row was within 5% of the best
+#: at 9, these loops (with 256-step chunks of 2 warps from 16 rows per SM) at 17; with one
+#: warp, within 1.004x at all 9 keys from 16 rows per SM, where two read up to 1.10x. The
+#: other light estimators keep the flat row there (from 4 rows per SM): lambda returns,
+#: eligibility traces and episodic sums within 5% of the best at 15 of 16 keys each,
+#: discounted returns at 17 of 27, where no single loop does better (the best of them,
+#: 512 steps with 4 warps, 14 of 33; the best moves between 256 and 512 steps of 1-4 warps).
 NEIGHBOUR_LOOP_MIN_ROWS_PER_SM = 4
 NEIGHBOUR_LOOP_NARROWEST_ROWS_PER_SM = 16
-NEIGHBOUR_LOOP_NARROWEST_TILE = {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 2,
+NEIGHBOUR_LOOP_NARROWEST_TILE = {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1,
                                  "num_stages": 3}
 
 #: Estimators of at least HEAVY_STREAMS values a step (V-trace) with rows of 2049 to

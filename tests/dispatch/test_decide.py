@@ -477,15 +477,15 @@ def test_heuristic_for_per_action_estimators(n, t, a, strategy, params):
     ("discounted_returns", 400, 6000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024}),
     ("eligibility_traces", 700, 6000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     # GAE (reads values[t+1]) loops over chunks in the 2049-4096-step band too, from 4
-    # rows per SM: 1024 steps with 8 warps, 512 with 4 from 6 rows, 256 with 2 from 16.
+    # rows per SM: 1024 steps with 8 warps, 512 with 4 from 6 rows, 256 with 1 from 16.
     ("gae", 1500, 3500, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
     ("gae", 600, 4000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
-    ("gae", 3000, 2200, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 2}),
+    ("gae", 3000, 2200, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
     ("gae", 500, 3000, "flat", {"BLOCK_N": 1, "num_warps": 8}),          # under 4 a SM
     ("gae", 527, 3000, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     ("gae", 528, 3000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
     ("gae", 2111, 3000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
-    ("gae", 2112, 3000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 2}),
+    ("gae", 2112, 3000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 1}),
     ("gae", 3000, 2048, "flat", {"BLOCK_N": 1, "num_warps": 8}),          # 2048-step tile
     ("lambda_returns", 1500, 3500, "flat", {"BLOCK_N": 1, "num_warps": 8}),
     ("vtrace", 2500, 2500, "tiled", {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 4}),
