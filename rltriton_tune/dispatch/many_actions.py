@@ -2,11 +2,11 @@
 
 The A=8 rules in :mod:`heuristic` count rows and steps; with 32-100 actions a row of the
 same length holds 4-12x the elements, and what decides a program is how many elements it
-holds. A loop's chunk is sized by its tile, steps x next_pow2(A); the regimes, warps
-and look-back chunks by the elements a row loads, ``next_pow2(T) * A`` ("row elements"
-below). H200 head to head, Retrace float32 env-major, 50 configs a key (flat 1-16
-rows x 1-16 warps, chunk loops of 32-256 steps x 1-8 warps, look-back chunks of 64-256
-steps): fitted on 36 keys of 3-30000 steps at A=32 and A=64 (session 21
+holds. A loop's chunk is sized by its tile, steps x next_pow2(A); the regimes and warps
+by the elements a row loads, ``next_pow2(T) * A`` ("row elements" below); look-back
+chunks by the programs they launch. H200 head to head, Retrace float32 env-major, 50
+configs a key (flat 1-16 rows x 1-16 warps, chunk loops of 32-256 steps x 1-8 warps,
+look-back chunks of 64-256 steps): fitted on 36 keys of 3-30000 steps at A=32 and A=64 (session 21
 ``h2h_a32``/``h2h_a64``, session 22 ``h2h_a32fit``/``h2h_a64fit``) and 31 at A=32, 48, 64
 and 100 (session 22 ``h2h_a{32,48,64,100}val``, which a first fit had not seen: 15 of
 31 within 5% of the best, the A=8 rules 7). Over the 67: these rules 49 within 5% (one
@@ -55,15 +55,24 @@ LOOP_MAX_CHUNK = 128
 LOOP_WARPS = 4
 #: Fewer rows than LOOKBACK_ROWS_PER_SM per SM, with rows of more than LOOKBACK_MIN_T steps
 #: or of LOOP_MIN_ELEMS row elements, take the one-pass look-back scan, one warp a chunk of
-#: the fewest steps that load LOOKBACK_CHUNK_ELEMS elements (a power of two), twice that
-#: from LOOKBACK_DOUBLE_PROGRAMS_PER_SM programs a SM: 128 steps at A=32 (120x900 ...
-#: 20x6000) and A=48 (70x2500), 64 at A=64 (40x1500, 20x4000) and A=100 (100x700,
-#: 10x8000); doubled at A=32 12x20000 and 30x9000, A=64 10x10000 and 6x30000 (1.07-1.19x
-#: at the shorter chunk), not at 1250-1370 programs (A=64 20x4000, A=48 70x2500).
+#: LOOKBACK_CHUNK steps where that still launches LOOKBACK_PROGRAMS_PER_SM programs a SM,
+#: half that below, whatever the action count: 128 steps at A=32 (120x900 ... 20x6000),
+#: A=48 (70x2500), A=64 (10x10000, 6x30000), A=80 (30x5000) and A=128 (100x1500,
+#: 10x12000, 940-1400 programs); 64 at A=64 (40x1500, 20x4000), A=80 (250x350), A=100
+#: (100x700, 10x8000), A=128 (400x200) and A=256 (50x1500, 8x8000), 480-800 programs.
+#: The rule it replaces sized chunks by the elements they load (the fewest steps loading
+#: 4096, doubled from 11 programs a SM): 25 of 36 probed look-back keys within 5% of the
+#: best, worst 1.30x (A=28 300x1000: 256 steps where 128 was the best; session 23
+#: h2h_a28, h2h_a128, h2h_a256); this one 28 of 35, worst 1.11x (A=256 300x150 wants 32
+#: steps; A=32 12x20000 and 30x9000 256, 1.07-1.08x at 128). On 16 shapes no probe had
+#: timed (session 23, h2h_lba26 ... h2h_lba384, A = 26-384): 10 within 5% of the best,
+#: the element rule 8. Neither is a good fit there: A=26 wanted 64 steps at 1420-2000
+#: programs (128: 1.43-1.67x) where A=28 wanted 128, and 64 won at 1280-3925 programs for
+#: A = 40, 72 and 200.
 LOOKBACK_ROWS_PER_SM = 4
 LOOKBACK_MIN_T = 512
-LOOKBACK_CHUNK_ELEMS = 4096
-LOOKBACK_DOUBLE_PROGRAMS_PER_SM = 11
+LOOKBACK_CHUNK = 128
+LOOKBACK_PROGRAMS_PER_SM = 7
 
 
 def many_actions(key: ProblemKey) -> bool:
@@ -77,10 +86,10 @@ def row_elements(key: ProblemKey) -> int:
 
 
 def lookback_params(key: ProblemKey, sm_count: int) -> dict[str, int]:
-    """The look-back chunk of a many-action key (see LOOKBACK_CHUNK_ELEMS)."""
-    chunk = next_pow2(-(-LOOKBACK_CHUNK_ELEMS // key.a))
-    if key.n * -(-key.t // chunk) >= LOOKBACK_DOUBLE_PROGRAMS_PER_SM * sm_count:
-        chunk *= 2
+    """The look-back chunk of a many-action key (see LOOKBACK_CHUNK)."""
+    chunk = LOOKBACK_CHUNK
+    if key.n * -(-key.t // chunk) < LOOKBACK_PROGRAMS_PER_SM * sm_count:
+        chunk //= 2
     return {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1}
 
 

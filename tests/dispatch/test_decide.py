@@ -378,13 +378,14 @@ def test_heuristic_tiles_count_retraces_actions():
     (1200, 400, 100, "tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 4}),  # 8192 a chunk
     (20000, 20, 1000, "tiled", {"BLOCK_N": 1, "BLOCK_T": 8, "num_warps": 4}),
     (400, 300, 32, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # under 4 rows a SM
-    (100, 600, 25, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # 4096+ loaded a chunk
+    (100, 600, 25, "lookback", {"BLOCK_T": 64, "num_warps": 1}),   # 500 programs: 64 steps
     (40, 1500, 64, "lookback", {"BLOCK_T": 64, "num_warps": 1}),
     (20, 6000, 32, "lookback", {"BLOCK_T": 128, "num_warps": 1}),
     (70, 2500, 48, "lookback", {"BLOCK_T": 128, "num_warps": 1}),   # 1400 programs
-    (10, 8000, 100, "lookback", {"BLOCK_T": 64, "num_warps": 1}),
-    (12, 20000, 32, "lookback", {"BLOCK_T": 256, "num_warps": 1}),  # 11+ programs a SM:
-    (30, 9000, 32, "lookback", {"BLOCK_T": 256, "num_warps": 1}),   # twice that
+    (10, 8000, 100, "lookback", {"BLOCK_T": 64, "num_warps": 1}),   # 630 programs
+    (12, 20000, 32, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # 7+ programs a SM:
+    (30, 9000, 32, "lookback", {"BLOCK_T": 128, "num_warps": 1}),   # 128 steps
+    (10, 12000, 128, "lookback", {"BLOCK_T": 128, "num_warps": 1}),  # at any action count
     (6, 30000, 64, "lookback", {"BLOCK_T": 128, "num_warps": 1}),
     (3, 4, 8, "flat", {"BLOCK_N": 4, "num_warps": 1}),          # no more rows than there are
     (256, 32768, 8, "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),  # long T

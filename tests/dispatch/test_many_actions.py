@@ -27,21 +27,14 @@ def test_every_first_choice_is_a_valid_config(a):
         impl.validate(key, {**impl.default_params(key), **overrides})  # raises if invalid
 
 
-@pytest.mark.parametrize("a", [25, 32, 48, 64, 100, 256])
-def test_lookback_chunk_is_the_shortest_that_loads_its_elements(a):
-    chunk = many_actions.lookback_params(retrace(1, 2000, a), SM)["BLOCK_T"]
-    assert chunk & (chunk - 1) == 0
-    assert chunk * a >= many_actions.LOOKBACK_CHUNK_ELEMS
-    assert chunk == 1 or chunk // 2 * a < many_actions.LOOKBACK_CHUNK_ELEMS
-
-
-def test_lookback_chunk_doubles_from_enough_programs_a_sm():
-    # A=32: 128-step chunks; 11 x 132 = 1452 programs double them.
-    per_row = 1452 // 12 + 1                      # 12 rows of 122 chunks: 1464 programs
-    below = retrace(11, per_row * 128, 32)        # 1342 programs
-    at = retrace(12, per_row * 128, 32)
-    assert many_actions.lookback_params(below, SM)["BLOCK_T"] == 128
-    assert many_actions.lookback_params(at, SM)["BLOCK_T"] == 256
+@pytest.mark.parametrize("a", [25, 28, 32, 48, 64, 100, 256, 1000])
+def test_lookback_chunk_follows_the_programs_not_the_actions(a):
+    # 7 x 132 = 924 programs: 128-step chunks from there, 64 below, at any action count.
+    at = retrace(924 // 8, 8 * 128, a)            # 115 rows of 8 chunks: 920 programs
+    assert many_actions.lookback_params(at, SM)["BLOCK_T"] == 64
+    assert many_actions.lookback_params(retrace(116, 8 * 128, a), SM)["BLOCK_T"] == 128
+    assert many_actions.lookback_params(retrace(2, 300000, a), SM)["BLOCK_T"] == 128
+    assert many_actions.lookback_params(retrace(60, 1500, a), SM)["BLOCK_T"] == 64
 
 
 @pytest.mark.parametrize(("n", "t", "a"), [(20000, 1, 25), (20000, 4, 64), (3000, 20, 100),
