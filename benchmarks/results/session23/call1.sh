@@ -15,25 +15,17 @@ set -uo pipefail
 t0=$(date +%s)
 LEFT=${SECONDS_LEFT:-560}
 source benchmarks/device_env.sh || exit 1
-P=probes; mkdir -p $P
+source benchmarks/device_probe.sh
 loops=(--config "flat:BLOCK_N=1,num_warps=8,num_stages=1" --config "flat:BLOCK_N=1,num_warps=16,num_stages=1")
 for c in 1024:8 512:4 512:2 256:4 256:2 256:1; do
     loops+=(--config "tiled:BLOCK_N=1,BLOCK_T=${c%:*},num_warps=${c#*:},num_stages=3"); done
 tiles=()
 for c in 16:4 32:4 32:8 64:2 64:4 64:8 128:4 128:8; do
     tiles+=(--config "flat:BLOCK_N=${c%:*},num_warps=${c#*:},num_stages=1"); done
-probe() {  # name algorithms shapes seconds configs...
-    local name=$1 algs=$2 shapes=$3 secs=$4; shift 4
-    timeout "$secs" python3 benchmarks/headtohead_probe.py --algorithms "$algs" --shapes "$shapes" \
-        --top 0 "$@" --max-seconds "$(( secs - 20 ))" \
-        --output "$P/h2h_$name" > "$P/h2h_$name.log" 2>&1
-    echo "h2h_$name: rc $? at $(( $(date +%s) - t0 )) s" | tee -a "$P/times.txt"
-    tar czf "$OUT/probes.tgz" $P
-}
-probe nbloop gae,discounted_returns \
+probe nbloop gae,discounted_returns 8 \
     450x3700,560x3300,700x2600,850x3800,1000x2900,1300x2400,1700x3900,2000x2150,2200x3300,2700x2600,3500x2150,4000x2050 \
     150 "${loops[@]}"
-probe many8 gae,vtrace,lambda_returns,discounted_returns,eligibility_traces,episodic_prefix_sum \
+probe many8 gae,vtrace,lambda_returns,discounted_returns,eligibility_traces,episodic_prefix_sum 8 \
     10000x6,30000x8,55000x7,90000x6,180000x5,400000x6 170 "${tiles[@]}"
 bash benchmarks/carry_from_results.sh _r23:gae:1500x3500,150000x6 \
     _r23:vtrace,lambda_returns,discounted_returns:150000x6

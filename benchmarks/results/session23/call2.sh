@@ -10,21 +10,13 @@
 set -uo pipefail
 t0=$(date +%s)
 source benchmarks/device_env.sh || exit 1
-P=probes; mkdir -p $P
+source benchmarks/device_probe.sh
 loops=(--config "flat:BLOCK_N=1,num_warps=8,num_stages=1")
 for c in 1024:8 512:4 512:2 512:1 256:4 256:2 256:1 128:1; do
     loops+=(--config "tiled:BLOCK_N=1,BLOCK_T=${c%:*},num_warps=${c#*:},num_stages=3"); done
 aloops=()
 for c in 1024:8 512:8 512:4 512:2 256:4 256:2 256:1 128:4 128:2 64:1; do
     aloops+=(--config "tiled:BLOCK_N=1,BLOCK_T=${c%:*},num_warps=${c#*:},num_stages=1"); done
-probe() {  # name algorithms actions shapes seconds configs...
-    local name=$1 algs=$2 a=$3 shapes=$4 secs=$5; shift 5
-    timeout "$secs" python3 benchmarks/headtohead_probe.py --algorithms "$algs" --shapes "$shapes" \
-        --actions "$a" --top 0 "$@" --max-seconds "$(( secs - 20 ))" \
-        --output "$P/h2h_$name" > "$P/h2h_$name.log" 2>&1
-    echo "h2h_$name: rc $? at $(( $(date +%s) - t0 )) s" | tee -a "$P/times.txt"
-    tar czf "$OUT/probes.tgz" $P
-}
 probe bandrows gae,discounted_returns,lambda_returns,eligibility_traces,episodic_prefix_sum 0 \
     1100x3600,1400x2700,1600x3100,1900x2600,2100x3700,2400x2300,2600x3100,3100x2500,3300x2300,3800x2150 \
     300 "${loops[@]}"

@@ -14,7 +14,7 @@
 set -uo pipefail
 t0=$(date +%s)
 source benchmarks/device_env.sh || exit 1
-P=probes; mkdir -p $P
+source benchmarks/device_probe.sh
 ab() {  # name patch(or empty)
     local name=$1 patch=$2 dir=.
     if [ -n "$patch" ]; then
@@ -31,20 +31,6 @@ ab shipped ""
 ab finish finish
 ab noshift noshift
 ab both both
-wide=()
-for r in 1 2 4 8 16; do for w in 1 2 4 8 16; do wide+=(--config "flat:BLOCK_N=$r,num_warps=$w,num_stages=1"); done; done
-for c in 32 64 128 256; do for w in 1 2 4 8; do
-    wide+=(--config "tiled:BLOCK_N=1,BLOCK_T=$c,num_warps=$w,num_stages=1"); done; done
-for c in 64:1 128:1 128:2 256:1 256:2; do
-    wide+=(--config "lookback:BLOCK_N=1,BLOCK_T=${c%:*},num_warps=${c#*:}"); done
-probe() {  # name actions shapes seconds
-    local name=$1 a=$2 shapes=$3 secs=$4
-    timeout "$secs" python3 benchmarks/headtohead_probe.py --algorithms retrace --shapes "$shapes" \
-        --actions "$a" --top 0 "${wide[@]}" --max-seconds "$(( secs - 20 ))" \
-        --output "$P/h2h_$name" > "$P/h2h_$name.log" 2>&1
-    echo "h2h_$name: rc $? at $(( $(date +%s) - t0 )) s" | tee -a "$P/times.txt"
-    tar czf "$OUT/probes.tgz" $P
-}
-probe a28 28 30000x3,8000x12,3000x40,1000x150,2500x300,300x1000,50x5000,8x30000 110
-probe a128 128 20000x2,4000x10,1500x40,400x200,2000x150,100x1500,10x12000 100
-probe a256 256 8000x2,2000x8,600x40,300x150,50x1500,8x8000 90
+probe a28 retrace 28 30000x3,8000x12,3000x40,1000x150,2500x300,300x1000,50x5000,8x30000 110 "${WIDE[@]}"
+probe a128 retrace 128 20000x2,4000x10,1500x40,400x200,2000x150,100x1500,10x12000 100 "${WIDE[@]}"
+probe a256 retrace 256 8000x2,2000x8,600x40,300x150,50x1500,8x8000 90 "${WIDE[@]}"
