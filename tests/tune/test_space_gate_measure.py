@@ -179,7 +179,10 @@ def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():
     short = ProblemKey("vtrace", 32768, 8)
     choice = builtin_choice(short, SearchSpace(short, cuda))
     assert choice.strategy == "flat" and choice.params["BLOCK_N"] == 64  # many short rows
-    assert choice.params["num_warps"] == 4  # T <= 8: 4 warps (V-trace: 8 from T = 9 to 32)
+    assert choice.params["num_warps"] == 8  # 5-8 steps: 8 warps (4 up to 4 steps)
+    tiny = ProblemKey("vtrace", 32768, 4)
+    choice = builtin_choice(tiny, SearchSpace(tiny, cuda))
+    assert choice.params["BLOCK_N"] == 128 and choice.params["num_warps"] == 4
     longer = ProblemKey("vtrace", 32768, 28)
     assert builtin_choice(longer, SearchSpace(longer, cuda)).params["num_warps"] == 8
     cpu_space = SearchSpace(short, torch.device("cpu"))  # GPU rules only: none applies
