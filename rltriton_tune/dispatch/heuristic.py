@@ -597,14 +597,13 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
                        "to head: 23 of 26 keys within 5% of the best, one flat row 15)"))
     elif not few_rows and next_pow2(t) >= MID_LONG_SPAN and n * t >= MID_LONG_MIN_ELEMENTS:
         backward = ALGORITHMS[key.algorithm].direction == "backward"
-        neighbour_tile = neighbour_loop(key, sm_count)
         if backward and next_pow2(t) > MID_LONG_SPAN:
             tile = _loop_tile(n, streams, sm_count)
             ranked.append(("tiled", tile,
                            f"backward, T>{MID_LONG_SPAN}, 2^20<=N*T<2^23: tiled {tile} "
                            "(rows per SM set the chunk; head to head: within 1.006x of the "
                            "best loop)"))
-        elif neighbour_tile:
+        elif neighbour_tile := neighbour_loop(key, sm_count):
             ranked.append(("tiled", neighbour_tile,
                            f"backward with a neighbour-step read, T={MID_LONG_SPAN // 2 + 1}-"
                            f"{MID_LONG_SPAN}, N>={NEIGHBOUR_LOOP_MIN_ROWS_PER_SM}x{sm_count} SMs: "
