@@ -7,21 +7,14 @@
 set -uo pipefail
 t0=$(date +%s)
 source benchmarks/device_env.sh || exit 1
-P=probes; mkdir -p $P
+source benchmarks/device_probe.sh
 cfgs=()
 for r in 1 2 4 8; do for w in 1 2 4 8 16; do cfgs+=(--config "flat:BLOCK_N=$r,num_warps=$w,num_stages=1"); done; done
 for c in 64:1 64:2 64:4 128:2 128:4 256:4 256:8 512:8; do
     cfgs+=(--config "tiled:BLOCK_N=1,BLOCK_T=${c%:*},num_warps=${c#*:},num_stages=1"); done
 for c in 128:1 256:1 512:1 256:2; do
     cfgs+=(--config "lookback:BLOCK_N=1,BLOCK_T=${c%:*},num_warps=${c#*:}"); done
-probe() {  # name actions shapes seconds
-    timeout "$4" python3 benchmarks/headtohead_probe.py --algorithms retrace --shapes "$3" \
-        --actions "$2" --top 0 "${cfgs[@]}" --max-seconds "$(( $4 - 20 ))" \
-        --output "$P/h2h_$1" > "$P/h2h_$1.log" 2>&1
-    echo "h2h_$1: rc $? at $(( $(date +%s) - t0 )) s" | tee -a "$P/times.txt"
-    tar czf "$OUT/probes.tgz" $P
-}
-probe a18new 18 3000x6,50000x12,6000x24,20000x48,1800x96,150x150,3000x180,400x350,60x700,300x900,24x8000,8x20000 140
-probe a12 12 10000x8,5000x30,2000x64,600x200,3000x400,150x800,30x4000 90
-probe a32 32 20000x4,3000x20,6000x50,1000x100,400x300,2500x500,120x900,20x6000 110
-probe a64 64 8000x8,2000x40,500x120,1500x250,80x700,10x10000 90
+probe a18new retrace 18 3000x6,50000x12,6000x24,20000x48,1800x96,150x150,3000x180,400x350,60x700,300x900,24x8000,8x20000 140 "${cfgs[@]}"
+probe a12 retrace 12 10000x8,5000x30,2000x64,600x200,3000x400,150x800,30x4000 90 "${cfgs[@]}"
+probe a32 retrace 32 20000x4,3000x20,6000x50,1000x100,400x300,2500x500,120x900,20x6000 110 "${cfgs[@]}"
+probe a64 retrace 64 8000x8,2000x40,500x120,1500x250,80x700,10x10000 90 "${cfgs[@]}"

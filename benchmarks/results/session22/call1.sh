@@ -13,27 +13,13 @@ set -uo pipefail
 t0=$(date +%s)
 LEFT=${SECONDS_LEFT:-565}
 source benchmarks/device_env.sh || exit 1
-P=probes; mkdir -p $P
-wide=()
-for r in 1 2 4 8 16; do for w in 1 2 4 8 16; do wide+=(--config "flat:BLOCK_N=$r,num_warps=$w,num_stages=1"); done; done
-for c in 32 64 128 256; do for w in 1 2 4 8; do
-    wide+=(--config "tiled:BLOCK_N=1,BLOCK_T=$c,num_warps=$w,num_stages=1"); done; done
-for c in 64:1 128:1 128:2 256:1 256:2; do
-    wide+=(--config "lookback:BLOCK_N=1,BLOCK_T=${c%:*},num_warps=${c#*:}"); done
+source benchmarks/device_probe.sh
 lb=()
 for c in 1:128:1 1:256:1 1:512:1 1:1024:1 1:2048:1 2:256:2 2:512:2 2:1024:2; do
     IFS=: read -r n t w <<< "$c"
     lb+=(--config "lookback:BLOCK_N=$n,BLOCK_T=$t,num_warps=$w"); done
-probe() {  # name algorithms actions shapes seconds configs...
-    local name=$1 algs=$2 a=$3 shapes=$4 secs=$5; shift 5
-    timeout "$secs" python3 benchmarks/headtohead_probe.py --algorithms "$algs" --shapes "$shapes" \
-        --actions "$a" --top 0 "$@" --max-seconds "$(( secs - 20 ))" \
-        --output "$P/h2h_$name" > "$P/h2h_$name.log" 2>&1
-    echo "h2h_$name: rc $? at $(( $(date +%s) - t0 )) s" | tee -a "$P/times.txt"
-    tar czf "$OUT/probes.tgz" $P
-}
-probe a32fit retrace 32 30000x3,12000x10,4000x24,8000x40,2000x70,700x150,3000x200,1200x400,5000x260,250x600,60x2000,12x20000 170 "${wide[@]}"
-probe a64fit retrace 64 15000x4,4000x12,1000x30,3000x60,250x100,800x200,2500x300,150x500,40x1500,6x30000 150 "${wide[@]}"
+probe a32fit retrace 32 30000x3,12000x10,4000x24,8000x40,2000x70,700x150,3000x200,1200x400,5000x260,250x600,60x2000,12x20000 170 "${WIDE[@]}"
+probe a64fit retrace 64 15000x4,4000x12,1000x30,3000x60,250x100,800x200,2500x300,150x500,40x1500,6x30000 150 "${WIDE[@]}"
 for i in 1 2; do
     probe lbrep$i retrace,gae,vtrace,lambda_returns,discounted_returns 8 6x70000,12x45000,7x150000,30x20000 45 "${lb[@]}"
 done

@@ -13,29 +13,15 @@ set -uo pipefail
 t0=$(date +%s)
 LEFT=${SECONDS_LEFT:-565}
 source benchmarks/device_env.sh || exit 1
-P=probes; mkdir -p $P
-wide=()
-for r in 1 2 4 8 16; do for w in 1 2 4 8 16; do wide+=(--config "flat:BLOCK_N=$r,num_warps=$w,num_stages=1"); done; done
-for c in 32 64 128 256; do for w in 1 2 4 8; do
-    wide+=(--config "tiled:BLOCK_N=1,BLOCK_T=$c,num_warps=$w,num_stages=1"); done; done
-for c in 64:1 128:1 128:2 256:1 256:2; do
-    wide+=(--config "lookback:BLOCK_N=1,BLOCK_T=${c%:*},num_warps=${c#*:}"); done
+source benchmarks/device_probe.sh
 lb=()
 for c in 1:128:1 1:256:1 1:512:1 1:1024:1 1:2048:1 2:256:2 2:512:2 2:1024:2; do
     IFS=: read -r n t w <<< "$c"
     lb+=(--config "lookback:BLOCK_N=$n,BLOCK_T=$t,num_warps=$w"); done
-probe() {  # name algorithms actions shapes seconds configs...
-    local name=$1 algs=$2 a=$3 shapes=$4 secs=$5; shift 5
-    timeout "$secs" python3 benchmarks/headtohead_probe.py --algorithms "$algs" --shapes "$shapes" \
-        --actions "$a" --top 0 "$@" --max-seconds "$(( secs - 20 ))" \
-        --output "$P/h2h_$name" > "$P/h2h_$name.log" 2>&1
-    echo "h2h_$name: rc $? at $(( $(date +%s) - t0 )) s" | tee -a "$P/times.txt"
-    tar czf "$OUT/probes.tgz" $P
-}
-probe a32val retrace 32 50000x2,9000x14,2500x36,15000x60,1500x90,900x250,4000x350,300x800,100x1200,30x9000 130 "${wide[@]}"
-probe a48val retrace 48 25000x5,6000x20,1200x70,3000x150,600x400,70x2500,8x50000 95 "${wide[@]}"
-probe a64val retrace 64 40000x2,6000x6,2500x20,400x64,1100x130,5000x180,200x300,20x4000 105 "${wide[@]}"
-probe a100val retrace 100 10000x4,3000x16,800x60,1500x150,100x700,10x8000 85 "${wide[@]}"
+probe a32val retrace 32 50000x2,9000x14,2500x36,15000x60,1500x90,900x250,4000x350,300x800,100x1200,30x9000 130 "${WIDE[@]}"
+probe a48val retrace 48 25000x5,6000x20,1200x70,3000x150,600x400,70x2500,8x50000 95 "${WIDE[@]}"
+probe a64val retrace 64 40000x2,6000x6,2500x20,400x64,1100x130,5000x180,200x300,20x4000 105 "${WIDE[@]}"
+probe a100val retrace 100 10000x4,3000x16,800x60,1500x150,100x700,10x8000 85 "${WIDE[@]}"
 probe lbrep3 retrace,gae 8 6x50000,12x20000,4x100000,2x300000,6x70000,12x45000,20x60000,10x160000 100 "${lb[@]}"
 S4=90x15000,6000x180,2200x450,750x1200,300x2800,150000x6,24000x60,6x70000
 bash benchmarks/carry_from_results.sh
