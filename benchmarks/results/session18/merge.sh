@@ -6,11 +6,7 @@
 # returns from call 3.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-S=benchmarks/results/session18
-M=$S/merged
-rm -rf "$M"
-mkdir -p "$M"
-cp -r benchmarks/results/session17/merged/. "$M/"
+source benchmarks/merge_start.sh 18 17
 python benchmarks/merge_bench.py $S/call1/gae_oracle_s4/bench.json \
     --newer $S/call2/gae_oracle_r18/bench.json --output "$M/bench_gae_oracle_s4"
 cp -r $S/call1/vtrace_oracle_s4 "$M/bench_vtrace_oracle_s4a"

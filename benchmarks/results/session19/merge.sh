@@ -6,11 +6,7 @@
 # returns as far as call 3 got.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-S=benchmarks/results/session19
-M=$S/merged
-rm -rf "$M"
-mkdir -p "$M"
-cp -r benchmarks/results/session18/merged/. "$M/"
+source benchmarks/merge_start.sh 19 18
 python benchmarks/merge_bench.py benchmarks/results/session18/merged/bench_vtrace_oracle_s4/bench.json \
     --newer $S/call2/vtrace_oracle_r19/bench.json --output "$M/bench_vtrace_oracle_s4"
 python benchmarks/merge_bench.py benchmarks/results/session18/merged/bench_retrace_oracle_fresh/bench.json \

@@ -7,11 +7,7 @@
 # set 4's Retrace as far as call 4 got (its resumed report's earlier rows folded back in).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-S=benchmarks/results/session20
-M=$S/merged
-rm -rf "$M"
-mkdir -p "$M"
-cp -r benchmarks/results/session19/merged/. "$M/"
+source benchmarks/merge_start.sh 20 19
 rm -rf "$M/bench_lambda_returns_oracle_s4"
 cp -r $S/call1/lambda_returns_oracle_s4 "$M/bench_lambda_returns_oracle_s4"
 withdrawn=("retrace|trunc|float32|env|N=20000|T=28|A=8" "retrace|trunc|float32|env|N=5000|T=75|A=8")

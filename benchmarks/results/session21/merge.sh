@@ -6,12 +6,7 @@
 # 2200x450 added; its resumed report's earlier rows folded back in).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-S=benchmarks/results/session21
-M=$S/merged
-rm -rf "$M"
-mkdir -p "$M"
-cp -r benchmarks/results/session20/merged/. "$M/"
-P=benchmarks/results/session20/merged
+source benchmarks/merge_start.sh 21 20
 for spec in gae:_fresh discounted_returns:_fresh gae:_s3 retrace:_s3; do
     alg=${spec%:*} set=${spec#*:}
     python benchmarks/merge_bench.py $P/bench_${alg}_oracle$set/bench.json \

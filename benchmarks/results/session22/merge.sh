@@ -4,10 +4,6 @@
 # earlier rows folded back in). Calls 1-3 otherwise ran head-to-head probes only.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-S=benchmarks/results/session22
-M=$S/merged
-rm -rf "$M"
-mkdir -p "$M"
-cp -r benchmarks/results/session21/merged/. "$M/"
+source benchmarks/merge_start.sh 22 21
 python benchmarks/merge_bench.py $S/call2/retrace_oracle_s4/bench.json --fold-unreached \
     --output "$M/bench_retrace_oracle_s4"

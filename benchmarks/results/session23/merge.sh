@@ -5,12 +5,7 @@
 # lambda and discounted returns in the fourth).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-S=benchmarks/results/session23
-M=$S/merged
-P=benchmarks/results/session22/merged
-rm -rf "$M"
-mkdir -p "$M"
-cp -r $P/. "$M/"
+source benchmarks/merge_start.sh 23 22
 for spec in gae:_s3 gae:_s4 vtrace:_s4b lambda_returns:_s4 discounted_returns:_s4; do
     alg=${spec%:*} set=${spec#*:}
     python benchmarks/merge_bench.py $P/bench_${alg}_oracle$set/bench.json \
