@@ -98,6 +98,18 @@ FLIP_RUNS = True
 #: The same for per-action estimators (Retrace), whose coefficients come out of sums
 #: over the action axis, in another register layout than their loads.
 FLIP_ACTION_RUNS = True
+#: Whether launchers tell the kernels (``EVEN``, ``builders._valid``) that every tile lies
+#: inside the problem where it does, so that they compile without bounds masks. Compiled
+#: for sm_90 here, the Retrace (1, 512, 4) look-back kernel at 256x4096 loses 12-14% of
+#: its instructions that way (benchmarks/sass_census.py); off until an H200 A/B
+#: (benchmarks/align_probe.py, section ``even``) shows the time it saves.
+EVEN_TILES = False
+
+
+def even_tiles(key: ProblemKey, block_n: int, block_t: int) -> bool:
+    """Whether ``EVEN_TILES`` is on and every ``block_n`` x ``block_t`` tile of ``key``
+    lies inside ``[0, N) x [0, T)`` (rows and steps, in either layout)."""
+    return EVEN_TILES and key.n % block_n == 0 and key.t % block_t == 0
 
 
 def pow2_divisor(x: int, cap: int = MAX_ALIGN) -> int:

@@ -55,6 +55,7 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
+    even_tiles,
     next_pow2,
     pow2_range,
     require,
@@ -188,6 +189,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                     ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
                     RUN: tl.constexpr,
+                    EVEN: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
                     PUBLISH_INCLUSIVE: tl.constexpr, WINDOW: tl.constexpr,
                     TICKET_ORDER: tl.constexpr):
@@ -220,7 +222,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     ts = time_block(chunk * BLOCK_T, BLOCK_T, BIG)
     feed, out = edges(BLOCK_T, REVERSE)
     a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
-                  saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+                  saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
     zero = tl.zeros([BLOCK_N], tl.float32)
     y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, REVERSE, NEXT, RUN)
     agg_a = take(y, out)
@@ -249,7 +251,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     else:
         y_next = y
     FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
-           san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+           san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
     if not TICKET_ORDER:
         tl.atomic_add(STATE, 1, sem="relaxed")  # finished (a fire-and-forget reduction)
 
@@ -295,8 +297,8 @@ class LookbackStrategy(TritonStrategy):
         # Inclusive values shorten a look-back only past one window of predecessors.
         inclusive = PUBLISH_INCLUSIVE and n_chunks > LOOK_WINDOW
         words = 2 * n_chunks * key.n
-        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, MAX_SPINS=MAX_SPINS,
-                      PUBLISH_INCLUSIVE=inclusive, WINDOW=LOOK_WINDOW,
+        consts = dict(pack.constexprs, EVEN=even_tiles(key, bn, bt), BLOCK_N=bn, BLOCK_T=bt,
+                      MAX_SPINS=MAX_SPINS, PUBLISH_INCLUSIVE=inclusive, WINDOW=LOOK_WINDOW,
                       TICKET_ORDER=TICKET_ORDER, num_warps=params["num_warps"])
         # Word offsets reach 2 * chunks * N, past the inputs' N * T when chunks are 1 step.
         consts["BIG"] = consts["BIG"] or words >= INT32_LIMIT

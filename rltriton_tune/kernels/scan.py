@@ -175,18 +175,19 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, 
               COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
-              BLOCK_T: tl.constexpr, NEXT: tl.constexpr, RUN: tl.constexpr):
+              BLOCK_T: tl.constexpr, NEXT: tl.constexpr, RUN: tl.constexpr,
+              EVEN: tl.constexpr):
     """Scan ``n_tiles`` BLOCK_T tiles from time ``base`` starting from ``carry``, storing
     the outputs of each tile; returns the carry leaving the span."""
     feed, out = edges(BLOCK_T, REVERSE)
     for i in range(0, n_tiles):
         ts = time_block(tile_start(i, n_tiles, base, BLOCK_T, REVERSE), BLOCK_T, BIG)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
-                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
         y, _, y_next, _ = scan_tile_next(a, b, carry, feed, REVERSE, NEXT, RUN)
         FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
                san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
-               BLOCK_A)
+               BLOCK_A, EVEN)
         carry = take(y, out)
     return carry
 

@@ -114,6 +114,35 @@ def test_alignment_hints(strategy, layout, n, t, hints, monkeypatch):
         check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
 
 
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize(("layout", "n", "t"), [("env", 8, 32), ("time", 8, 32), ("env", 6, 30)])
+def test_even_tiles(strategy, layout, n, t, monkeypatch):
+    """With ``EVEN_TILES`` on, tiles that fill the problem compile without bounds masks
+    (8 x 32 with every strategy's small blocks) and the rest keep them (6 x 30): both
+    give the reference's numbers, boundary values and neighbour reads included."""
+    monkeypatch.setattr(launch, "EVEN_TILES", True)
+    params = small_params(strategy, t)
+    block_t = launch.next_pow2(t) if strategy == "flat" else params.get("BLOCK_T", 1)
+    for algorithm in FLAG_SETS:
+        key = ProblemKey(algorithm, n, t, "float32", layout, FLAG_SETS[algorithm][-1],
+                         a=6 if algorithm == "retrace" else 0)
+        assert launch.even_tiles(key, params["BLOCK_N"], block_t) == ((n, t) == (8, 32))
+        call, kwargs = make_call(key, seed=n + t)
+        outs = type(strategies()[strategy])().prepare(key, params)(call)
+        check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
+
+
+def test_even_tiles_needs_the_switch_and_whole_tiles(monkeypatch):
+    key = ProblemKey("gae", 8, 32)
+    assert not launch.even_tiles(key, 2, 16)        # off by default
+    monkeypatch.setattr(launch, "EVEN_TILES", True)
+    assert launch.even_tiles(key, 2, 16) and launch.even_tiles(key, 8, 32)
+    assert not launch.even_tiles(key, 16, 16)       # a row block past N
+    assert not launch.even_tiles(key, 2, 64)        # a tile past T
+    assert launch.even_tiles(ProblemKey("gae", 8, 30), 1, 2)
+    assert not launch.even_tiles(ProblemKey("gae", 8, 30), 1, 4)
+
+
 @pytest.mark.parametrize(("x", "want"), [(1, 1), (6, 2), (12, 4), (40, 8), (48, 16),
                                          (1024, 16), (0, 16), (7, 1)])
 def test_pow2_divisor(x, want):

@@ -59,3 +59,31 @@ def test_matches_reference_on_gpu(algorithm, strategy, n, t, flags, layout, dtyp
         if ran == 2:
             break
     assert ran == 2, f"fewer than two valid configs among {configs}"
+
+
+#: Power-of-two shapes, so that every config's tiles are whole (``launch.EVEN_TILES``).
+EVEN_SIZES = [(256, 32768), (32768, 128), (16, 8192)]
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGY_NAMES if s != "sequential"])
+@pytest.mark.parametrize(("n", "t"), EVEN_SIZES)
+@pytest.mark.parametrize("algorithm", ["retrace", "vtrace", "gae", "eligibility_traces"])
+def test_even_tiles_on_gpu(algorithm, n, t, strategy, monkeypatch):
+    """Kernels compiled without bounds masks for whole tiles match the reference on the
+    device, bfloat16 inputs and truncations included."""
+    from rltriton_tune.kernels import launch
+
+    monkeypatch.setattr(launch, "EVEN_TILES", True)
+    flags = FLAG_SETS[algorithm][-1]
+    key = ProblemKey(algorithm, n, t, "bfloat16", "env", flags,
+                     a=8 if algorithm == "retrace" else 0)
+    impl = type(strategies()[strategy])()
+    params = impl.default_params(key)
+    try:
+        launcher = impl.prepare(key, params)
+    except InvalidConfig:
+        pytest.skip(f"{strategy} has no default config at {n}x{t}")
+    assert launch.even_tiles(key, params["BLOCK_N"], params.get("BLOCK_T", launch.next_pow2(t)))
+    call, kwargs = make_call(key, device="cuda", seed=n)
+    check_outputs(launcher(call), expected(algorithm, kwargs), call,
+                  f"{strategy} even {key.as_text()}")

@@ -106,3 +106,41 @@ def test_the_gates_small_copy_specialises_like_the_key(key_text, strategy, param
 
     assert small_key(key) != key
     assert specialisations(small_key(key)) == specialisations(key)
+
+
+SETP = """
+import json, re, sys
+sys.path.insert(0, {here!r})
+from gpu_compile import compiled_launches
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.kernels import launch
+out = {{}}
+for even in (False, True):
+    launch.EVEN_TILES = even
+    ptx = [k.asm["ptx"] for k in compiled_launches({strategy!r}, ProblemKey.from_text({key!r}),
+                                                   {params!r})]
+    out[str(even)] = [len(re.findall(r"\\bsetp\\.", p)) for p in ptx]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
+@pytest.mark.parametrize(("key", "strategy", "params"), [
+    ("retrace|trunc|bfloat16|env|N=64|T=1024|A=8", "lookback",
+     {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 2}),
+    ("gae|none|float32|time|N=256|T=64", "flat", {"BLOCK_N": 2, "num_warps": 2}),
+])
+def test_even_tiles_compile_without_bounds_checks(key, strategy, params, tmp_path):
+    """Whole tiles under ``EVEN_TILES`` compile to fewer comparisons: the bounds masks
+    fold away (benchmarks/sass_census.py counts the instructions this saves)."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+    code = SETP.format(here=str(SCRIPT.parent), key=key, strategy=strategy, params=params)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=SCRIPT.parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    for masked, even in zip(found["False"], found["True"], strict=True):
+        assert even < masked, found
