@@ -9,13 +9,14 @@
 * ``action``: whether Retrace's per-action loads want whole action vectors per step
   (``launch.ACTION_TILE_BUDGET`` 2^14 instead of 2^12, so ``BLOCK_A`` = 8 up to
   T = 2048), same A/B method as ``align``.
-* ``even``: what compiling whole tiles without bounds masks (``launch.EVEN_TILES``)
-  buys, float32 and bfloat16, at issue 3's Retrace cells and grid shapes of the other
+* ``tiles``: what compiling whole tiles without bounds masks (``launch.EVEN_TILES``) and
+  prefetching the tile loop's next tile into L2 (``launch.PREFETCH_L2``) buy, each on its
+  own, float32 and bfloat16, at issue 3's Retrace cells and grid shapes of the other
   estimators (every tile whole there), same A/B method.
 
 Writes ``align_probe.json`` and ``align_probe.md`` under ``--output``.
 
-    python benchmarks/align_probe.py --output DIR [--sections align,wide,action,even]
+    python benchmarks/align_probe.py --output DIR [--sections align,wide,action,tiles]
 """
 
 from __future__ import annotations
@@ -53,13 +54,13 @@ WIDE_ROWS = (32, 64, 128, 256, 512)
 ACTION_SHAPES = [(32768, 2048), (6000, 3000), (600, 2500), (4096, 512), (12000, 160),
                  (777, 77)]
 #: Powers of two (whole tiles for every config): issue 3's bfloat16 Retrace cells first.
-EVEN_SHAPES = {"retrace": [(256, 32768), (32768, 128), (4096, 2048)],
+TILE_SHAPES = {"retrace": [(256, 32768), (32768, 128), (4096, 2048)],
                "vtrace": [(256, 32768), (32768, 512)],
                "gae": [(32768, 8), (16, 32768), (32768, 2048)],
                "eligibility_traces": [(4096, 8192)]}
 #: Kernel variants compared with the shipping kernels: tag -> (``launch`` attribute, value).
 VARIANTS = {"no-hints": ("ALIGN_HINTS", False), "action-tile-16k": ("ACTION_TILE_BUDGET", 1 << 14),
-            "even-tiles": ("EVEN_TILES", True)}
+            "even-tiles": ("EVEN_TILES", True), "prefetch-l2": ("PREFETCH_L2", True)}
 
 
 def fresh_strategies() -> dict:
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                    default="gae,eligibility_traces,vtrace,discounted_returns,retrace")
     p.add_argument("--wide-algorithms", default="gae,vtrace,eligibility_traces")
     p.add_argument("--sections", default="align,wide,action",
-                   help="any of align, wide, action, even")
+                   help="any of align, wide, action, tiles")
     p.add_argument("--budget-s", type=float, default=0.03, help="timing seconds per config")
     p.add_argument("--max-seconds", type=float, default=400.0)
     args = p.parse_args(argv)
@@ -226,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     if "action" in sections:
         jobs += [(partial(ab_rows, tag="action-tile-16k"), probe_key("retrace", n, t, "env"))
                  for n, t in ACTION_SHAPES]
-    if "even" in sections:
-        jobs += [(partial(ab_rows, tag="even-tiles"), probe_key(a, n, t, "env", dtype))
-                 for a, shapes in EVEN_SHAPES.items() for n, t in shapes
+    if "tiles" in sections:
+        jobs += [(partial(ab_rows, tag=tag), probe_key(a, n, t, "env", dtype))
+                 for tag in ("even-tiles", "prefetch-l2")
+                 for a, shapes in TILE_SHAPES.items() for n, t in shapes
                  for dtype in ("float32", "bfloat16")]
     return run_jobs("align_probe", jobs, args.output, report, args.budget_s,
                     args.max_seconds)

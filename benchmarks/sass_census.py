@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="ALGORITHM:NxT:DTYPE:STRATEGY:k=v,... (default: issue 3's cells)")
     p.add_argument("--dtypes", default="float32,bfloat16",
                    help="dtypes the default cases are compiled for")
-    p.add_argument("--variants", default="even-tiles",
+    p.add_argument("--variants", default="even-tiles,prefetch-l2",
                    help=f"kernel variants besides the shipping one ({', '.join(VARIANTS)})")
     p.add_argument("--arch", type=int, default=90, help="CUDA compute capability x 10")
     args = p.parse_args(argv)

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from rltriton_tune.algorithms import FLAG_NAMES
 from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.pow2 import next_pow2
@@ -102,8 +103,17 @@ FLIP_ACTION_RUNS = True
 #: inside the problem where it does, so that they compile without bounds masks. Compiled
 #: for sm_90 here, the Retrace (1, 512, 4) look-back kernel at 256x4096 loses 12-14% of
 #: its instructions that way (benchmarks/sass_census.py); off until an H200 A/B
-#: (benchmarks/align_probe.py, section ``even``) shows the time it saves.
+#: (benchmarks/align_probe.py, section ``tiles``) shows the time it saves.
 EVEN_TILES = False
+
+
+#: Whether the tile loops of ``tiled`` ask L2 for the next tile's inputs before they scan
+#: the current one (``scan.prefetch_tile``), env-major keys only. With few rows a program
+#: loads a tile, then scans it, then stores it: the H200 strategy table's bfloat16 Retrace
+#: 256x32768 tiled (1, 1024, 8) cell, two programs a SM, reads 1.60x its HBM floor where
+#: 4096x2048, 31 programs a SM, reads 1.17x. Off until an H200 A/B
+#: (benchmarks/align_probe.py, section ``tiles``) shows what the overlap is worth.
+PREFETCH_L2 = False
 
 
 def even_tiles(key: ProblemKey, block_n: int, block_t: int) -> bool:
@@ -182,6 +192,23 @@ class Packer:
             ALIGN_A=self.align_a,
             RUN=scan_run(key, tile_elems, num_warps),
         )
+
+    def prefetch_slots(self) -> dict[str, int]:
+        """``PF_ROWS`` / ``PF_ACTIONS``: bitmasks of the pointer slots holding [N, T] and
+        [N, T, A] inputs this key passes, whose next tile the tile loop prefetches into L2
+        (``PREFETCH_L2``; env-major, compiled kernels: the interpreter runs no PTX)."""
+        rows = actions = 0
+        if PREFETCH_L2 and not self.time_major and not interpreting():
+            spec, flags = self.key.spec, self.key.flag_set
+            for slot, name in enumerate(spec.tensors):
+                if name in spec.per_env or (name in spec.optional
+                                            and FLAG_NAMES[name] not in flags):
+                    continue
+                if name in spec.per_action:
+                    actions |= 1 << slot
+                else:
+                    rows |= 1 << slot
+        return {"PF_ROWS": rows, "PF_ACTIONS": actions}
 
     def args(self, call: Call) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
         """Positional arguments common to every core, and the freshly allocated outputs."""

@@ -170,17 +170,74 @@ def time_block(t0, BLOCK_T: tl.constexpr, BIG: tl.constexpr):
 
 
 @triton.jit
+def _prefetch_l2(ptr, first, extent, BLOCK: tl.constexpr):
+    """Ask L2 for the ``extent`` elements from ``ptr + first`` (one offset a row), one
+    128-byte line a lane and at most BLOCK elements a row: a hint, nothing is loaded into
+    registers and nothing waits for it. Every address stays inside the range."""
+    ITEM: tl.constexpr = (ptr.dtype.element_ty.primitive_bitwidth + 7) // 8
+    PER_LINE: tl.constexpr = 128 // ITEM
+    LINES: tl.constexpr = BLOCK // PER_LINE if BLOCK > PER_LINE else 1
+    line = tl.minimum(tl.arange(0, LINES)[None, :], (extent - 1) // PER_LINE)
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l",
+                              [ptr + first + line * PER_LINE], dtype=tl.int32, is_pure=False,
+                              pack=1)
+
+
+@triton.jit
+def _prefetch_slot(ptr, SLOT: tl.constexpr, r, t0, steps, A, sn, st, san, sat, saa,
+                   BLOCK_T: tl.constexpr, BLOCK_A: tl.constexpr, PF_ROWS: tl.constexpr,
+                   PF_ACTIONS: tl.constexpr):
+    if (PF_ROWS >> SLOT) & 1:
+        _prefetch_l2(ptr, r * sn + t0 * st, (steps - 1) * st + 1, BLOCK_T)
+    if (PF_ACTIONS >> SLOT) & 1:
+        _prefetch_l2(ptr, r * san + t0 * sat, (steps - 1) * sat + (A - 1) * saa + 1,
+                     BLOCK_T * BLOCK_A)
+
+
+@triton.jit
+def prefetch_tile(P0, P1, P2, P3, P4, P5, P6, P7, rows, t0, N, T, A, sn, st, san, sat, saa,
+                  BLOCK_T: tl.constexpr, BLOCK_A: tl.constexpr, PF_ROWS: tl.constexpr,
+                  PF_ACTIONS: tl.constexpr):
+    """Prefetch into L2 the tile of ``rows`` from step ``t0`` of every input slot named by
+    the bitmasks (``Packer.prefetch_slots``: [N, T] rows, [N, T, A] rows)."""
+    r = tl.minimum(rows, N - 1)
+    steps = tl.minimum(T - t0, BLOCK_T)
+    _prefetch_slot(P0, 0, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
+                   PF_ACTIONS)
+    _prefetch_slot(P1, 1, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
+                   PF_ACTIONS)
+    _prefetch_slot(P2, 2, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
+                   PF_ACTIONS)
+    _prefetch_slot(P3, 3, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
+                   PF_ACTIONS)
+    _prefetch_slot(P4, 4, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
+                   PF_ACTIONS)
+    _prefetch_slot(P5, 5, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
+                   PF_ACTIONS)
+    _prefetch_slot(P6, 6, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
+                   PF_ACTIONS)
+    _prefetch_slot(P7, 7, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
+                   PF_ACTIONS)
+
+
+@triton.jit
 def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa,
               osn, ost, S0, S1, S2, S3, rows, carry, base, n_tiles,
               COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
               BLOCK_T: tl.constexpr, NEXT: tl.constexpr, RUN: tl.constexpr,
-              EVEN: tl.constexpr):
+              EVEN: tl.constexpr, PF_ROWS: tl.constexpr, PF_ACTIONS: tl.constexpr):
     """Scan ``n_tiles`` BLOCK_T tiles from time ``base`` starting from ``carry``, storing
-    the outputs of each tile; returns the carry leaving the span."""
+    the outputs of each tile; returns the carry leaving the span. With slot bitmasks
+    ``PF_ROWS`` / ``PF_ACTIONS``, each tile first asks L2 for the next one's inputs, so
+    that they arrive while this one is scanned (the last tile asks for itself again)."""
     feed, out = edges(BLOCK_T, REVERSE)
     for i in range(0, n_tiles):
+        if PF_ROWS | PF_ACTIONS:
+            nxt = tile_start(tl.minimum(i + 1, n_tiles - 1), n_tiles, base, BLOCK_T, REVERSE)
+            prefetch_tile(P0, P1, P2, P3, P4, P5, P6, P7, rows, nxt, N, T, A, sn, st, san, sat,
+                          saa, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
         ts = time_block(tile_start(i, n_tiles, base, BLOCK_T, REVERSE), BLOCK_T, BIG)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)

@@ -194,3 +194,23 @@ def test_scan_runs_only_for_env_major_backward_scans(monkeypatch):
     assert run("retrace", a=4) == 8
     monkeypatch.setattr(launch, "FLIP_ACTION_RUNS", False)
     assert run("retrace", a=4) == 1 and run("gae") == 8
+
+
+def test_prefetch_slots_name_the_inputs_a_key_passes(monkeypatch):
+    """``PF_ROWS`` / ``PF_ACTIONS`` mark the slots of the [N, T] and [N, T, A] inputs
+    present in the key (absent optional ones and [N] ones are not prefetched), only with
+    ``PREFETCH_L2`` on, env-major keys and compiled kernels."""
+    retrace = ProblemKey("retrace", 256, 4096, "bfloat16", "env", "trunc", 8)
+    gae = ProblemKey("gae", 64, 512, "float32", "env", "bootstrap")
+    assert launch.Packer(retrace, 1, 1).prefetch_slots() == {"PF_ROWS": 0, "PF_ACTIONS": 0}
+    monkeypatch.setattr(launch, "PREFETCH_L2", True)
+    monkeypatch.setattr(launch, "interpreting", lambda: False)
+    # action_probs_target and next_q_values_all are [N, T, A]; the other six [N, T].
+    assert launch.Packer(retrace, 1, 1).prefetch_slots() == {
+        "PF_ROWS": 0b11110110, "PF_ACTIONS": 0b00001001}
+    # rewards, values, terminateds, bootstrap_values (no truncateds, no last_value).
+    assert launch.Packer(gae, 1, 1).prefetch_slots() == {"PF_ROWS": 0b10111, "PF_ACTIONS": 0}
+    assert launch.Packer(ProblemKey("gae", 64, 512, layout="time"), 1, 1).prefetch_slots() == {
+        "PF_ROWS": 0, "PF_ACTIONS": 0}
+    monkeypatch.setattr(launch, "interpreting", lambda: True)  # no PTX in the interpreter
+    assert launch.Packer(gae, 1, 1).prefetch_slots() == {"PF_ROWS": 0, "PF_ACTIONS": 0}

@@ -87,3 +87,26 @@ def test_even_tiles_on_gpu(algorithm, n, t, strategy, monkeypatch):
     call, kwargs = make_call(key, device="cuda", seed=n)
     check_outputs(launcher(call), expected(algorithm, kwargs), call,
                   f"{strategy} even {key.as_text()}")
+
+
+@pytest.mark.parametrize(("n", "t", "params"), [
+    (256, 32768, {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
+    (257, 3000, {"BLOCK_N": 4, "BLOCK_T": 256, "num_warps": 4}),   # partial row block, tile
+    (5, 70001, {"BLOCK_N": 2, "BLOCK_T": 4096, "num_warps": 8}),
+])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("algorithm", list(FLAG_SETS))
+def test_prefetch_l2_on_gpu(algorithm, dtype, n, t, params, monkeypatch):
+    """The tiled loop's L2 prefetches of the next tile (``launch.PREFETCH_L2``) change no
+    output and stay inside the inputs, at the last row block and the last partial tile."""
+    from rltriton_tune.kernels import launch
+
+    monkeypatch.setattr(launch, "PREFETCH_L2", True)
+    flags = FLAG_SETS[algorithm][-1]
+    key = ProblemKey(algorithm, n, t, dtype, "env", flags, a=8 if algorithm == "retrace" else 0)
+    impl = type(strategies()["tiled"])()
+    launcher = impl.prepare(key, params)
+    assert launch.Packer(key, 1, 1).prefetch_slots()["PF_ROWS"]
+    call, kwargs = make_call(key, device="cuda", seed=t)
+    check_outputs(launcher(call), expected(algorithm, kwargs), call,
+                  f"tiled prefetch {params} {key.as_text()}")

@@ -144,3 +144,42 @@ def test_even_tiles_compile_without_bounds_checks(key, strategy, params, tmp_pat
     found = json.loads(done.stdout.strip().splitlines()[-1])
     for masked, even in zip(found["False"], found["True"], strict=True):
         assert even < masked, found
+
+
+PREFETCH = """
+import json, sys
+sys.path.insert(0, {here!r})
+from gpu_compile import compiled_launches
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.kernels import launch
+out = {{}}
+for on in (False, True):
+    launch.PREFETCH_L2 = on
+    for key in {keys!r}:
+        ptx = [k.asm["ptx"] for k in compiled_launches("tiled", ProblemKey.from_text(key),
+                                                       {{"BLOCK_N": 1, "BLOCK_T": 256}})]
+        out[f"{{on}} {{key}}"] = sum(p.count("prefetch.global.L2") for p in ptx)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
+def test_prefetch_l2_compiles_for_env_major_tile_loops(tmp_path):
+    """With ``PREFETCH_L2`` the tiled kernel asks L2 for the next tile of every input
+    the key passes (one prefetch a slot in the PTX), env-major only; off, none."""
+    import json
+
+    keys = ["retrace|trunc|bfloat16|env|N=64|T=1000|A=8", "gae|none|float32|env|N=64|T=1000",
+            "gae|none|float32|time|N=64|T=1000"]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+    code = PREFETCH.format(here=str(SCRIPT.parent), keys=keys)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=SCRIPT.parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(found[f"False {key}"] == 0 for key in keys), found
+    # Retrace: 8 slots (6 [N, T], 2 [N, T, A]); GAE without flags: rewards, values,
+    # terminateds; time-major rows are not contiguous along T: no prefetch.
+    assert found[f"True {keys[0]}"] == 8 and found[f"True {keys[1]}"] == 3, found
+    assert found[f"True {keys[2]}"] == 0, found
