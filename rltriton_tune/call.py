@@ -64,6 +64,14 @@ class ProblemKey:
     def time_major(self) -> bool:
         return self.layout == "time"
 
+    @property
+    def passed_tensors(self) -> tuple[str, ...]:
+        """The tensor arguments a call of this key passes, in canonical order: the spec's,
+        less the optional ones its flags say are absent."""
+        spec, flags = self.spec, self.flag_set
+        return tuple(name for name in spec.tensors
+                     if name not in spec.optional or FLAG_NAMES[name] in flags)
+
     def family(self) -> tuple[str, str, str, str, int]:
         """The part of the key that must match exactly for a nearest-entry lookup."""
         return (self.algorithm, self.flags, self.dtype, self.layout, self.a)

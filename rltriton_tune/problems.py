@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from rltriton_tune.algorithms import FLAG_NAMES, STARTS_AT
+from rltriton_tune.algorithms import STARTS_AT
 from rltriton_tune.call import DTYPES_BY_NAME, ProblemKey
 
 #: Scalar arguments used when a caller gives none (non-trivial values, so bugs show).
@@ -51,9 +51,7 @@ def random_inputs(
         return (torch.rand(*shape, generator=gen, device=where) < FLAG_RATE).to(flag_dtype)
 
     kwargs: dict[str, Any] = {}
-    for name in spec.tensors:
-        if name in spec.optional and FLAG_NAMES[name] not in flags:
-            continue
+    for name in key.passed_tensors:
         if name in spec.flags_inputs:
             value = flag()
         elif name in spec.per_env:
@@ -90,9 +88,7 @@ def data_bytes(key: ProblemKey, flag_itemsize: int = 4) -> int:
     elem = DTYPES_BY_NAME[key.dtype].itemsize
     nt = key.n * key.t
     total = 0
-    for name in spec.tensors:
-        if name in spec.optional and FLAG_NAMES[name] not in key.flag_set:
-            continue
+    for name in key.passed_tensors:
         if name in spec.per_env:
             total += key.n * elem
         elif name in spec.per_action:
