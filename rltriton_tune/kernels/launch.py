@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from rltriton_tune.algorithms import FLAG_NAMES
 from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.pow2 import next_pow2
@@ -101,8 +100,9 @@ FLIP_RUNS = True
 FLIP_ACTION_RUNS = True
 #: Whether launchers tell the kernels (``EVEN``, ``builders._valid``) that every tile lies
 #: inside the problem where it does, so that they compile without bounds masks. Compiled
-#: for sm_90 here, the Retrace (1, 512, 4) look-back kernel at 256x4096 loses 12-14% of
-#: its instructions that way (benchmarks/sass_census.py); off until an H200 A/B
+#: for sm_90 without a GPU, issue 3's Retrace kernels lose 6-14% of their instructions that
+#: way (bfloat16 look-back (1, 512, 4) at 256x32768: 1176 -> 1104;
+#: benchmarks/results/session24/sass_census/); off until an H200 A/B
 #: (benchmarks/align_probe.py, section ``tiles``) shows the time it saves.
 EVEN_TILES = False
 
@@ -199,10 +199,9 @@ class Packer:
         (``PREFETCH_L2``; env-major, compiled kernels: the interpreter runs no PTX)."""
         rows = actions = 0
         if PREFETCH_L2 and not self.time_major and not interpreting():
-            spec, flags = self.key.spec, self.key.flag_set
+            spec, passed = self.key.spec, self.key.passed_tensors
             for slot, name in enumerate(spec.tensors):
-                if name in spec.per_env or (name in spec.optional
-                                            and FLAG_NAMES[name] not in flags):
+                if name not in passed or name in spec.per_env:
                     continue
                 if name in spec.per_action:
                     actions |= 1 << slot
