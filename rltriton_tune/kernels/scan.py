@@ -184,14 +184,14 @@ def _prefetch_l2(ptr, first, extent, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _prefetch_slot(ptr, SLOT: tl.constexpr, r, t0, steps, A, sn, st, san, sat, saa,
-                   BLOCK_T: tl.constexpr, BLOCK_A: tl.constexpr, PF_ROWS: tl.constexpr,
-                   PF_ACTIONS: tl.constexpr):
+def _prefetch_slot(ptr, SLOT: tl.constexpr, row_first, row_extent, action_first,
+                   action_extent, BLOCK_T: tl.constexpr, BLOCK_A: tl.constexpr,
+                   PF_ROWS: tl.constexpr, PF_ACTIONS: tl.constexpr):
+    """Prefetch slot SLOT's tile as an [N, T] or an [N, T, A] input, as the bitmasks say."""
     if (PF_ROWS >> SLOT) & 1:
-        _prefetch_l2(ptr, r * sn + t0 * st, (steps - 1) * st + 1, BLOCK_T)
+        _prefetch_l2(ptr, row_first, row_extent, BLOCK_T)
     if (PF_ACTIONS >> SLOT) & 1:
-        _prefetch_l2(ptr, r * san + t0 * sat, (steps - 1) * sat + (A - 1) * saa + 1,
-                     BLOCK_T * BLOCK_A)
+        _prefetch_l2(ptr, action_first, action_extent, BLOCK_T * BLOCK_A)
 
 
 @triton.jit
@@ -202,22 +202,17 @@ def prefetch_tile(P0, P1, P2, P3, P4, P5, P6, P7, rows, t0, N, T, A, sn, st, san
     the bitmasks (``Packer.prefetch_slots``: [N, T] rows, [N, T, A] rows)."""
     r = tl.minimum(rows, N - 1)
     steps = tl.minimum(T - t0, BLOCK_T)
-    _prefetch_slot(P0, 0, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
-                   PF_ACTIONS)
-    _prefetch_slot(P1, 1, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
-                   PF_ACTIONS)
-    _prefetch_slot(P2, 2, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
-                   PF_ACTIONS)
-    _prefetch_slot(P3, 3, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
-                   PF_ACTIONS)
-    _prefetch_slot(P4, 4, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
-                   PF_ACTIONS)
-    _prefetch_slot(P5, 5, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
-                   PF_ACTIONS)
-    _prefetch_slot(P6, 6, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
-                   PF_ACTIONS)
-    _prefetch_slot(P7, 7, r, t0, steps, A, sn, st, san, sat, saa, BLOCK_T, BLOCK_A, PF_ROWS,
-                   PF_ACTIONS)
+    # Where the tile starts and how many elements it spans, in each kind of input.
+    rf, re = r * sn + t0 * st, (steps - 1) * st + 1
+    af, ae = r * san + t0 * sat, (steps - 1) * sat + (A - 1) * saa + 1
+    _prefetch_slot(P0, 0, rf, re, af, ae, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
+    _prefetch_slot(P1, 1, rf, re, af, ae, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
+    _prefetch_slot(P2, 2, rf, re, af, ae, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
+    _prefetch_slot(P3, 3, rf, re, af, ae, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
+    _prefetch_slot(P4, 4, rf, re, af, ae, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
+    _prefetch_slot(P5, 5, rf, re, af, ae, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
+    _prefetch_slot(P6, 6, rf, re, af, ae, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
+    _prefetch_slot(P7, 7, rf, re, af, ae, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
 
 
 @triton.jit
