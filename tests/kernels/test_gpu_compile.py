@@ -24,6 +24,19 @@ def _nvidia_backend() -> bool:
     return (Path(nvidia.__file__).parent / "bin" / "ptxas").exists()
 
 
+def _compiled_json(code: str, tmp_path: Path) -> dict:
+    """Run ``code`` in a fresh process with real (not interpreted) kernels and its own
+    Triton cache, from the checkout's root; the JSON its last line of output prints."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=SCRIPT.parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
 def test_every_strategy_compiles_for_sm90(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -57,16 +70,9 @@ def test_alignment_hints_give_vector_accesses(key, tmp_path):
     along the contiguous axis with the hints, and to 4-byte ones without (measured on
     the H200 by benchmarks/align_probe.py). For Retrace the size is A = 8: its action
     rows (T is a multiple of 16, so only the per-action loads depend on the hints)."""
-    import json
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
     # Time-major rows are the contiguous axis: a program needs several to form a vector.
     code = ACCESSES.format(here=str(SCRIPT.parent), key=key, rows=8 if "|time|" in key else 1)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=600, cwd=SCRIPT.parents[2])
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = _compiled_json(code, tmp_path)
     (hinted,), (plain,) = found["True"], found["False"]
     if "retrace" in key:  # per-action loads: BLOCK_A = 4096 // 256 = 16 -> A = 8 whole
         assert hinted.get("ld.global.v4.b32", 0) > plain.get("ld.global.v4.b32", 0)
@@ -133,15 +139,8 @@ print(json.dumps(out))
 def test_even_tiles_compile_without_bounds_checks(key, strategy, params, tmp_path):
     """Whole tiles under ``EVEN_TILES`` compile to fewer comparisons: the bounds masks
     fold away (benchmarks/sass_census.py counts the instructions this saves)."""
-    import json
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
     code = SETP.format(here=str(SCRIPT.parent), key=key, strategy=strategy, params=params)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=600, cwd=SCRIPT.parents[2])
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = _compiled_json(code, tmp_path)
     for masked, even in zip(found["False"], found["True"], strict=True):
         assert even < masked, found
 
@@ -167,17 +166,9 @@ print(json.dumps(out))
 def test_prefetch_l2_compiles_for_env_major_tile_loops(tmp_path):
     """With ``PREFETCH_L2`` the tiled kernel asks L2 for the next tile of every input
     the key passes (one prefetch a slot in the PTX), env-major only; off, none."""
-    import json
-
     keys = ["retrace|trunc|bfloat16|env|N=64|T=1000|A=8", "gae|none|float32|env|N=64|T=1000",
             "gae|none|float32|time|N=64|T=1000"]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
-    code = PREFETCH.format(here=str(SCRIPT.parent), keys=keys)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=600, cwd=SCRIPT.parents[2])
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = _compiled_json(PREFETCH.format(here=str(SCRIPT.parent), keys=keys), tmp_path)
     assert all(found[f"False {key}"] == 0 for key in keys), found
     # Retrace: 8 slots (6 [N, T], 2 [N, T, A]); GAE without flags: rewards, values,
     # terminateds; time-major rows are not contiguous along T: no prefetch.
