@@ -8,12 +8,8 @@
 #   the next tile (launch.PREFETCH_L2), each interleaved with the shipping kernel;
 # - the Retrace strategy sweeps of 32768x128 (flat: no tile loop, so masks only).
 # The kernels' instruction census, compiled without a GPU: sass_census/ beside this.
-set -uo pipefail
-t0=$(date +%s)
-source benchmarks/device_env.sh || exit 1
 P=kernel_ab1
-mkdir -p "$P"
-source benchmarks/results/session24/sites.sh
+source benchmarks/results/session24/ab_common.sh || exit 1
 python3 benchmarks/align_probe.py --output "$P/probe" --sections tiles --max-seconds 300 \
     > "$P/probe.log" 2>&1
 echo "probe: rc $? at $(( $(date +%s) - t0 )) s" | tee -a "$P/times.txt"

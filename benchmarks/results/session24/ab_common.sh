@@ -1,6 +1,11 @@
-# Sourced by session 24's kernel A/B scripts: one folder per kernel variant holding a
-# sitecustomize module that sets launch's switches in every Python process started with
-# it on PYTHONPATH, strategies.py's spawned compile workers included.
+# Sourced by session 24's kernel A/B scripts, after they set P (their output folder):
+# the device environment, and one folder per kernel variant holding a sitecustomize
+# module that sets launch's switches in every Python process started with it on
+# PYTHONPATH, strategies.py's spawned compile workers included.
+set -uo pipefail
+t0=$(date +%s)
+source benchmarks/device_env.sh || exit 1
+mkdir -p "$P"
 site() {  # name python-statements
     mkdir -p "/tmp/sites/$1"
     printf 'import rltriton_tune.kernels.launch as launch\n%s\n' "$2" \
