@@ -10,8 +10,15 @@ from rltriton_tune.estimators import (
     compute_retrace,
     compute_vtrace,
 )
+from rltriton_tune.state import STATE as _STATE
 
 __version__ = "0.1.0"
+
+if _STATE.settings.online:
+    # Online tuning is tooling: it plugs itself into the runtime (see tune/online.py).
+    from rltriton_tune.tune import online as _online
+
+    _online.install()
 
 __all__ = [
     "compute_gae",

@@ -276,7 +276,7 @@ def cmd_doctor(args) -> int:
     from rltriton_tune.tuning_db import fingerprint_id, load_profiles, user_dir
 
     device = resolve_device(None)
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.dispatch.devices import device_fingerprint
 
     fp = device_fingerprint(device)
     try:

@@ -2,25 +2,26 @@
 
 Every public estimator hands its validated :class:`~rltriton_tune.call.Call` to
 :func:`run`; nothing else launches work. A memo hit costs one tuple, one dict
-lookup and the launcher call; decisions (profiles, heuristic, fallback, online
-tuning) happen once per shape in :mod:`rltriton_tune.dispatch.memo`.
+lookup and the launcher call; decisions (profiles, borrowing, rules, fallback,
+online tuning) happen once per shape in :mod:`rltriton_tune.dispatch.memo`.
 """
 
 from __future__ import annotations
 
 import torch
 
+from rltriton_tune import state
 from rltriton_tune.call import Call
 from rltriton_tune.dispatch import forcing, memo
 from rltriton_tune.dispatch.decide import Decision, FallbackWarning
+from rltriton_tune.dispatch.devices import device_fingerprint
 from rltriton_tune.dispatch.explain import explain, problem_key
-from rltriton_tune.dispatch.fingerprint import device_fingerprint
 from rltriton_tune.dispatch.forcing import force
 
 __all__ = ["run", "force", "explain", "Decision", "FallbackWarning",
            "device_fingerprint", "problem_key", "reset"]
 
-_table_get = memo.table.get
+_STATE = state.STATE
 _current_forced = forcing.current
 _miss = memo.miss
 
@@ -31,22 +32,18 @@ def run(call: Call) -> tuple[torch.Tensor, ...]:
     # Same tuple as memo.memo_key, inlined: this is the per-call hot path.
     mk = (call.algorithm, call.n, call.t, call.out_dtype, call.time_major, call.a,
           call.starts_at, *tensors, next(iter(tensors.values())).device, _current_forced())
-    launcher = _table_get(mk)
+    launcher = _STATE.table.get(mk)
     if launcher is None:
         return _miss(call, mk, mk[-1])
     return launcher(call)
 
 
 def reset() -> None:
-    """Forget memoised launchers, decisions, warnings and loaded profiles (tests, tools)."""
-    from rltriton_tune.dispatch import decide as decide_module
-    from rltriton_tune.dispatch import online
+    """Forget memoised launchers, decisions, warnings and loaded profiles, and read the
+    environment again (tests, tools)."""
+    from rltriton_tune.tuning_db import invalidate_cache
+    from rltriton_tune.tuning_db import state as db_state
 
-    memo.clear()
-    decide_module.reset_state()
-    online.reset()
-    try:
-        from rltriton_tune.tuning_db import invalidate_cache
-    except ImportError:
-        return
+    state.reset()
     invalidate_cache()
+    db_state.forget_warnings()

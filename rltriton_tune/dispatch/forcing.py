@@ -8,17 +8,15 @@ nests; it wins over the environment variable.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import registry
-
-ENV_FORCE = "RLTRITON_TUNE_FORCE"
+from rltriton_tune.settings import ENV_FORCE
+from rltriton_tune.state import STATE
 
 #: A key used only to ask a strategy for its parameter names.
 _SAMPLE_KEY = ProblemKey("gae", 4096, 128)
@@ -64,18 +62,25 @@ def make_forced(strategy: str, params: Mapping[str, Any], origin: str) -> Forced
     return Forced(strategy, tuple(sorted(params.items())), origin)
 
 
-@contextmanager
-def force(strategy: str, **params: Any) -> Iterator[Forced]:
+class force:  # noqa: N801 - used like a function: ``with force("tiled", BLOCK_T=64):``
     """Run every estimator call in this context with ``strategy`` and ``params``.
 
     Parameters not given take the strategy's defaults for each key. A config the
-    strategy rejects for a call's shape is a ``ValueError`` at that call.
+    strategy rejects for a call's shape is a ``ValueError`` at that call. The strategy
+    and parameter names are checked when the object is made. One object may be
+    entered again after it exits (and nested in itself), like a plain context manager.
     """
-    token = _current.set(make_forced(strategy, params, "force"))
-    try:
-        yield _current.get()  # type: ignore[misc]
-    finally:
-        _current.reset(token)
+
+    def __init__(self, strategy: str, **params: Any) -> None:
+        self.forced = make_forced(strategy, params, "force")
+        self._tokens: list[Any] = []
+
+    def __enter__(self) -> Forced:
+        self._tokens.append(_current.set(self.forced))
+        return self.forced
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current.reset(self._tokens.pop())
 
 
 def _parse_value(text: str) -> Any:
@@ -102,9 +107,13 @@ def parse_env(text: str) -> Forced:
 
 
 def env_forced() -> Forced | None:
-    """The choice forced by ``RLTRITON_TUNE_FORCE``, or None when unset/empty."""
-    text = os.environ.get(ENV_FORCE, "").strip()
-    return parse_env(text) if text else None
+    """The choice forced by ``RLTRITON_TUNE_FORCE`` (as read at import or the last
+    ``dispatch.reset``), or None when unset. A bad value is a ValueError at every call."""
+    if not STATE.env_forced_parsed:
+        text = STATE.settings.force
+        forced = parse_env(text) if text else None
+        STATE.env_forced, STATE.env_forced_parsed = forced, True
+    return STATE.env_forced
 
 
 def effective(ctx: Forced | None) -> Forced | None:

@@ -79,18 +79,18 @@ def _contenders(key: ProblemKey, device: torch.device, strategies: dict) -> dict
 
 def _builtin(key: ProblemKey, device: torch.device) -> Candidate | None:
     """The built-in heuristic's config for ``key`` on ``device``, ignoring profiles."""
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.dispatch.devices import device_fingerprint
 
     sm_count = int(device_fingerprint(device).get("sm_count") or DEFAULT_SM_COUNT)
     return builtin_choice(key, SearchSpace(key, device), sm_count)
 
 
 def _alternatives(key: ProblemKey, device: torch.device) -> dict[str, Candidate]:
-    """Entry key text -> config, for the two entries nearest after the dispatched one."""
-    from rltriton_tune.dispatch.decide import transfer_alternatives
+    """Entry key text -> config, for the entries dispatch would borrow after the one it uses."""
+    from rltriton_tune.dispatch.decide import borrow_alternatives
 
-    return {d.source.split("@")[0]: Candidate(d.strategy, dict(d.params))
-            for d in transfer_alternatives(key, device)}
+    return {f"borrowed:{d.entry}": Candidate(d.strategy, dict(d.params))
+            for d in borrow_alternatives(key, device)}
 
 
 def time_public(key: ProblemKey, device: torch.device, seed: int = 0,
@@ -360,7 +360,7 @@ def _triton_version() -> str | None:
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.dispatch.devices import device_fingerprint
 
     return str(device_fingerprint(device).get("name", device.type))
 

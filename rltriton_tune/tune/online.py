@@ -1,9 +1,12 @@
 """Online tuning (``RLTRITON_TUNE_ONLINE=1``): tune one key within a small time budget.
 
-Called by dispatch on the first use of a key without an exact entry. The study
-is kept in memory (nothing to resume for a 2-second search); the result is
-recorded in the user's profile. Never raises: any failure returns None and the
-caller keeps its normal decision.
+The runtime never imports the tuner: :func:`install` plugs :func:`tune_key` into
+the process state, and dispatch calls it on the first use of a key without an
+entry of its own. ``import rltriton_tune`` installs it when ``RLTRITON_TUNE_ONLINE``
+is on at import; a program can call :func:`install` itself. The study is kept in
+memory (nothing to resume for a 2-second search); the result is recorded in the
+user's profile. Never raises: any failure returns None and the caller keeps its
+normal decision.
 """
 
 from __future__ import annotations
@@ -21,6 +24,23 @@ DEFAULT_BUDGET_S = 2.0
 MAX_TRIALS = 64
 
 _log = logging.getLogger("rltriton_tune.tune")
+
+
+def install() -> None:
+    """Let dispatch tune keys on first use (while ``RLTRITON_TUNE_ONLINE`` is on)."""
+    from rltriton_tune.state import STATE
+
+    STATE.online_tuner = _tune_and_record
+
+
+def _tune_and_record(key: ProblemKey, device: torch.device, fingerprint: dict[str, Any],
+                     budget_s: float) -> Any | None:
+    entry = tune_key(key, device, budget_s)
+    if entry is not None:
+        from rltriton_tune.tuning_db import invalidate_cache
+
+        invalidate_cache()
+    return entry
 
 
 def tune_key(key: ProblemKey, device: torch.device | str,

@@ -64,7 +64,7 @@ def search_strategies(device: torch.device) -> dict[str, Strategy]:
 def _sm_count(device: torch.device) -> int | None:
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.dispatch.devices import device_fingerprint
 
     count = device_fingerprint(device).get("sm_count")
     return int(count) if count else None
@@ -229,11 +229,11 @@ DEFAULT_SM_COUNT = 132
 
 def builtin_choice(key: ProblemKey, space: SearchSpace,
                    sm_count: int = DEFAULT_SM_COUNT) -> Candidate | None:
-    """The built-in heuristic's first valid config for ``key`` in ``space``, ignoring
+    """The built-in rules' first valid config for ``key`` in ``space``, ignoring
     profiles and needing no GPU (what a study starts from on a fresh machine)."""
-    from rltriton_tune.dispatch.decide import heuristic_decision
+    from rltriton_tune.dispatch.decide import rules_decision
 
-    decision = heuristic_decision(key, {"sm_count": sm_count}, space.strategies)
+    decision = rules_decision(key, sm_count, space.strategies)
     return None if decision is None else Candidate(decision.strategy, dict(decision.params))
 
 
@@ -242,7 +242,7 @@ def related_choices(key: ProblemKey, device: torch.device) -> list[Candidate]:
     layout or flag set on this device: the same kernels at the same sizes, so good
     seeds for a study of ``key`` (empty when there are none or no profile loads)."""
     try:
-        from rltriton_tune.dispatch.fingerprint import device_fingerprint
+        from rltriton_tune.dispatch.devices import device_fingerprint
         from rltriton_tune.tuning_db import load_profiles
 
         entries = load_profiles(device_fingerprint(device)).entries.values()

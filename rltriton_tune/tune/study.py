@@ -40,7 +40,7 @@ _log = logging.getLogger("rltriton_tune.tune")
 
 
 def fingerprint_of(device: torch.device) -> dict[str, Any]:
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.dispatch.devices import device_fingerprint
 
     return device_fingerprint(device)
 
@@ -295,6 +295,7 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
 def make_entry(result: StudyResult) -> Any:
     """The tuning-database entry for a finished study."""
     from rltriton_tune.tuning_db import Entry
+    from rltriton_tune.tuning_db.fingerprint import software_versions
     from rltriton_tune.tuning_db.schema import utc_now
 
     best = result.best
@@ -308,6 +309,7 @@ def make_entry(result: StudyResult) -> Any:
                  params=dict(best.candidate.params),
                  device_time_us=round(best.timing.device_us, 3), runner_up=runner,
                  baselines=dict(result.baselines), trials=result.trials, date=utc_now(),
+                 software=software_versions(),
                  extra={"host_us": round(best.timing.host_us, 3), "method": "optuna"})
 
 

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from rltriton_tune.tuning_db import locations, state
-from rltriton_tune.tuning_db.fingerprint import describe_mismatch
+from rltriton_tune.tuning_db.fingerprint import describe_mismatch, identity_text
 from rltriton_tune.tuning_db.schema import (
     Entry,
     ProfileError,
-    canonical_fingerprint,
     newer_or_same,
 )
 from rltriton_tune.tuning_db.store import read_profiles
@@ -45,6 +44,10 @@ class ProfileSet:
     sources: dict[str, Path]
     reports: list[FileReport]
     in_memory: set[str] = field(default_factory=set)
+    #: Borrowing evidence of the profiles read (a later folder's overrides an earlier's).
+    borrowing: dict[str, float] = field(default_factory=dict)
+    #: Lookup indexes dispatch builds once per loaded set (see ``dispatch.lookup``).
+    index: dict[Any, Any] = field(default_factory=dict, repr=False)
 
 
 def load_profiles(fp: dict[str, Any]) -> ProfileSet:
@@ -52,7 +55,7 @@ def load_profiles(fp: dict[str, Any]) -> ProfileSet:
     then :func:`user_dir` (user entries override shipped ones), then the entries
     this process could not write. Files for other fingerprints are reported, not
     used. Cached per (fingerprint, folders) until :func:`invalidate_cache`."""
-    canonical = canonical_fingerprint(fp)
+    canonical = identity_text(fp)
     ship, user = locations.shipped_dir(), locations.user_dir()
     cache_key = (canonical, str(ship), str(user))
     with state.LOCK:
@@ -73,11 +76,13 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet
     entries: dict[str, Entry] = {}
     sources: dict[str, Path] = {}
     reports: list[FileReport] = []
+    borrowing: dict[str, float] = {}
     for folder in folders:
         tier: dict[str, Entry] = {}  # within one folder the newer date wins
         tier_sources: dict[str, Path] = {}
         for path in _profile_files(folder, reports):
             for profile in _usable_profiles(path, fp, canonical, reports):
+                borrowing.update(profile.borrowing)
                 for text, entry in profile.entries.items():
                     if text not in tier or newer_or_same(entry, tier[text]):
                         tier[text] = entry
@@ -95,7 +100,8 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet
         count = sum(1 for t in in_memory if sources[t] == path)
         reports.append(FileReport(path, True, f"{count} entries kept in memory only "
                                   "(the file could not be written)"))
-    return ProfileSet(entries=entries, sources=sources, reports=reports, in_memory=in_memory)
+    return ProfileSet(entries=entries, sources=sources, reports=reports, in_memory=in_memory,
+                      borrowing=borrowing)
 
 
 def _profile_files(folder: Path, reports: list[FileReport]) -> list[Path]:
@@ -115,7 +121,7 @@ def _usable_profiles(path: Path, fp: dict[str, Any], canonical: str,
         state.warn_once("bad-file", str(path),
                         f"rltriton-tune: ignoring tuning profile {path}: {err.reason}")
         return []
-    usable = [p for p in profiles if canonical_fingerprint(p.fingerprint) == canonical]
+    usable = [p for p in profiles if identity_text(p.fingerprint) == canonical]
     if usable:
         reports.append(FileReport(path, True, "matches this device"))
     else:

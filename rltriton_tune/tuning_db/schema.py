@@ -25,6 +25,7 @@ _KNOWN_FLAGS = frozenset(FLAG_NAMES.values()) | {STARTS_AT}
 _KEY_FIELDS = ("algorithm", "N", "T", "A", "dtype", "layout", "flags")
 _ENTRY_FIELDS = _KEY_FIELDS + (
     "strategy", "params", "device_time_us", "runner_up", "baselines", "trials", "date",
+    "software",
 )
 
 
@@ -76,6 +77,8 @@ class Entry:
     baselines: dict[str, float] = field(default_factory=dict)
     trials: int = 0
     date: str = ""
+    #: Software the measurement ran under, e.g. ``{"torch": "2.11", "triton": "3.6"}``.
+    software: dict[str, str] = field(default_factory=dict)
     #: Fields this version does not know, kept so a rewrite does not drop them.
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -89,6 +92,8 @@ class Entry:
             "device_time_us": self.device_time_us, "runner_up": self.runner_up,
             "baselines": dict(self.baselines), "trials": self.trials, "date": self.date,
         }
+        if self.software:
+            out["software"] = dict(self.software)
         out.update({name: value for name, value in self.extra.items() if name not in out})
         return out
 
@@ -127,6 +132,10 @@ class Entry:
             parse_date(date)
         except ValueError:
             raise ProfileError(f"entry field 'date' is not ISO-8601: {date!r}") from None
+        software = d.get("software") or {}
+        if not isinstance(software, dict) or not all(
+                isinstance(n, str) and isinstance(v, str) for n, v in software.items()):
+            raise ProfileError("entry field 'software' must be an object of version strings")
         baselines = d.get("baselines") or {}
         if not isinstance(baselines, dict):
             raise ProfileError("entry field 'baselines' must be an object")
@@ -139,6 +148,7 @@ class Entry:
             baselines={str(n): _time(v, f"baselines.{n}") for n, v in baselines.items()},
             trials=_int(d, "trials", 0, default=0),
             date=date,
+            software=dict(software),
             extra={n: v for n, v in d.items() if n not in _ENTRY_FIELDS},
         )
 
@@ -156,14 +166,20 @@ class Profile:
     fingerprint: dict[str, Any]
     entries: dict[str, Entry] = field(default_factory=dict)
     path: Path | None = None
+    #: Measured slowdown of borrowing an entry across each key dimension (SCHEMA.md,
+    #: "Borrowing evidence"); empty when not measured.
+    borrowing: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "schema": SCHEMA,
             "version": SCHEMA_VERSION,
             "fingerprint": dict(self.fingerprint),
-            "entries": [e.to_json() for e in sorted(self.entries.values(), key=sort_key)],
         }
+        if self.borrowing:
+            out["borrowing"] = dict(self.borrowing)
+        out["entries"] = [e.to_json() for e in sorted(self.entries.values(), key=sort_key)]
+        return out
 
 
 def dumps(document: dict[str, Any]) -> str:
@@ -263,7 +279,23 @@ def _profile_body(body: Any, index: int, path: Path | str | None, many: bool) ->
             raise ProfileError(f"{where}entry {i}: duplicate key {text}", path)
         entries[text] = entry
     return Profile(fingerprint=dict(body["fingerprint"]), entries=entries,
-                   path=Path(path) if path is not None else None)
+                   path=Path(path) if path is not None else None,
+                   borrowing=_borrowing(body.get("borrowing"), where, path))
+
+
+def _borrowing(value: Any, where: str, path: Path | str | None) -> dict[str, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProfileError(f"{where}field 'borrowing' must be an object", path)
+    out = {}
+    for name, factor in value.items():
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+                or not math.isfinite(factor) or factor < 1:
+            raise ProfileError(f"{where}field 'borrowing.{name}' must be a number >= 1, "
+                               f"got {factor!r}", path)
+        out[str(name)] = float(factor)
+    return out
 
 
 def _reject_constant(name: str) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 import filelock
 
 from rltriton_tune.tuning_db import state
-from rltriton_tune.tuning_db.fingerprint import ID_PATTERN, same_fingerprint
+from rltriton_tune.tuning_db.fingerprint import ID_PATTERN, identity_text, same_fingerprint
 from rltriton_tune.tuning_db.locations import profile_path, user_dir
 from rltriton_tune.tuning_db.schema import (
     Entry,
@@ -101,7 +101,8 @@ def record(fp: dict[str, Any], entries: Iterable[Entry],
     ``None`` is returned (as it is for no entries). Bad entries raise
     :class:`ProfileError` (or ``TypeError`` for non-entries) before any I/O.
     """
-    canonical = canonical_fingerprint(fp)
+    canonical_fingerprint(fp)
+    canonical = identity_text(fp)
     fresh = _prepare(entries)
     if not fresh:
         return None
@@ -127,7 +128,7 @@ def clear(fp: dict[str, Any] | None = None, directory: Path | None = None) -> li
     for ``fp``, or every profile file when ``fp`` is None. Unrelated JSON files (not
     named like a profile and not parseable as one) are left alone. Returns the paths
     removed; in-memory entries for the same folder are forgotten too."""
-    canonical = canonical_fingerprint(fp) if fp is not None else None
+    canonical = identity_text(fp) if fp is not None else None
     base = Path(directory) if directory is not None else user_dir()
     removed: list[Path] = []
     candidates = sorted(base.glob("*.json")) if base.is_dir() else []

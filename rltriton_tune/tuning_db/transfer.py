@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from rltriton_tune.tuning_db import locations, state
+from rltriton_tune.tuning_db.fingerprint import identity, identity_text
 from rltriton_tune.tuning_db.loading import load_profiles
 from rltriton_tune.tuning_db.schema import (
     Profile,
     ProfileError,
     bundle_to_json,
-    canonical_fingerprint,
     dumps,
 )
 from rltriton_tune.tuning_db.store import read_profiles, record, write_atomic
@@ -63,7 +63,7 @@ def known_fingerprints() -> list[dict[str, Any]]:
             except ProfileError:
                 continue
             for profile in profiles:
-                found.setdefault(canonical_fingerprint(profile.fingerprint), profile.fingerprint)
+                found.setdefault(identity_text(profile.fingerprint), identity(profile.fingerprint))
     with state.LOCK:
         overlay = {c for c, held in state.OVERLAY.items() if held}
     for canonical in overlay - found.keys():

@@ -1,0 +1,167 @@
+"""What the tuning database says for a key: its exact entry, else the entry to borrow.
+
+A key without an entry of its own borrows the config of the measured entry expected
+to serve it best. Every entry of the same algorithm is a candidate; each is ranked
+by the slowdown its config is expected to cost at this key, the product of one
+factor per unit of shape distance (log2 N, log2 T) and one per other dimension that
+differs: flag set, dtype, layout, action count. The factors are the profile's own
+measurements (its ``borrowing`` section, written by ``rltriton-tune tune
+--borrowing``, which times entries' configs at their neighbours' keys), else
+:data:`DEFAULT_FACTORS`. The config is moved to the key's shape by its strategy
+(``Strategy.transfer``) and validated for the key before it is used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.strategy import InvalidConfig, Strategy
+
+#: Expected slowdown of a borrowed config, per unit of each difference, where the
+#: profile has no measurement of its own. Chosen so that a nearby entry of another flag
+#: set or dtype wins over a distant one of the same, and another layout (which changes
+#: which strategies can win) is borrowed only when nothing else is there.
+DEFAULT_FACTORS: dict[str, float] = {
+    "shape": 1.15,    # per unit of Euclidean (log2 N, log2 T) distance
+    "flags": 1.03,    # another flag set
+    "dtype": 1.05,    # another dtype
+    "layout": 3.0,    # the other layout
+    "actions": 1.10,  # per doubling of the action count
+}
+
+DIMENSIONS = tuple(DEFAULT_FACTORS)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A config the database offers for a key: from ``entry`` (key text) in ``path``."""
+
+    strategy: str
+    params: dict[str, Any]
+    entry: str
+    path: str
+    exact: bool
+    expected_slowdown: float = 1.0
+    differs: tuple[str, ...] = ()
+    tuned: tuple[str, dict[str, Any]] | None = None  # the config as tuned, when moved
+
+    def describe(self) -> str:
+        if self.exact:
+            return f"exact entry {self.entry}"
+        moved = "" if self.tuned is None else \
+            f"; config moved from {self.tuned[0]} {self.tuned[1]}"
+        return (f"borrowed from {self.entry} (differs in {', '.join(self.differs)}; "
+                f"expected within {self.expected_slowdown:.2f}x{moved})")
+
+
+def validated(impl: Strategy, key: ProblemKey, params: dict[str, Any]) -> dict[str, Any] | None:
+    """``params`` completed and checked by ``impl`` for ``key``, or None if invalid."""
+    try:
+        return dict(impl.validate(key, {**impl.default_params(key), **params}))
+    except InvalidConfig:
+        return None
+    except Exception:  # noqa: BLE001 - a foreign profile's params must never break a call
+        return None
+
+
+def factors_of(profiles: Any) -> dict[str, float]:
+    """The borrowing factors: the profile's measured ones over the defaults."""
+    measured = getattr(profiles, "borrowing", None) or {}
+    return {name: float(measured.get(name, default)) for name, default in
+            DEFAULT_FACTORS.items()}
+
+
+def distance(a: ProblemKey, b: ProblemKey) -> float:
+    """Euclidean distance of two keys' shapes in (log2 N, log2 T)."""
+    return math.hypot(math.log2(max(a.n, 1)) - math.log2(max(b.n, 1)),
+                      math.log2(max(a.t, 1)) - math.log2(max(b.t, 1)))
+
+
+def expected_slowdown(key: ProblemKey, other: ProblemKey,
+                      factors: dict[str, float]) -> tuple[float, tuple[str, ...]]:
+    """Expected slowdown of ``other``'s config at ``key``, and the dimensions that differ."""
+    differs = [name for name, field in (("flags", "flags"), ("dtype", "dtype"),
+                                         ("layout", "layout"))
+               if getattr(key, field) != getattr(other, field)]
+    log_cost = sum(math.log(factors[name]) for name in differs)
+    dist = distance(key, other)
+    if dist:
+        differs.append("shape")
+        log_cost += dist * math.log(factors["shape"])
+    if key.a != other.a:
+        differs.append("actions")
+        log_cost += abs(math.log2(max(key.a, 1)) - math.log2(max(other.a, 1))) * \
+            math.log(factors["actions"])
+    return math.exp(log_cost), tuple(differs)
+
+
+def _by_algorithm(profiles: Any) -> dict[str, list[tuple[ProblemKey, str]]]:
+    """Entries grouped by algorithm (built once per loaded profile set)."""
+    index = profiles.index.get("by_algorithm")
+    if index is None:
+        index = {}
+        for text, entry in profiles.entries.items():
+            index.setdefault(entry.key.algorithm, []).append((entry.key, text))
+        profiles.index["by_algorithm"] = index
+    return index
+
+
+def exact(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
+          failed: frozenset = frozenset()) -> Found | None:
+    """``key``'s own entry, if its strategy is usable, its config valid and not failed."""
+    text = key.as_text()
+    entry = profiles.entries.get(text)
+    if entry is None or entry.strategy not in usable:
+        return None
+    params = validated(usable[entry.strategy], key, dict(entry.params))
+    if params is None or (entry.strategy, frozen_params(params)) in failed:
+        return None
+    return Found(entry.strategy, params, text, str(profiles.sources.get(text, "?")), True)
+
+
+def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
+             failed: frozenset = frozenset()) -> Iterator[Found]:
+    """Other entries of ``key``'s algorithm, the least expected slowdown first, each with
+    its config moved to ``key``'s shape and validated (invalid or failed ones skipped)."""
+    factors = factors_of(profiles)
+    text = key.as_text()
+    ranked = sorted(
+        (expected_slowdown(key, other, factors) + (other_text,)
+         for other, other_text in _by_algorithm(profiles).get(key.algorithm, ())
+         if other_text != text),
+        key=lambda r: (r[0], r[2]))
+    for slowdown, differs, other_text in ranked:
+        entry = profiles.entries[other_text]
+        impl = usable.get(entry.strategy)
+        if impl is None:
+            continue
+        name, params = _moved(impl, entry.key, key, dict(entry.params), usable)
+        if params is None or (name, frozen_params(params)) in failed:
+            continue
+        tuned = None if (name, params) == (entry.strategy, validated(impl, key, entry.params)) \
+            else (entry.strategy, dict(entry.params))
+        yield Found(name, params, other_text, str(profiles.sources.get(other_text, "?")),
+                    False, slowdown, differs, tuned)
+
+
+def _moved(impl: Strategy, source: ProblemKey, key: ProblemKey, params: dict[str, Any],
+           usable: dict[str, Strategy]) -> tuple[str, dict[str, Any] | None]:
+    """``impl.transfer`` of a config to ``key``, validated; else the config as tuned."""
+    try:
+        name, moved = impl.transfer(source, key, params)
+        target = usable.get(name)
+        valid = None if target is None else validated(target, key, moved)
+        if valid is not None:
+            return name, valid
+    except Exception:  # noqa: BLE001 - a foreign profile's params must never break a call
+        pass
+    return impl.name, validated(impl, key, params)
+
+
+def frozen_params(params: dict[str, Any]) -> tuple:
+    """A hashable form of a config's parameters."""
+    return tuple(sorted(params.items()))

@@ -1,0 +1,159 @@
+"""Workload recording (``RLTRITON_TUNE_RECORD=FILE``): the keys that missed the database.
+
+The anchor is PyTorch TunableOp's record-untuned, tune-offline workflow: run the
+training with recording on, then ``rltriton-tune tune --from-record FILE`` tunes
+exactly the recorded keys, most-called first, and the next run finds them.
+
+A key is recorded when its decision did not come from its own profile entry
+(borrowed, rules, fallback). Its calls are counted by a thin wrapper around its
+launcher, so keys that hit the database pay nothing and recorded ones one
+increment a call. Counts are merged into FILE (summed with what is there, under
+a file lock, written atomically) when a new key is recorded, at most every
+:data:`FLUSH_EVERY_S` seconds, and at exit. The file holds at most
+:data:`MAX_KEYS` keys; the least-called are dropped beyond that. A forked child
+starts counting from zero, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rltriton_tune.call import ProblemKey
+
+SCHEMA = "rltriton-tune-workload"
+VERSION = 1
+MAX_KEYS = 4096
+FLUSH_EVERY_S = 30.0
+
+
+class RecordError(ValueError):
+    """A workload file that cannot be read; ``str()`` names the file and the problem."""
+
+
+class Recorder:
+    """Call counts of the keys that missed the database, merged into one file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.lock = threading.Lock()
+        #: (key text, fingerprint JSON) -> [calls since the last flush, decision origin]
+        self.counts: dict[tuple[str, str], list] = {}
+        self.last_flush = 0.0
+        self.warned = False
+        atexit.register(self.flush)
+
+    def wrap(self, launcher: Callable, key: ProblemKey, fingerprint: dict[str, Any],
+             origin: str) -> Callable:
+        """``launcher``, counting its calls for ``key``."""
+        fp_text = json.dumps(fingerprint, sort_keys=True)
+        with self.lock:
+            cell = self.counts.setdefault((key.as_text(), fp_text), [0, origin])
+            cell[0] += 1  # the call that missed
+
+        def counted(call: Any) -> Any:
+            cell[0] += 1
+            return launcher(call)
+
+        if time.monotonic() - self.last_flush >= FLUSH_EVERY_S:
+            self.flush()
+        return counted
+
+    def after_fork_in_child(self) -> None:
+        self.lock = threading.Lock()
+        for cell in self.counts.values():
+            cell[0] = 0
+
+    def flush(self) -> None:
+        """Merge the counts into the file; on failure warn once and keep counting."""
+        with self.lock:
+            pending = {k: c[0] for k, c in self.counts.items()}
+            origins = {k: c[1] for k, c in self.counts.items()}
+            for cell in self.counts.values():
+                cell[0] = 0
+            self.last_flush = time.monotonic()
+        if not pending:
+            return
+        try:
+            merge_into(self.path, pending, origins)
+        except (OSError, RecordError, ValueError) as exc:
+            with self.lock:  # give the counts back for the next try
+                for k, n in pending.items():
+                    self.counts[k][0] += n
+            if not self.warned:
+                self.warned = True
+                from rltriton_tune.state import warn_once
+
+                warn_once("record", f"rltriton-tune: cannot write the workload record "
+                          f"{self.path} ({exc}); counts are kept in memory",
+                          RuntimeWarning, stacklevel=2)
+
+
+def read_record(path: Path | str) -> list[dict[str, Any]]:
+    """The rows of a workload file, most-called first: ``key`` (text), ``fingerprint``
+    (dict), ``calls``, ``origin``. Raises :class:`RecordError` for a foreign file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: not a workload record (not UTF-8 text)") from None
+    if not text.strip():
+        return []
+    try:
+        document = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise RecordError(f"{path}: not a workload record (invalid JSON)") from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+        raise RecordError(f"{path}: not a workload record (schema is not {SCHEMA!r})")
+    rows = document.get("keys")
+    if not isinstance(rows, list):
+        raise RecordError(f"{path}: field 'keys' must be a list")
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            ProblemKey.from_text(row["key"])
+            calls = int(row["calls"])
+            fp = row["fingerprint"]
+            if not isinstance(fp, dict) or calls < 0:
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            raise RecordError(f"{path}: row {i} is malformed") from None
+        out.append({"key": row["key"], "fingerprint": fp, "calls": calls,
+                    "origin": str(row.get("origin", ""))})
+    out.sort(key=lambda r: (-r["calls"], r["key"]))
+    return out
+
+
+def merge_into(path: Path, counts: dict[tuple[str, str], int],
+               origins: dict[tuple[str, str], str]) -> None:
+    """Add ``counts`` to the file at ``path`` (created if missing), under a file lock."""
+    import filelock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(f"{path}.lock", timeout=10):
+        merged: dict[tuple[str, str], dict[str, Any]] = {}
+        if path.exists():
+            for row in read_record(path):
+                merged[(row["key"], json.dumps(row["fingerprint"], sort_keys=True))] = row
+        for k, n in counts.items():
+            row = merged.setdefault(k, {"key": k[0], "fingerprint": json.loads(k[1]),
+                                        "calls": 0, "origin": origins.get(k, "")})
+            row["calls"] += n
+            row["origin"] = origins.get(k, row["origin"])
+        rows = sorted(merged.values(), key=lambda r: (-r["calls"], r["key"]))[:MAX_KEYS]
+        text = json.dumps({"schema": SCHEMA, "version": VERSION, "keys": rows}, indent=1)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,95 @@
+"""All mutable process state of the runtime, in one object.
+
+Dispatch's memo of prepared launchers, the decisions taken, warnings given,
+configs that failed to compile, per-device fingerprints, the loaded-profile
+cache, the online-tuning plug-in and the workload recorder live in
+:data:`STATE`. Tests make it fresh with :func:`reset`. Locks are re-created in
+a forked child (``os.register_at_fork``), so a child never waits on a lock a
+parent thread held at the moment of the fork; what the child inherits is
+consistent because every table is only ever updated whole.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from rltriton_tune.settings import Settings
+
+
+class FallbackWarning(RuntimeWarning):
+    """A GPU path was expected but the torch fallback runs instead."""
+
+
+class RuntimeState:
+    """The runtime's process state. One instance, :data:`STATE`; see the module doc."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = Settings.from_environ() if settings is None else settings
+        #: Guards every table below on the miss path (re-entrant: online tuning runs
+        #: estimator calls while a miss is being resolved).
+        self.lock = threading.RLock()
+        #: memo key -> prepared launcher. Read without the lock on the hot path: dict reads
+        #: are atomic and entries are only ever added whole.
+        self.table: dict[tuple, Callable] = {}
+        #: (key, device) -> Decision taken by a call in this process.
+        self.decisions: dict[tuple, Any] = {}
+        #: (key, device, strategy, source) already logged.
+        self.logged: set[tuple] = set()
+        #: warn-once topics already warned about.
+        self.warned: set[str] = set()
+        #: (device, strategy, params) that failed to compile or launch in this process.
+        self.failed_configs: dict[tuple, str] = {}
+        #: device -> fingerprint dict.
+        self.fingerprints: dict[Any, dict[str, Any]] = {}
+        #: (key, device) pairs online tuning has tried.
+        self.online_attempted: set[tuple] = set()
+        #: Installed by the tooling (``rltriton_tune.tune.online``): tunes one key.
+        self.online_tuner: Callable | None = None
+        #: The forced choice parsed from ``RLTRITON_TUNE_FORCE`` (parsed on first use).
+        self.env_forced: Any = None
+        self.env_forced_parsed = False
+        #: The workload recorder when ``RLTRITON_TUNE_RECORD`` is set (made on first miss).
+        self.recorder: Any = None
+
+    def after_fork_in_child(self) -> None:
+        """New locks in a forked child; the recorder forgets the parent's counts."""
+        self.lock = threading.RLock()
+        if self.recorder is not None:
+            self.recorder.after_fork_in_child()
+
+
+STATE = RuntimeState()
+
+
+def reset(settings: Settings | None = None) -> RuntimeState:
+    """Make the process state fresh, re-reading the environment (tests, tools).
+
+    The online tuner a tool installed stays installed.
+    """
+    tuner = STATE.online_tuner
+    recorder = STATE.recorder
+    if recorder is not None:
+        recorder.flush()
+    with STATE.lock:
+        STATE.__init__(settings)
+        STATE.online_tuner = tuner
+    return STATE
+
+
+def warn_once(topic: str, message: str, category: type[Warning] = FallbackWarning,
+              stacklevel: int = 4) -> bool:
+    """Issue ``message`` at most once per process per ``topic``; whether it was issued."""
+    with STATE.lock:
+        if topic in STATE.warned:
+            return False
+        STATE.warned.add(topic)
+    warnings.warn(message, category, stacklevel=stacklevel)
+    return True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: STATE.after_fork_in_child())
