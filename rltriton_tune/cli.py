@@ -17,6 +17,7 @@ from typing import Any
 
 from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.tune.baselines import COMPILE, COMPILE_DOUBLING, best_compile
+from rltriton_tune.tune.keys import SHIP_SHAPES, grid_keys
 
 PROG = "rltriton-tune"
 
@@ -29,6 +30,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "full": {"shapes": [(n, t) for n in (16, 64, 256, 1024, 4096, 16384, 32768, 131072)
                         for t in (8, 32, 128, 512, 2048, 8192) if n * t <= 1 << 28]
              + [(1, 1 << 20), (16, 32768)], "trials": 60},
+    # The shipped-profile grid (see tune/keys.py); run with --flags common, both dtypes and
+    # layouts, --missing-only and --max-seconds to build it in resumable pieces.
+    "ship": {"shapes": SHIP_SHAPES, "trials": 16},
 }
 DEFAULT_ACTIONS = 8
 
@@ -136,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shape grid and trial budget (default: default)")
     t.add_argument("--shapes", type=_shapes, help="NxT list overriding the preset's grid")
     _add_key_options(t)
+    t.add_argument("--from-record", type=Path, metavar="FILE",
+                   help="tune the keys a run recorded with RLTRITON_TUNE_RECORD=FILE, "
+                   "most-called first (instead of the preset's grid)")
+    t.add_argument("--missing-only", action="store_true",
+                   help="skip keys that already have an entry measured with this torch and "
+                   "Triton in the user's profile (resumes a long grid run)")
     t.add_argument("--trials", type=_positive(int), help="trials per key (default: preset's)")
     t.add_argument("--timeout", type=_positive(float), help="seconds per key for trials")
     t.add_argument("--max-seconds", type=_positive(float),
@@ -207,28 +217,54 @@ def _add_key_options(p: argparse.ArgumentParser) -> None:
                    help="env (env-major [N, T]) and/or time (time-major); default: env")
     p.add_argument("--truncations", type=_csv(("off", "on"), "truncations value"),
                    default=["off"], help="keys without and/or with truncation flags")
+    p.add_argument("--flags", type=_flag_sets, default=[],
+                   help="flag sets, comma-separated, each '+'-joined (e.g. "
+                   "none,last_value,bootstrap+trunc,seed), or 'common': the sets real calls "
+                   "carry; a set an estimator does not take is skipped for it")
     p.add_argument("--actions", type=_positive(int), default=DEFAULT_ACTIONS,
                    help=f"action count A for retrace keys (default {DEFAULT_ACTIONS})")
 
 
 # ---------------------------------------------------------------- helpers
 
-def _keys(algorithms, shapes, dtypes, layouts, truncations, actions):
-    from rltriton_tune.dispatch.explain import problem_key
+def _flag_sets(text: str) -> list[str]:
+    from rltriton_tune.algorithms import FLAG_NAMES, STARTS_AT
 
-    keys = []
-    for alg in algorithms:
-        has_trunc = "truncateds" in ALGORITHMS[alg].optional
-        for n, t in shapes:
-            for dtype in dtypes:
-                for layout in layouts:
-                    for trunc in truncations:
-                        if trunc == "on" and not has_trunc:
-                            continue
-                        keys.append(problem_key(alg, n, t, dtype=dtype, layout=layout,
-                                                flags="trunc" if trunc == "on" else None,
-                                                A=actions if alg == "retrace" else 0))
-    return list(dict.fromkeys(keys))
+    known = set(FLAG_NAMES.values()) | {STARTS_AT, "none"}
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in items if s != "common" and not set(s.split("+")) <= known]
+    if not items or bad:
+        raise argparse.ArgumentTypeError(
+            f"invalid flag set {','.join(bad) or text!r}; flags are {', '.join(sorted(known))}"
+            " joined by '+', or 'common'")
+    return items
+
+
+def _keys(args) -> list:
+    """The keys a ``tune`` or ``bench`` run covers (see ``tune/keys.py``)."""
+    flags = list(args.flags) or [("trunc" if t == "on" else "none") for t in args.truncations]
+    shapes = args.shapes or PRESETS[getattr(args, "preset", "default")]["shapes"]
+    return grid_keys(args.algorithms, shapes, args.dtypes, args.layouts, flags, args.actions)
+
+
+def _missing(keys: list, device: Any) -> list:
+    """``keys`` without an entry measured with this torch and Triton in the user's profile."""
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tuning_db import load_profiles, user_dir
+    from rltriton_tune.tuning_db.fingerprint import software_versions
+
+    profiles = load_profiles(device_fingerprint(device))
+    here = software_versions()
+    done = {text for text, entry in profiles.entries.items()
+            if entry.software == here and _inside(profiles.sources.get(text), user_dir())}
+    return [k for k in keys if k.as_text() not in done]
+
+
+def _inside(path: Any, folder: Path) -> bool:
+    try:
+        return path is not None and Path(path).resolve().parent == folder.resolve()
+    except OSError:
+        return False
 
 
 def _params_text(params: dict[str, Any]) -> str:
@@ -328,8 +364,22 @@ def cmd_tune(args) -> int:
     trials = args.trials or preset["trials"]
     devices = [resolve_device(d) for d in args.devices] if args.devices else None
     device = devices[0] if devices else resolve_device(args.device)
-    keys = _keys(args.algorithms, args.shapes or preset["shapes"], args.dtypes, args.layouts,
-                 args.truncations, args.actions)
+    if args.from_record is not None:
+        from rltriton_tune.dispatch.devices import device_fingerprint
+        from rltriton_tune.tune.keys import record_keys
+
+        try:
+            keys = record_keys(args.from_record, device_fingerprint(device))
+        except (OSError, ValueError) as exc:
+            print(f"{PROG}: --from-record: {exc}", file=sys.stderr)
+            return 1
+        if not keys:
+            print(f"{PROG}: {args.from_record} records no key for this device; nothing to tune")
+            return 0
+    else:
+        keys = _keys(args)
+    if args.missing_only:
+        keys = _missing(keys, device)
     bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
                file=sys.stderr)
     spaces = {k: SearchSpace(k, device) for k in keys}
@@ -479,11 +529,9 @@ def cmd_bench(args) -> int:
     from rltriton_tune.tuning_db.store import write_atomic
 
     device = resolve_device(args.device)
-    shapes = args.shapes or PRESETS["default"]["shapes"]
-    variants = (args.dtypes, args.layouts, args.truncations, args.actions)
-    keys = _keys(args.algorithms, shapes, *variants)
+    keys = _keys(args)
     extra = HELD_OUT_SHAPES if args.held_out is True else args.held_out or []
-    held_out = _keys(args.algorithms, extra, *variants)
+    held_out = _keys(argparse.Namespace(**{**vars(args), "shapes": extra})) if extra else []
     saved = args.output / "bench.json"
     previous = None
     if args.resume and saved.exists():

@@ -26,3 +26,11 @@ def _isolated_profile_dir(tmp_path_factory, monkeypatch):
     no shipped profiles unless it asks for them (tests/tuning_db/test_shipped.py)."""
     monkeypatch.setenv("RLTRITON_TUNE_DB", str(tmp_path_factory.mktemp("profiles")))
     monkeypatch.setenv("RLTRITON_TUNE_SHIPPED_DB", str(tmp_path_factory.mktemp("shipped")))
+    for name in ("RLTRITON_TUNE_FORCE", "RLTRITON_TUNE_ONLINE", "RLTRITON_TUNE_RECORD",
+                 "RLTRITON_TUNE_LOG", "RLTRITON_TUNE_ONLINE_BUDGET"):
+        monkeypatch.delenv(name, raising=False)
+    from rltriton_tune import dispatch
+
+    dispatch.reset()  # the runtime reads its environment once; read this test's
+    yield
+    dispatch.reset()

@@ -40,26 +40,21 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     elif key.time_major and n >= sm_count:
         ranked.append(("tiled", {"BLOCK_N": 8, "BLOCK_T": 128, "num_warps": 4},
                        "time-major: blocks of rows, a chunk loop over time"))
-    elif key.time_major:
-        ranked.append(("flat", {"BLOCK_N": 1}, "time-major, few rows: one row a program"))
-    elif n < sm_count and t >= LONG_T:
+    elif n < sm_count and t >= LONG_T and not key.time_major:
         chunk = 256 if key.a else 1024
         ranked.append(("lookback", {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1},
                        "fewer rows than SMs, long rows: one-pass look-back scan"))
         ranked.append(("split", {}, "fewer rows than SMs, long rows: time split in phases"))
-    elif t <= FLAT_MAX_T and not key.a:
+    elif t <= FLAT_MAX_T and not key.a and not key.time_major:
         rows = max(1, min(16, FLAT_TILE // span, next_pow2(n)))
         ranked.append(("flat", {"BLOCK_N": rows, "num_warps": 4},
                        f"short rows: {rows} whole rows a program"))
-    elif n * t >= LOOP_ELEMENTS:
-        ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4},
-                       "large problem: one row a program, chunk loop over time"))
-    else:
+    elif n * t < LOOP_ELEMENTS and span * max(key.a, 1) <= LONG_T:
         warps = 1 if span * max(key.a, 1) <= 256 else 4 if span <= 2048 else 8
         ranked.append(("flat", {"BLOCK_N": 1, "num_warps": warps},
                        "one whole row a program"))
-    ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 4},
-                   "generic: chunk loop over time"))
+    ranked.append(("tiled", {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 4},
+                   "one row a program, chunk loop over time"))
     ranked.extend((name, {}, f"generic: {name} defaults")
                   for name in ("tiled", "flat", "split", "sequential", "lookback"))
     return ranked

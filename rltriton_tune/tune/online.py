@@ -37,18 +37,18 @@ def _tune_and_record(key: ProblemKey, device: torch.device, fingerprint: dict[st
                      budget_s: float) -> Any | None:
     entry = tune_key(key, device, budget_s)
     if entry is not None:
-        from rltriton_tune.tuning_db import invalidate_cache
+        from rltriton_tune.tuning_db import record
 
-        invalidate_cache()
+        record(fingerprint, [entry])  # keeps it in memory if the folder is not writable
     return entry
 
 
 def tune_key(key: ProblemKey, device: torch.device | str,
              budget_s: float = DEFAULT_BUDGET_S) -> Any | None:
-    """Tune ``key`` on ``device`` in about ``budget_s`` seconds and record the entry.
+    """Tune ``key`` on ``device`` in about ``budget_s`` seconds.
 
     Two thirds of the budget go to trials, the rest to re-measuring the best
-    configs and the baselines. Returns the recorded ``Entry``, or None.
+    configs. Returns the ``Entry`` (not yet recorded), or None.
     """
     try:
         from rltriton_tune.tune.evaluate import Evaluator
@@ -68,7 +68,8 @@ def tune_key(key: ProblemKey, device: torch.device | str,
                        evaluator=evaluator, space=space)
             left = max(0.01, budget_s - (time.monotonic() - start))
             result = finalize(study, key, device, evaluator=evaluator, space=space,
-                              remeasure_s=min(left / 8, 0.1), measure_baselines=False)
+                              remeasure_s=min(left / 8, 0.1), measure_baselines=False,
+                              record=False)
         finally:
             evaluator.close()
         return result.entry

@@ -19,8 +19,7 @@ from rltriton_tune.strategy import InvalidConfig
 from rltriton_tune.tuning_db import Entry, record
 
 FAKE_GPU = torch.device("cuda", 0)
-FAKE_FP = {"kind": "cuda", "name": "Fake GPU", "capability": "9.0", "sm_count": 132,
-           "triton": "3.6", "abi": 1}
+FAKE_FP = {"kind": "cuda", "name": "Fake GPU", "capability": "9.0", "sm_count": 132, "abi": 1}
 
 
 class FakeStrategy:
@@ -72,14 +71,11 @@ class FakeStrategy:
 
 @pytest.fixture(autouse=True)
 def clean_dispatch():
-    """Each test starts without memoised launchers, decisions, warnings or cached profiles."""
-    from rltriton_tune.tuning_db import state
-
+    """Each test starts with fresh process state: no memoised launchers, decisions,
+    warnings, failed configs or cached profiles, and the environment read again."""
     dispatch.reset()
-    state.forget_warnings()
     yield
     dispatch.reset()
-    state.forget_warnings()
 
 
 @pytest.fixture
@@ -94,14 +90,8 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(registry, "triton_ok", lambda: True)
     monkeypatch.setattr(decide_module, "device_fingerprint", lambda device: dict(FAKE_FP))
     real_reason = decide_module._gpu_unavailable_reason
-
-    def reason(key, device):
-        if device == FAKE_GPU:
-            failed = decide_module._failed.get((key, device))
-            return None if failed is None else f"Triton failed on first launch: {failed}"
-        return real_reason(key, device)
-
-    monkeypatch.setattr(decide_module, "_gpu_unavailable_reason", reason)
+    monkeypatch.setattr(decide_module, "_gpu_unavailable_reason",
+                        lambda device: None if device == FAKE_GPU else real_reason(device))
     # (the submodule, not the function the package re-exports under the same name)
     monkeypatch.setattr(sys.modules["rltriton_tune.dispatch.explain"], "cuda_available",
                         lambda: True)

@@ -17,6 +17,7 @@ from rltriton_tune.estimators import ESTIMATORS
 from rltriton_tune.kernels import STRATEGY_NAMES, triton_available
 from rltriton_tune.problems import random_inputs
 from rltriton_tune.reference import reference
+from rltriton_tune.state import STATE
 
 needs_interpreter = pytest.mark.skipif(
     not triton_available() or (not torch.cuda.is_available()
@@ -72,7 +73,7 @@ def test_force_applies_to_calls_and_is_memoised_separately():
         assert memo.decisions()[(key, torch.device("cpu"))].params == {"mode": "chunked",
                                                                          "chunk": 2}
     check(key)
-    assert len(memo.table) == 2  # one launcher per (shape, forced choice)
+    assert len(STATE.table) == 2  # one launcher per (shape, forced choice)
 
 
 def test_force_is_per_thread():
@@ -99,6 +100,7 @@ def test_env_force_is_parsed_and_used(monkeypatch):
     forced = parse_env("torch:mode=chunked, chunk=4")
     assert (forced.strategy, forced.params_dict()) == ("torch", {"mode": "chunked", "chunk": 4})
     monkeypatch.setenv("RLTRITON_TUNE_FORCE", "torch:mode=loop")
+    dispatch.reset()
     d = explain("gae", 4, 8, device="cpu")
     assert (d.strategy, d.params, d.source, d.detail) == ("torch", {"mode": "loop"}, "forced",
                                                           "RLTRITON_TUNE_FORCE")
@@ -114,6 +116,7 @@ def test_env_force_is_parsed_and_used(monkeypatch):
 ])
 def test_bad_env_force_is_a_clear_error(monkeypatch, text, match):
     monkeypatch.setenv("RLTRITON_TUNE_FORCE", text)
+    dispatch.reset()
     with pytest.raises(ValueError, match=match):
         explain("gae", 4, 8, device="cpu")
 
@@ -137,6 +140,7 @@ def test_forced_triton_strategy_matches_the_reference(strategy):
 @needs_interpreter
 def test_env_forced_triton_strategy_with_params(monkeypatch):
     monkeypatch.setenv("RLTRITON_TUNE_FORCE", "tiled:BLOCK_N=2,BLOCK_T=4")
+    dispatch.reset()
     key = ProblemKey("discounted_returns", 5, 19, flags="bootstrap+trunc")
     check(key)
     decision = explain("discounted_returns", 5, 19, flags="trunc+bootstrap", device=DEVICE)
@@ -152,5 +156,6 @@ def test_forcing_a_strategy_the_device_cannot_run(monkeypatch):
         with pytest.raises(ValueError, match="forced strategy 'tiled' cannot run on device cpu"):
             explain("gae", 4, 8, device="cpu")
     monkeypatch.setenv("RLTRITON_TUNE_FORCE", "tiled")
+    dispatch.reset()
     with pytest.warns(dispatch.FallbackWarning, match="ignoring RLTRITON_TUNE_FORCE"):
         assert explain("gae", 4, 8, device="cpu").source == "fallback:cpu"

@@ -81,6 +81,7 @@ def test_repeated_config_reuses_the_first_result():
 
 def test_tune_records_entry_with_baseline_and_runner_up(tmp_path):
     from rltriton_tune.dispatch.fingerprint import device_fingerprint
+
     from rltriton_tune.tuning_db import load_profiles
 
     result = tune(KEY, CPU, trials=5, storage=str(tmp_path / "j.journal"))
@@ -118,6 +119,7 @@ def test_online_tune_key_is_bounded_and_recorded():
     import time
 
     from rltriton_tune.dispatch.fingerprint import device_fingerprint
+
     from rltriton_tune.tune.online import tune_key
     from rltriton_tune.tuning_db import load_profiles
 
@@ -225,6 +227,7 @@ def test_new_study_is_seeded_with_winners_of_sibling_keys():
     from dataclasses import replace
 
     from rltriton_tune.dispatch.fingerprint import device_fingerprint
+
     from rltriton_tune.tuning_db import Entry, record
 
     # Chunks the search space never proposes itself (it tries powers of two).

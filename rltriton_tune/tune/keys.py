@@ -1,0 +1,79 @@
+"""Which problem keys a tuning run covers: grids of shapes and variants, or a recorded workload.
+
+``rltriton-tune tune`` builds its keys here: the product of algorithms, shapes,
+dtypes, layouts and flag sets, or the keys a training run recorded with
+``RLTRITON_TUNE_RECORD=FILE`` (most-called first), or both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.call import ProblemKey, flags_string, parse_flags
+
+#: The flag sets real calls carry, per algorithm: GAE and V-trace with ``last_value`` (what
+#: PPO and IMPALA pass) or truncations with bootstrap values; returns with truncations and
+#: bootstrap values; traces and prefix sums with seeds; Retrace always has truncations.
+COMMON_FLAGS: dict[str, tuple[str, ...]] = {
+    "gae": ("none", "last_value", "bootstrap+trunc"),
+    "vtrace": ("none", "last_value", "bootstrap+trunc"),
+    "retrace": ("trunc",),
+    "lambda_returns": ("none", "bootstrap+trunc"),
+    "discounted_returns": ("none", "bootstrap+trunc"),
+    "eligibility_traces": ("none", "seed"),
+    "episodic_prefix_sum": ("none", "seed"),
+}
+
+#: The shape grid of a shipped profile: 8 to 262144 environments by 8 to 65536 steps, a
+#: factor of 4 apart, up to 2^28 elements (a gigabyte a float32 tensor).
+SHIP_SHAPES: list[tuple[int, int]] = [
+    (n, t) for n in (8, 32, 128, 512, 2048, 8192, 32768, 131072, 262144)
+    for t in (8, 32, 128, 512, 2048, 8192, 32768, 65536) if n * t <= 1 << 28]
+
+
+def flag_sets(algorithm: str, requested: Sequence[str]) -> list[str]:
+    """The canonical flag sets of ``requested`` that ``algorithm`` takes (its required
+    flags added); ``common`` expands to :data:`COMMON_FLAGS`."""
+    spec = ALGORITHMS[algorithm]
+    out: list[str] = []
+    for text in requested:
+        if text == "common":
+            out += COMMON_FLAGS[algorithm]
+            continue
+        flags = parse_flags(text) | spec.required_flags
+        if flags <= spec.possible_flags and not {"last_value", "trunc"} <= flags \
+                and not {"last_value", "bootstrap"} <= flags:
+            out.append(flags_string(flags))
+    return list(dict.fromkeys(out))
+
+
+def grid_keys(algorithms: Iterable[str], shapes: Iterable[tuple[int, int]],
+              dtypes: Iterable[str], layouts: Iterable[str], flags: Sequence[str],
+              actions: int) -> list[ProblemKey]:
+    """Every valid key of the grid, in algorithm, shape, dtype, layout, flags order."""
+    keys = []
+    shapes, dtypes, layouts = list(shapes), list(dtypes), list(layouts)
+    for alg in algorithms:
+        for n, t in shapes:
+            for dtype in dtypes:
+                for layout in layouts:
+                    for flag_set in flag_sets(alg, flags):
+                        keys.append(ProblemKey(alg, n, t, dtype, layout, flag_set,
+                                               actions if alg == "retrace" else 0))
+    return list(dict.fromkeys(keys))
+
+
+def record_keys(path: Path | str, fingerprint: dict[str, Any]) -> list[ProblemKey]:
+    """The keys a workload file recorded for this device, most-called first.
+
+    Raises ``ValueError`` (a :class:`~rltriton_tune.dispatch.record.RecordError`) for a
+    file that is not a workload record, and ``OSError`` for one that cannot be read."""
+    from rltriton_tune.dispatch.record import read_record
+    from rltriton_tune.tuning_db.fingerprint import same_fingerprint
+
+    return list(dict.fromkeys(
+        ProblemKey.from_text(row["key"]) for row in read_record(path)
+        if same_fingerprint(row["fingerprint"], fingerprint)))
