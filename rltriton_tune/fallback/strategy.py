@@ -30,7 +30,7 @@ def _modes() -> tuple[str, ...]:
 
 def default_mode(n: int, t: int) -> str:
     """Eager mode for (N, T), from whole-call timings of GAE (``python -m
-    rltriton_tune.fallback.measure --threads 1``, both layouts) on this project's
+    rltriton_tune.tune.cpu_modes --threads 1``, both layouts) on this project's
     2-core CPU, torch 2.13, 2026-11-30 (a shared machine: numbers within ~30%):
 
     - N <= 256: doubling wins from T = 64 on (N=1, T=16384: 0.3 ms vs chunked

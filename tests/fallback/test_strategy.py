@@ -80,7 +80,7 @@ def test_dispatch_seam_runs_the_fallback_on_cpu():
 
 
 def test_measure_reports_every_mode():
-    from rltriton_tune.fallback.measure import measure
+    from rltriton_tune.tune.cpu_modes import measure
 
     rows = measure("discounted_returns", "time", torch.device("cpu"), False,
                    grid=((3, 40), (1, 30_000)))

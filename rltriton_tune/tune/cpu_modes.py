@@ -1,7 +1,7 @@
 """Time every torch mode on this device over an (N, T) grid: the data behind
 :func:`rltriton_tune.fallback.strategy.default_mode`.
 
-    python -m rltriton_tune.fallback.measure [--algorithm gae] [--layout env]
+    python -m rltriton_tune.tune.cpu_modes [--algorithm gae] [--layout env]
         [--threads 1] [--compile] [--json out.json]
 
 Prints one line per (N, T) with the best-of-3 whole-call time of each mode in

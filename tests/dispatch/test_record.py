@@ -1,0 +1,109 @@
+"""Workload recording: keys that missed the database, counted, merged into a bounded file;
+``tune --from-record`` tunes them and the next run finds them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import rltriton_tune as R
+from rltriton_tune import dispatch
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.dispatch import record
+from rltriton_tune.dispatch.devices import device_fingerprint
+from rltriton_tune.state import STATE
+
+
+def gae(n, t):
+    return R.compute_gae(torch.randn(n, t), torch.randn(n, t), torch.zeros(n, t))
+
+
+@pytest.fixture
+def recording(tmp_path, monkeypatch):
+    path = tmp_path / "workload.json"
+    monkeypatch.setenv("RLTRITON_TUNE_RECORD", str(path))
+    dispatch.reset()
+    return path
+
+
+def test_missed_keys_are_recorded_with_call_counts(recording):
+    for _ in range(5):
+        gae(4, 9)
+    gae(3, 7)
+    STATE.recorder.flush()
+    rows = record.read_record(recording)
+    assert [(r["key"], r["calls"]) for r in rows] == [
+        (ProblemKey("gae", 4, 9).as_text(), 5), (ProblemKey("gae", 3, 7).as_text(), 1)]
+    assert rows[0]["fingerprint"] == device_fingerprint("cpu")
+    assert rows[0]["origin"] == "fallback"
+
+
+def test_counts_from_several_flushes_and_processes_add_up(recording):
+    gae(4, 9)
+    STATE.recorder.flush()
+    gae(4, 9)
+    gae(4, 9)
+    dispatch.reset()  # flushes, as exit does
+    code = ("import torch, rltriton_tune as R\n"
+            "R.compute_gae(torch.randn(4, 9), torch.randn(4, 9), torch.zeros(4, 9))\n")
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   env={**os.environ, "RLTRITON_TUNE_RECORD": str(recording)})
+    rows = record.read_record(recording)
+    assert [r["calls"] for r in rows] == [4]
+
+
+def test_the_file_is_bounded(recording, monkeypatch):
+    monkeypatch.setattr(record, "MAX_KEYS", 3)
+    for t in range(5, 10):
+        for _ in range(t):
+            gae(2, t)
+    STATE.recorder.flush()
+    rows = record.read_record(recording)
+    assert [r["calls"] for r in rows] == [9, 8, 7]
+
+
+def test_keys_served_by_their_own_entry_are_not_recorded(recording, tmp_path):
+    from rltriton_tune.tuning_db import Entry
+    from rltriton_tune.tuning_db import record as record_entries
+
+    key = ProblemKey("gae", 4, 9)
+    record_entries(device_fingerprint("cpu"),
+                   [Entry(key, "torch", {"mode": "loop"}, 1.0)])
+    dispatch.reset()
+    gae(4, 9)
+    dispatch.reset()
+    assert not recording.exists() or record.read_record(recording) == []
+
+
+def test_a_foreign_file_is_never_overwritten(recording):
+    recording.write_text("my notes\n")
+    with pytest.warns(RuntimeWarning, match="cannot write the workload record"):
+        gae(4, 9)
+        STATE.recorder.flush()
+    assert recording.read_text() == "my notes\n"
+
+
+def test_record_tune_replay_round_trip(recording, tmp_path):
+    """Record a run's keys, tune them on the CPU with the CLI, and a new run is served by
+    the new entries (its own, exact ones), so nothing is recorded any more."""
+    gae(4, 9)
+    gae(3, 7)
+    dispatch.reset()
+    env = {**os.environ, "RLTRITON_TUNE_RECORD": ""}
+    out = subprocess.run([sys.executable, "-m", "rltriton_tune.cli", "tune", "--device", "cpu",
+                          "--from-record", str(recording), "--trials", "2", "--no-progress",
+                          "--no-compile-baseline"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    dispatch.reset()
+    for n, t in ((4, 9), (3, 7)):
+        assert R.explain("gae", n, t, device="cpu").origin == "profile"
+    before = json.loads(recording.read_text())
+    gae(4, 9)
+    dispatch.reset()
+    assert json.loads(recording.read_text()) == before

@@ -1,0 +1,74 @@
+"""The runtime's environment: read once, parsed strictly, the same on every path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import rltriton_tune as R
+from rltriton_tune import dispatch
+from rltriton_tune.settings import Settings, parse_bool
+
+
+@pytest.mark.parametrize("text", ["1", "true", "True", "YES", "on", " On "])
+def test_true_values(text):
+    assert parse_bool("X", text) is True
+
+
+@pytest.mark.parametrize("text", ["", "0", "false", "False", "no", "OFF", "off "])
+def test_false_values(text):
+    assert parse_bool("X", text) is False
+
+
+def test_junk_boolean_names_the_variable():
+    with pytest.raises(ValueError, match="RLTRITON_TUNE_ONLINE='maybe' is not a boolean"):
+        Settings.from_environ({"RLTRITON_TUNE_ONLINE": "maybe"})
+
+
+def test_online_false_spellings_leave_online_tuning_off():
+    for text in ("False", "off", "no", "0"):
+        assert Settings.from_environ({"RLTRITON_TUNE_ONLINE": text}).online is False
+
+
+def test_relative_db_path_is_resolved_when_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = Settings.from_environ({"RLTRITON_TUNE_DB": "profiles"})
+    assert settings.db_dir == tmp_path / "profiles"
+    monkeypatch.chdir(Path("/"))
+    assert settings.db_dir == tmp_path / "profiles"  # unchanged by a later chdir
+
+
+@pytest.mark.parametrize(("name", "value", "match"), [
+    ("RLTRITON_TUNE_ONLINE_BUDGET", "soon", "not a number"),
+    ("RLTRITON_TUNE_ONLINE_BUDGET", "-1", "positive"),
+    ("RLTRITON_TUNE_LOG", "loud", "expected 'debug'"),
+])
+def test_bad_values_name_the_variable(name, value, match):
+    with pytest.raises(ValueError, match=f"{name}.*{match}"):
+        Settings.from_environ({name: value})
+
+
+def test_force_changed_after_import_has_no_effect_until_reset(monkeypatch):
+    """Calls and ``explain`` agree: both follow the environment as read at import (or the
+    last ``dispatch.reset()``), for shapes seen before and new ones alike."""
+    args = (torch.randn(3, 5), torch.randn(3, 5), torch.zeros(3, 5))
+    R.compute_gae(*args)
+    monkeypatch.setenv("RLTRITON_TUNE_FORCE", "torch:mode=chunked")
+    R.compute_gae(*args)
+    R.compute_gae(torch.randn(3, 6), torch.randn(3, 6), torch.zeros(3, 6))
+    assert {d.origin for d in dispatch.memo.decisions().values()} == {"fallback"}
+    assert R.explain("gae", 3, 7, device="cpu").origin == "fallback"
+    dispatch.reset()
+    R.compute_gae(*args)
+    assert [d.origin for d in dispatch.memo.decisions().values()] == ["forced"]
+    assert R.explain("gae", 3, 7, device="cpu").origin == "forced"
+
+
+def test_the_profile_folder_follows_the_settings(tmp_path, monkeypatch):
+    from rltriton_tune.tuning_db import user_dir
+
+    monkeypatch.setenv("RLTRITON_TUNE_DB", str(tmp_path / "mine"))
+    dispatch.reset()
+    assert user_dir() == tmp_path / "mine"
