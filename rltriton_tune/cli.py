@@ -7,6 +7,7 @@ not there prints one line on stderr and exits 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -143,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--from-record", type=Path, metavar="FILE",
                    help="tune the keys a run recorded with RLTRITON_TUNE_RECORD=FILE, "
                    "most-called first (instead of the preset's grid)")
+    t.add_argument("--borrowing", action="store_true",
+                   help="instead of tuning, measure how well entries' configs serve their "
+                   "neighbours' keys (other flag set, dtype, layout, shape) and store the "
+                   "factors dispatch borrows by in the user's profile")
     t.add_argument("--missing-only", action="store_true",
                    help="skip keys that already have an entry measured with this torch and "
                    "Triton in the user's profile (resumes a long grid run)")
@@ -364,6 +369,8 @@ def cmd_tune(args) -> int:
     trials = args.trials or preset["trials"]
     devices = [resolve_device(d) for d in args.devices] if args.devices else None
     device = devices[0] if devices else resolve_device(args.device)
+    if args.borrowing:
+        return _measure_borrowing(device, args.algorithms)
     if args.from_record is not None:
         from rltriton_tune.dispatch.devices import device_fingerprint
         from rltriton_tune.tune.keys import record_keys
@@ -446,6 +453,34 @@ def cmd_tune(args) -> int:
         for line in incomplete:
             print(f"  {line}", file=sys.stderr)
     return 0 if rows or (incomplete and not errors) else 1
+
+
+def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
+    from rltriton_tune.dispatch.decide import _usable, load_profiles
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune.borrowing import factors, measure
+    from rltriton_tune.tuning_db.store import record_borrowing
+
+    fp = device_fingerprint(device)
+    profiles = load_profiles(fp)
+    usable, reason = _usable(device)
+    if profiles is None or reason is not None:
+        print(f"{PROG}: no usable profile on {device} ({reason or 'none loaded'})",
+              file=sys.stderr)
+        return 1
+    subset = dataclasses.replace(profiles, index={}, entries={
+        t: e for t, e in profiles.entries.items() if e.key.algorithm in algorithms})
+    rows = measure(subset, device, usable)
+    if not rows:
+        print(f"{PROG}: no pair of entries to compare on {device}", file=sys.stderr)
+        return 1
+    found = factors(rows)
+    print(_table(["dimension", "pairs", "median slowdown"],
+                 [[d, str(sum(r["dimension"] == d for r in rows)), f"{f:.3f}x"]
+                  for d, f in found.items()]))
+    path = record_borrowing(fp, found)
+    print(f"stored in {path}")
+    return 0
 
 
 def _all_entries(algorithm: str | None) -> list[dict[str, Any]]:

@@ -139,7 +139,7 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
         impl = usable.get(entry.strategy)
         if impl is None:
             continue
-        name, params = _moved(impl, entry.key, key, dict(entry.params), usable)
+        name, params = moved(impl, entry.key, key, dict(entry.params), usable)
         if params is None or (name, frozen_params(params)) in failed:
             continue
         tuned = None if (name, params) == (entry.strategy, validated(impl, key, entry.params)) \
@@ -148,7 +148,7 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
                     False, slowdown, differs, tuned)
 
 
-def _moved(impl: Strategy, source: ProblemKey, key: ProblemKey, params: dict[str, Any],
+def moved(impl: Strategy, source: ProblemKey, key: ProblemKey, params: dict[str, Any],
            usable: dict[str, Strategy]) -> tuple[str, dict[str, Any] | None]:
     """``impl.transfer`` of a config to ``key``, validated; else the config as tuned."""
     try:

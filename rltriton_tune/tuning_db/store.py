@@ -179,20 +179,38 @@ def _merge_into(path: Path, fp: dict[str, Any], incoming: list[Entry]) -> None:
         for stale in path.parent.glob(f".{path.name}.*.tmp"):
             with suppress(OSError):  # left by a writer that died: only writers make these
                 stale.unlink()
-        current = _entries_on_disk(path, fp)
-        write_atomic(path, dumps(Profile(fp, merge_entries(current, incoming)).to_json()))
+        current = _on_disk(path, fp)
+        merged = merge_entries(current.entries, incoming)
+        write_atomic(path, dumps(Profile(fp, merged, borrowing=current.borrowing).to_json()))
 
 
-def _entries_on_disk(path: Path, fp: dict[str, Any]) -> dict[str, Entry]:
+def record_borrowing(fp: dict[str, Any], factors: dict[str, float],
+                     directory: Path | None = None) -> Path:
+    """Store measured borrowing factors (``tune/borrowing.py``) in the profile for ``fp``."""
+    canonical_fingerprint(fp)
+    base = Path(directory) if directory is not None else user_dir()
+    path = profile_path(fp, base)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with filelock.FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
+            current = _on_disk(path, fp)
+            write_atomic(path, dumps(Profile(fp, current.entries,
+                                             borrowing=dict(factors)).to_json()))
+    finally:
+        state.invalidate_cache()
+    return path
+
+
+def _on_disk(path: Path, fp: dict[str, Any]) -> Profile:
     """What the profile holds now; a corrupt or foreign file is moved aside, not lost."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return {}
+        return Profile(fp)
     try:
         profiles = profiles_from_text(data, path)
         if len(profiles) == 1 and same_fingerprint(profiles[0].fingerprint, fp):
-            return profiles[0].entries
+            return profiles[0]
         problem = "holds another fingerprint"
     except UnsupportedVersion:
         raise
@@ -203,7 +221,7 @@ def _entries_on_disk(path: Path, fp: dict[str, Any]) -> dict[str, Entry]:
     state.warn_once("moved", str(path),
                     f"rltriton-tune: profile {path} is unusable ({problem}); "
                     f"moved it to {aside.name} and started a new one")
-    return {}
+    return Profile(fp)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -1,0 +1,70 @@
+"""Measuring borrowing factors (CPU strategies stand in for kernels) and storing them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import torch
+
+from rltriton_tune import dispatch
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.dispatch.decide import _usable, load_profiles
+from rltriton_tune.dispatch.devices import device_fingerprint
+from rltriton_tune.tune import borrowing
+from rltriton_tune.tuning_db import Entry, record
+from rltriton_tune.tuning_db.store import record_borrowing
+
+CPU = device_fingerprint("cpu")
+
+
+def entries():
+    loop, chunked = {"mode": "loop"}, {"mode": "chunked", "chunk": 4}
+    return [Entry(ProblemKey("gae", 8, 16), "torch", loop, 1.0),
+            Entry(ProblemKey("gae", 8, 16, flags="last_value"), "torch", chunked, 1.0),
+            Entry(ProblemKey("gae", 8, 32), "torch", chunked, 1.0),
+            Entry(ProblemKey("gae", 8, 16, dtype="bfloat16"), "torch", loop, 1.0),
+            Entry(ProblemKey("vtrace", 8, 16), "torch", loop, 1.0)]
+
+
+def test_pairs_differ_in_exactly_one_dimension():
+    record(CPU, entries())
+    found = borrowing.pairs(load_profiles(CPU))
+    assert {p.dimension for p in found} == {"flags", "dtype", "shape"}
+    assert all(p.target.split("|")[0] == p.source.split("|")[0] for p in found)
+    assert not [p for p in found if "vtrace" in p.target]  # no partner of its own
+
+
+def test_measure_and_factors_on_cpu():
+    record(CPU, entries())
+    usable, _ = _usable(torch.device("cpu"))
+    rows = borrowing.measure(load_profiles(CPU), torch.device("cpu"), usable, budget_s=0.002)
+    assert rows and all(r["slowdown"] >= 1.0 for r in rows)
+    found = borrowing.factors(rows)
+    assert set(found) <= {"flags", "dtype", "shape"} and all(f >= 1.0 for f in found.values())
+
+
+def test_factors_take_the_median_and_scale_shape_by_distance():
+    rows = [{"dimension": "flags", "slowdown": s, "distance": 0.0} for s in (1.0, 1.2, 1.5)]
+    rows += [{"dimension": "shape", "slowdown": 1.21, "distance": 2.0}]
+    assert borrowing.factors(rows) == {"flags": 1.2, "shape": 1.1}
+
+
+def test_stored_factors_survive_later_merges_and_reach_the_lookup():
+    record(CPU, entries()[:2])
+    record_borrowing(CPU, {"flags": 1.5})
+    record(CPU, entries()[2:])
+    dispatch.reset()
+    profiles = load_profiles(CPU)
+    assert profiles.borrowing == {"flags": 1.5} and len(profiles.entries) == 5
+
+
+def test_cli_borrowing_stores_factors(tmp_path):
+    record(CPU, entries())
+    out = subprocess.run([sys.executable, "-m", "rltriton_tune.cli", "tune", "--device", "cpu",
+                          "--borrowing", "--algorithms", "gae"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "median slowdown" in out.stdout
+    dispatch.reset()
+    assert load_profiles(CPU).borrowing
