@@ -65,7 +65,7 @@ def pairs(profiles: Any, per_dimension: int | None = None) -> list[Pair]:
 
 
 def measure(profiles: Any, device: torch.device, usable: dict[str, Any],
-            per_dimension: int = 24, budget_s: float | None = None) -> list[dict[str, Any]]:
+            per_dimension: int = 12, budget_s: float | None = None) -> list[dict[str, Any]]:
     """Time each pair head to head; one row per pair that both configs ran for."""
     from rltriton_tune.tune.evaluate import Evaluator
     from rltriton_tune.tune.space import Candidate
