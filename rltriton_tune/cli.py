@@ -459,6 +459,7 @@ def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
     from rltriton_tune.dispatch.decide import _usable, load_profiles
     from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.borrowing import factors, measure
+    from rltriton_tune.tuning_db import fingerprint_id, user_dir
     from rltriton_tune.tuning_db.store import record_borrowing
 
     fp = device_fingerprint(device)
@@ -475,11 +476,14 @@ def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
         print(f"{PROG}: no pair of entries to compare on {device}", file=sys.stderr)
         return 1
     found = factors(rows)
-    print(_table(["dimension", "pairs", "median slowdown"],
+    evidence = user_dir() / f"borrowing-{fingerprint_id(fp)}.jsonl"
+    evidence.parent.mkdir(parents=True, exist_ok=True)
+    evidence.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(_table(["dimension", "pairs", "mean slowdown"],
                  [[d, str(sum(r["dimension"] == d for r in rows)), f"{f:.3f}x"]
                   for d, f in found.items()]))
     path = record_borrowing(fp, found)
-    print(f"stored in {path}")
+    print(f"stored in {path}; the pairs measured are in {evidence}")
     return 0
 
 

@@ -6,8 +6,9 @@ dimension. This module measures those factors on this device: for pairs of
 entries that differ in exactly one dimension (flag set, dtype, layout, action
 count) or only in shape (within :data:`MAX_SHAPE_DISTANCE`), it times the
 neighbour's config, moved to the key as dispatch would move it, head to head with
-the key's own config on the same inputs. A dimension's factor is the median
-slowdown over its pairs (for shape, per unit of log2 distance). ``rltriton-tune
+the key's own config on the same inputs. A dimension's factor is the mean
+slowdown over its pairs, the expected cost of borrowing across it (for shape,
+per unit of log2 distance). ``rltriton-tune
 tune --borrowing`` stores them in the profile, where the lookup reads them.
 """
 
@@ -99,12 +100,12 @@ def measure(profiles: Any, device: torch.device, usable: dict[str, Any],
 
 
 def factors(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Median slowdown per dimension (per unit of distance for shape), at least 1."""
+    """Mean slowdown per dimension (per unit of distance for shape), at least 1."""
     by_dim: dict[str, list[float]] = {}
     for row in rows:
         slowdown = row["slowdown"]
         if row["dimension"] == "shape":
             slowdown = math.exp(math.log(slowdown) / max(row["distance"], 1e-9))
         by_dim.setdefault(row["dimension"], []).append(slowdown)
-    return {dim: round(max(1.0, statistics.median(values)), 4)
+    return {dim: round(max(1.0, statistics.fmean(values)), 4)
             for dim, values in sorted(by_dim.items())}

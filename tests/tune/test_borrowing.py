@@ -44,10 +44,11 @@ def test_measure_and_factors_on_cpu():
     assert set(found) <= {"flags", "dtype", "shape"} and all(f >= 1.0 for f in found.values())
 
 
-def test_factors_take_the_median_and_scale_shape_by_distance():
+def test_factors_take_the_mean_and_scale_shape_by_distance():
     rows = [{"dimension": "flags", "slowdown": s, "distance": 0.0} for s in (1.0, 1.2, 1.5)]
     rows += [{"dimension": "shape", "slowdown": 1.21, "distance": 2.0}]
-    assert borrowing.factors(rows) == {"flags": 1.2, "shape": 1.1}
+    rows += [{"dimension": "shape", "slowdown": 1.3, "distance": 1.0}]
+    assert borrowing.factors(rows) == {"flags": 1.2333, "shape": 1.2}
 
 
 def test_stored_factors_survive_later_merges_and_reach_the_lookup():
@@ -65,6 +66,6 @@ def test_cli_borrowing_stores_factors(tmp_path):
                           "--borrowing", "--algorithms", "gae"], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "median slowdown" in out.stdout
+    assert "mean slowdown" in out.stdout
     dispatch.reset()
     assert load_profiles(CPU).borrowing
