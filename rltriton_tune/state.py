@@ -54,6 +54,11 @@ class RuntimeState:
         self.env_forced_parsed = False
         #: The workload recorder when ``RLTRITON_TUNE_RECORD`` is set (made on first miss).
         self.recorder: Any = None
+        #: (fingerprint identity, shipped dir, user dir) -> loaded ProfileSet.
+        self.profile_cache: dict[tuple, Any] = {}
+        #: fingerprint identity -> key text -> (entry, the profile path it was meant for):
+        #: entries this process measured but could not write.
+        self.overlay: dict[str, dict[str, tuple[Any, Any]]] = {}
 
     def after_fork_in_child(self) -> None:
         """New locks in a forked child; the recorder forgets the parent's counts."""
@@ -68,15 +73,18 @@ STATE = RuntimeState()
 def reset(settings: Settings | None = None) -> RuntimeState:
     """Make the process state fresh, re-reading the environment (tests, tools).
 
-    The online tuner a tool installed stays installed.
+    The online tuner a tool installed, and entries this process measured but could not
+    write, stay.
     """
     tuner = STATE.online_tuner
     recorder = STATE.recorder
     if recorder is not None:
         recorder.flush()
     with STATE.lock:
+        overlay = STATE.overlay
         STATE.__init__(settings)
         STATE.online_tuner = tuner
+        STATE.overlay = overlay  # unwritten measurements stay for the process
     return STATE
 
 

@@ -58,13 +58,11 @@ def load_profiles(fp: dict[str, Any]) -> ProfileSet:
     canonical = identity_text(fp)
     ship, user = locations.shipped_dir(), locations.user_dir()
     cache_key = (canonical, str(ship), str(user))
-    with state.LOCK:
-        cached = state.CACHE.get(cache_key)
-    if cached is not None:
-        return cached
+    found = state.cached(cache_key)
+    if found is not None:
+        return found
     loaded = _load(fp, canonical, [ship] if _same_dir(ship, user) else [ship, user])
-    with state.LOCK:
-        state.CACHE[cache_key] = loaded
+    state.cache(cache_key, loaded)
     return loaded
 
 

@@ -1,54 +1,39 @@
-"""Process-wide state: the loaded-profile cache, the in-memory overlay, warn-once.
+"""The profile side of the process state: loaded-profile cache, in-memory overlay, warnings.
 
-The overlay holds entries that could not be written (read-only or uncreatable
-folder), so this process still uses what it measured.
+The tables live in the runtime's one process-state object (:mod:`rltriton_tune.state`),
+so a test's reset and a fork treat them like the rest. The overlay holds entries that
+could not be written (read-only or uncreatable folder), so this process still uses
+what it measured.
 """
 
 from __future__ import annotations
 
-import threading
-import warnings
 from pathlib import Path
-from typing import Any
 
+from rltriton_tune import state as process
 from rltriton_tune.tuning_db.schema import Entry, newer_or_same
-
-LOCK = threading.RLock()
-
-#: (canonical fingerprint, shipped dir, user dir) -> ProfileSet
-CACHE: dict[tuple[str, str, str], Any] = {}
-
-#: canonical fingerprint -> key text -> (entry, the profile path it was meant for)
-OVERLAY: dict[str, dict[str, tuple[Entry, Path]]] = {}
-
-_WARNED: set[tuple[str, str]] = set()
 
 
 def invalidate_cache() -> None:
     """Forget loaded profiles, so the next ``load_profiles`` reads the files again."""
-    with LOCK:
-        CACHE.clear()
+    with process.STATE.lock:
+        process.STATE.profile_cache.clear()
 
 
 def warn_once(topic: str, subject: str, message: str) -> bool:
     """Emit ``message`` as a RuntimeWarning once per (topic, subject) per process."""
-    with LOCK:
-        if (topic, subject) in _WARNED:
-            return False
-        _WARNED.add((topic, subject))
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
-    return True
+    return process.warn_once(f"{topic}:{subject}", message, RuntimeWarning, stacklevel=4)
 
 
 def forget_warnings() -> None:
     """Reset warn-once memory (for tests and long-lived tools that reload on purpose)."""
-    with LOCK:
-        _WARNED.clear()
+    with process.STATE.lock:
+        process.STATE.warned.clear()
 
 
 def overlay_add(canonical: str, entries: list[Entry], path: Path) -> None:
-    with LOCK:
-        held = OVERLAY.setdefault(canonical, {})
+    with process.STATE.lock:
+        held = process.STATE.overlay.setdefault(canonical, {})
         for entry in entries:
             text = entry.key.as_text()
             if text not in held or newer_or_same(entry, held[text][0]):
@@ -57,8 +42,8 @@ def overlay_add(canonical: str, entries: list[Entry], path: Path) -> None:
 
 def overlay_take(canonical: str, path: Path) -> list[Entry]:
     """Remove and return the overlay entries meant for ``path`` (they are being written)."""
-    with LOCK:
-        held = OVERLAY.get(canonical, {})
+    with process.STATE.lock:
+        held = process.STATE.overlay.get(canonical, {})
         taken = {text: e for text, (e, p) in held.items() if p == path}
         for text in taken:
             del held[text]
@@ -67,8 +52,8 @@ def overlay_take(canonical: str, path: Path) -> list[Entry]:
 
 def overlay_drop(canonical: str | None, directory: Path) -> None:
     """Forget overlay entries meant for files in ``directory`` (for one fingerprint or all)."""
-    with LOCK:
-        for fp_text, held in OVERLAY.items():
+    with process.STATE.lock:
+        for fp_text, held in process.STATE.overlay.items():
             if canonical is not None and fp_text != canonical:
                 continue
             for text in [t for t, (_, p) in held.items() if p.parent == directory]:
@@ -76,5 +61,21 @@ def overlay_drop(canonical: str | None, directory: Path) -> None:
 
 
 def overlay_entries(canonical: str) -> dict[str, tuple[Entry, Path]]:
-    with LOCK:
-        return dict(OVERLAY.get(canonical, {}))
+    with process.STATE.lock:
+        return dict(process.STATE.overlay.get(canonical, {}))
+
+
+def overlay_fingerprints() -> set[str]:
+    """Canonical fingerprints that have in-memory entries."""
+    with process.STATE.lock:
+        return {c for c, held in process.STATE.overlay.items() if held}
+
+
+def cached(cache_key: tuple) -> object | None:
+    with process.STATE.lock:
+        return process.STATE.profile_cache.get(cache_key)
+
+
+def cache(cache_key: tuple, value: object) -> None:
+    with process.STATE.lock:
+        process.STATE.profile_cache[cache_key] = value

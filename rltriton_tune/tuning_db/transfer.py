@@ -64,8 +64,6 @@ def known_fingerprints() -> list[dict[str, Any]]:
                 continue
             for profile in profiles:
                 found.setdefault(identity_text(profile.fingerprint), identity(profile.fingerprint))
-    with state.LOCK:
-        overlay = {c for c, held in state.OVERLAY.items() if held}
-    for canonical in overlay - found.keys():
+    for canonical in state.overlay_fingerprints() - found.keys():
         found[canonical] = json.loads(canonical)
     return [found[c] for c in sorted(found)]

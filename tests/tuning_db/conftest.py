@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rltriton_tune import state as process
+from rltriton_tune.dispatch import reset as _reset_runtime
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rltriton_tune.tuning_db import locations, state  # noqa: E402
@@ -20,8 +23,8 @@ def _fresh_process_state():
     def reset():
         state.invalidate_cache()
         state.forget_warnings()
-        with state.LOCK:
-            state.OVERLAY.clear()
+        with process.STATE.lock:
+            process.STATE.overlay.clear()
 
     reset()
     yield
@@ -42,4 +45,5 @@ def user(monkeypatch, tmp_path):
     """The user's profile folder (already isolated per test by tests/conftest.py)."""
     folder = tmp_path / "user"
     monkeypatch.setenv(locations.DB_ENV, str(folder))
+    _reset_runtime()
     return folder

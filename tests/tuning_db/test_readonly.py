@@ -6,6 +6,7 @@ import warnings
 import pytest
 from tuning_db_helpers import H200, entry
 
+from rltriton_tune.dispatch import reset as _reset_runtime
 from rltriton_tune.tuning_db import load_profiles, profile_path, read_profile, record
 
 KEY_A = "gae|none|float32|env|N=4096|T=32"
@@ -28,6 +29,7 @@ def test_uncreatable_folder_keeps_entries_in_memory(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a regular file")
     monkeypatch.setenv("RLTRITON_TUNE_DB", str(blocker / "profiles"))
+    _reset_runtime()
     results, loaded, found = _record_twice_and_load()
     assert results == [None, None]
     assert len(found) == 1 and "keeping new entries in memory" in str(found[0].message)
@@ -42,6 +44,7 @@ def test_read_only_folder_keeps_entries_in_memory(tmp_path, monkeypatch):
     folder = tmp_path / "ro"
     folder.mkdir()
     monkeypatch.setenv("RLTRITON_TUNE_DB", str(folder))
+    _reset_runtime()
     folder.chmod(0o555)
     try:
         results, loaded, found = _record_twice_and_load()
@@ -56,6 +59,7 @@ def test_failing_rename_keeps_entries_in_memory_and_retries_later(tmp_path, monk
     """Simulated read-only file system: the final rename is refused."""
     user = tmp_path / "user"
     monkeypatch.setenv("RLTRITON_TUNE_DB", str(user))
+    _reset_runtime()
     record(H200, [entry(n=1)])
     before = profile_path(H200).read_bytes()
 
