@@ -35,10 +35,6 @@ def fingerprint_id(fp: dict[str, Any]) -> str:
     return f"{slug}-{digest}"
 
 
-#: Matches file names produced by :func:`fingerprint_id` (used by ``clear``).
-ID_PATTERN = re.compile(r"^[a-z0-9.-]*-[0-9a-f]{10}\.json$")
-
-
 def same_fingerprint(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two fingerprints denote the same device (canonical JSON equality)."""
     return canonical_fingerprint(a) == canonical_fingerprint(b)

@@ -14,12 +14,7 @@ from typing import Any
 
 from rltriton_tune.tuning_db import locations, state
 from rltriton_tune.tuning_db.fingerprint import describe_mismatch
-from rltriton_tune.tuning_db.schema import (
-    Entry,
-    ProfileError,
-    canonical_fingerprint,
-    newer_or_same,
-)
+from rltriton_tune.tuning_db.schema import Entry, ProfileError, canonical_fingerprint
 from rltriton_tune.tuning_db.store import read_profiles
 
 
@@ -74,12 +69,16 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet
     sources: dict[str, Path] = {}
     reports: list[FileReport] = []
     for folder in folders:
-        tier: dict[str, Entry] = {}  # within one folder the newer date wins
+        # Within one folder the fingerprint's own file (<fingerprint_id>.json) wins; other
+        # files holding this fingerprint only add keys it lacks, first file name first.
+        # Dates written in files are not compared.
+        own_name = locations.profile_path(fp, folder).name
+        tier: dict[str, Entry] = {}
         tier_sources: dict[str, Path] = {}
         for path in _profile_files(folder, reports):
             for profile in _usable_profiles(path, fp, canonical, reports):
                 for text, entry in profile.entries.items():
-                    if text not in tier or newer_or_same(entry, tier[text]):
+                    if path.name == own_name or text not in tier:
                         tier[text] = entry
                         tier_sources[text] = path
         entries.update(tier)  # a later folder (the user's) overrides an earlier one
