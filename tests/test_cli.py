@@ -71,12 +71,12 @@ def test_tune_show_export_clear_import_pipeline(tmp_path, capsys):
                       "device_time_us", "device"):
             assert field in e
         assert e["strategy"] == "torch" and e["device_time_us"] > 0 and e["trials"] == 3
-    code, table, _ = run(capsys, "show", "--algorithm", "gae")
+    code, table, _ = run(capsys, "show", "--algorithm", "gae")  # the old spelling still works
     assert code == 0 and "gae" in table and "episodic_prefix_sum" not in table
 
     exported = tmp_path / "profiles.json"
     assert run(capsys, "export", str(exported))[0] == 0
-    assert run(capsys, "clear")[0] == 0
+    assert run(capsys, "clear", "--yes")[0] == 0
     assert show_json(capsys) == []
     code, out, _ = run(capsys, "import", str(exported))
     assert code == 0 and "imported 4 entries" in out
