@@ -9,9 +9,9 @@ nests; it wins over the environment variable.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+import threading
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,18 +64,28 @@ def make_forced(strategy: str, params: Mapping[str, Any], origin: str) -> Forced
     return Forced(strategy, tuple(sorted(params.items())), origin)
 
 
-@contextmanager
-def force(strategy: str, **params: Any) -> Iterator[Forced]:
+class force:  # noqa: N801 - used like a function: ``with force("tiled"):``
     """Run every estimator call in this context with ``strategy`` and ``params``.
 
     Parameters not given take the strategy's defaults for each key. A config the
-    strategy rejects for a call's shape is a ``ValueError`` at that call.
+    strategy rejects for a call's shape is a ``ValueError`` at that call. The
+    object can be entered again after it exits, and nested in itself; the names
+    are checked on entering.
     """
-    token = _current.set(make_forced(strategy, params, "force"))
-    try:
-        yield _current.get()  # type: ignore[misc]
-    finally:
-        _current.reset(token)
+
+    def __init__(self, strategy: str, **params: Any) -> None:
+        self._strategy = strategy
+        self._params = params
+        self._tokens = threading.local()  # a stack of tokens per thread
+
+    def __enter__(self) -> Forced:
+        forced = make_forced(self._strategy, self._params, "force")
+        stack: list[Token] = self._tokens.__dict__.setdefault("stack", [])
+        stack.append(_current.set(forced))
+        return forced
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._tokens.stack.pop())
 
 
 def _parse_value(text: str) -> Any:
