@@ -455,17 +455,17 @@ def cmd_tune(args) -> int:
     keys = _keys(args.algorithms, args.shapes or preset["shapes"], args.dtypes, args.layouts,
                  args.truncations, args.actions)
     where = "--storage" if args.storage is not None else "study journal"
+    spaces = {k: SearchSpace(k, device) for k in keys}
     try:
         open_storage(args.storage)  # checked before anything is written to it
-        spaces = {k: SearchSpace(k, device) for k in keys}
         studies = {k: open_study(k, device, args.storage, trials=trials, seed=args.seed,
                                  space=spaces[k]) for k in keys}
     except StorageError as exc:
         raise CLIError(f"{where}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - e.g. a database that refuses the study
+        text = str(exc).strip().splitlines()
         raise CLIError(f"{where}: cannot open the studies ({type(exc).__name__}: "
-                       f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''})"
-                       ) from None
+                       f"{text[0][:300] if text else ''})") from None
     bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
                file=sys.stderr)
     errors: list[str] = []
