@@ -155,6 +155,8 @@ def check_rdb_url(url: str) -> str:
             path = Path(name)
             if path.is_dir():
                 raise StorageError(f"{path} is a folder, not an SQLite database")
+            if path.exists() and not path.is_file():
+                raise StorageError(f"{path} is not a regular file")
             if path.exists():
                 try:
                     with open(path, "rb") as f:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from contextlib import suppress
@@ -61,17 +62,15 @@ def read_profiles(path: Path) -> list[Profile]:
 def _read_bounded(path: Path) -> bytes:
     """The bytes of a regular file of at most :data:`MAX_PROFILE_BYTES`; else ProfileError."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, a device never end
+            raise ProfileError("not a regular file", path)
         with open(path, "rb") as f:
-            if not os.path.isfile(path):
-                raise ProfileError("not a regular file", path)
             data = f.read(MAX_PROFILE_BYTES + 1)
             if len(data) > MAX_PROFILE_BYTES:
                 raise ProfileError(too_large(os.fstat(f.fileno()).st_size), path)
             return data
     except FileNotFoundError:
         raise ProfileError("file not found", path) from None
-    except IsADirectoryError:
-        raise ProfileError("not a regular file", path) from None
     except OSError as err:
         raise ProfileError(f"unreadable: {err.strerror or err}", path) from None
 
