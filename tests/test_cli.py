@@ -282,3 +282,16 @@ def test_cpu_runs_say_host_time_and_doctor_says_kernels_need_a_gpu(tmp_path, cap
                "--device", "cpu", "--output", str(out_dir))[0] == 0
     header = (out_dir / "bench.md").read_text().split("\n## ")[0]
     assert "CUDA-graph" not in header and "host wall time" in header
+
+
+def test_tune_refresh_retimes_stored_entries(capsys):
+    code, out, _ = run(capsys, "tune", "--refresh", "--algorithms", "gae", "--device", "cpu")
+    assert code == 0 and "no stored entries to refresh" in out
+    assert run(capsys, "tune", "--algorithms", "gae", "--shapes", "8x8", "--trials", "1",
+               "--device", "cpu", "--no-progress", "--no-compile-baseline")[0] == 0
+    before = show_json(capsys)[0]
+    code, out, _ = run(capsys, "tune", "--refresh", "--algorithms", "gae", "--device", "cpu")
+    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
+    assert out.split()[-1] in ("kept", "replaced")
+    after = show_json(capsys)[0]
+    assert after["refreshed"] is True and after["date"] >= before["date"]
