@@ -464,8 +464,10 @@ def cmd_tune(args) -> int:
         raise CLIError(f"{where}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - e.g. a database that refuses the study
         text = str(exc).strip().splitlines()
+        hint = ("; a damaged journal can be moved aside (studies start afresh)"
+                if isinstance(exc, ValueError) else "")
         raise CLIError(f"{where}: cannot open the studies ({type(exc).__name__}: "
-                       f"{text[0][:300] if text else ''})") from None
+                       f"{text[0][:300] if text else ''}){hint}") from None
     bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
                file=sys.stderr)
     errors: list[str] = []
