@@ -21,6 +21,10 @@ from rltriton_tune.kernels import strategies
 from rltriton_tune.problems import random_inputs
 from rltriton_tune.reference import reference
 
+#: Where the strategies run: the GPU when there is one, else the CPU (Triton kernels in
+#: the interpreter, set up by tests/conftest.py).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
 #: A flag set with every flag input of each estimator.
 FLAGS = {"gae": "trunc", "vtrace": "trunc", "retrace": "trunc", "lambda_returns": "trunc",
          "discounted_returns": "trunc", "eligibility_traces": "none",
@@ -74,7 +78,8 @@ def test_non_zero_flags_mean_true_on_every_path(key, dtype):
     got_ref = _as_tuple(reference(key.algorithm, **odd))
     for w, g in zip(want, got_ref, strict=True):
         torch.testing.assert_close(g, w, msg=lambda m: f"reference: {m}")
-    call = prepare_call(key.algorithm, **odd)
+    call = prepare_call(key.algorithm, **{k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v
+                                          for k, v in odd.items()})
     for label, strategy in _paths():
         params = ({"mode": label.removeprefix("torch-")} if label.startswith("torch-")
                   else strategy.default_params(call.key))
@@ -84,5 +89,5 @@ def test_non_zero_flags_mean_true_on_every_path(key, dtype):
             continue
         outs = _as_tuple(strategy.prepare(call.key, params)(call))
         for out, w in zip(outs, want, strict=True):
-            torch.testing.assert_close(out.double(), w, rtol=2e-5, atol=2e-5,
+            torch.testing.assert_close(out.double().cpu(), w, rtol=2e-5, atol=2e-5,
                                        msg=lambda m, label=label: f"{label}: {m}")
