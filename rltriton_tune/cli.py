@@ -1,7 +1,8 @@
 """The ``rltriton-tune`` command: doctor, tune, show, bench, export, import, clear.
 
-Argument errors print usage and exit 2 (argparse); a requested device that is
-not there prints one line on stderr and exits 1.
+Argument errors print usage and exit 2 (argparse); any other problem (a device
+that is not there, a storage or folder that cannot be used, results that could
+not be saved) prints one line on stderr and exits 1. No verb ends in a traceback.
 """
 
 from __future__ import annotations
@@ -9,13 +10,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rltriton_tune import __version__
 from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.tune.baselines import COMPILE, COMPILE_DOUBLING, best_compile
 from rltriton_tune.tune.keys import SHIP_SHAPES, grid_keys
@@ -38,8 +42,18 @@ PRESETS: dict[str, dict[str, Any]] = {
 DEFAULT_ACTIONS = 8
 
 
+#: Longest text printed in one table cell; longer values end in an ellipsis.
+CELL_WIDTH = 40
+#: Longest text of the choice column (strategy and parameters).
+CHOICE_WIDTH = 64
+
+
 class DeviceError(RuntimeError):
     """The requested device is not available."""
+
+
+class CLIError(RuntimeError):
+    """A problem reported as one line on stderr with exit status 1."""
 
 
 # ---------------------------------------------------------------- argument types
@@ -85,6 +99,16 @@ def _positive(kind):
     return parse
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def _device_list(text: str) -> list[str]:
     items = [s.strip() for s in text.split(",") if s.strip()]
     if not items:
@@ -125,6 +149,7 @@ def resolve_device(text: str | None):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Tune, inspect and ship rltriton-tune "
                                 "kernel choices for this machine.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     algos = list(ALGORITHMS)
 
@@ -162,27 +187,47 @@ def build_parser() -> argparse.ArgumentParser:
                    "profiles), e.g. postgresql://user@host/db")
     t.add_argument("--isolate", action="store_true",
                    help="evaluate candidates in a child process (survives GPU faults)")
-    t.add_argument("--compile-workers", type=int, metavar="N",
+    t.add_argument("--compile-workers", type=_non_negative_int, metavar="N",
                    help="processes compiling candidates in parallel on a GPU (default: one per "
                    "CPU core up to 16, shared among --devices; 0: threads in this process)")
+    t.add_argument("--refresh", action="store_true",
+                   help="re-time the entries this device uses (of --algorithms) on this "
+                   "software stack: each stored config against its runner-up and the "
+                   "heuristic's choice; the fastest is recorded")
     t.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     t.add_argument("--no-compile-baseline", action="store_true",
                    help="skip measuring torch.compile (seconds of compilation per key)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     s = sub.add_parser("show", help="list tuned entries", description="List the tuned entries "
-                       "of every known device profile.")
-    s.add_argument("--algorithm", choices=algos)
+                       "this device uses (or those of every known device).")
+    s.add_argument("--algorithms", "--algorithm", dest="algorithms",
+                   type=_csv(algos, "algorithm", allow_all=True), default=None,
+                   help="comma list or 'all' (default: all)")
+    s.add_argument("--device", help="whose entries: cpu, cuda or cuda:N (default: cuda if "
+                   "present)")
+    s.add_argument("--all-devices", action="store_true",
+                   help="list the entries of every known device profile")
     s.add_argument("--format", choices=("table", "json"), default="table")
 
     e = sub.add_parser("export", help="write all profiles to a file",
                        description="Write the merged entries (shipped + user) to FILE.")
     e.add_argument("file", type=Path, metavar="FILE")
+    e.add_argument("--force", action="store_true", help="replace FILE if it exists")
     i = sub.add_parser("import", help="validate and merge a profile file",
-                       description="Validate FILE and merge it into the user's profiles.")
+                       description="Validate FILE and add its entries to the user's profiles "
+                       "(keys that already have an entry keep it).")
     i.add_argument("file", type=Path, metavar="FILE")
-    sub.add_parser("clear", help="delete the user's profiles and studies",
-                   description="Delete the user's tuned profiles and the default study journal.")
+    c = sub.add_parser("clear", help="delete this device's profile and studies",
+                       description="Delete the profile files this package wrote for this "
+                       "device (or the named fingerprints, or all devices), their lock files "
+                       "and their studies in the default journal. Asks first unless --yes.")
+    c.add_argument("--fingerprint", action="append", metavar="ID",
+                   help="a fingerprint id (the profile's file name without .json); repeatable")
+    c.add_argument("--all-devices", action="store_true",
+                   help="every device's profile, and the whole default study journal")
+    c.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present)")
+    c.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
     b = sub.add_parser("bench", help="dispatched vs baselines; md/json/png report",
                        description="Measure the dispatched choice against the baselines and "
@@ -199,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--oracle-seconds", type=_positive(float), metavar="S",
                    help="stop each key's oracle sweep after S seconds (the row is marked "
                    "incomplete; a later --oracle run resumes the sweep)")
-    b.add_argument("--compile-workers", type=int, metavar="N",
+    b.add_argument("--compile-workers", type=_non_negative_int, metavar="N",
                    help="processes compiling the oracle sweep (default: one per CPU core)")
     b.add_argument("--resume", action="store_true",
                    help="keep the rows of OUTPUT/bench.json measured on this device with "
@@ -276,7 +321,15 @@ def _params_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
+def _cell(text: str, limit: int = CELL_WIDTH) -> str:
+    """``text`` on one line and at most ``limit`` characters (an ellipsis marks a cut)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> str:
+    rows = [[_cell(c, CHOICE_WIDTH if h == "choice" else CELL_WIDTH)
+             for h, c in zip(headers, r, strict=True)] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
@@ -289,8 +342,67 @@ def _speedup(entry_us: float, base: float | None) -> str:
     return "-" if not base else f"{base / entry_us:.2f}x"
 
 
+def _time_header(device: Any) -> str:
+    """What an entry's time is on ``device``: GPU time of the kernels, or host wall time."""
+    return "device us" if device.type == "cuda" else "host us"
+
+
+def _ask(question: str, flag: str) -> bool:
+    """Ask a yes/no question on the terminal; without one, raise :class:`CLIError`
+    naming ``flag``, the option that answers yes."""
+    if not sys.stdin or not sys.stdin.isatty():
+        raise CLIError(f"not confirmed: no terminal to ask {question!r} on; pass {flag} "
+                       "to go ahead")
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _writable_db() -> Path:
+    """The user's profile folder, created if missing; :class:`CLIError` (before any
+    work) when it is a file or cannot be written."""
+    from rltriton_tune.tuning_db import DB_ENV, user_dir
+
+    folder = user_dir()
+    hint = f"set {DB_ENV} to a writable folder"
+    if folder.exists() and not folder.is_dir():
+        raise CLIError(f"profile folder {folder} is not a folder; {hint}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise CLIError(f"profile folder {folder} cannot be written "
+                       f"({exc.strerror or exc}); {hint}") from None
+    return folder
+
+
+def _save_unsaved(device: Any) -> str | None:
+    """Entries of this run that only live in memory (their folder refused the write):
+    write them to a new file in the temporary folder and return the line telling the
+    user where they are and how to keep them (None when everything was saved)."""
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.tuning_db import DB_ENV, Profile, load_profiles
+    from rltriton_tune.tuning_db.schema import dumps
+
+    fp = device_fingerprint(device)
+    loaded = load_profiles(fp)
+    if not loaded.in_memory:
+        return None
+    entries = {t: loaded.entries[t] for t in loaded.in_memory}
+    where = next(iter({loaded.sources[t] for t in entries}))
+    fd, name = tempfile.mkstemp(prefix="rltriton-tune-unsaved-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(dumps(Profile(fp, entries).to_json()))
+    return (f"could not save {len(entries)} tuned entries to {where}; they are in {name}: "
+            f"set {DB_ENV} to a writable folder and run `{PROG} import {name}`")
+
+
 def _add_row(rows: list[list[str]], errors: list[str], key: Any, entry: Any, trials: int,
-             failed: int, error: str | None = None) -> None:
+             failed: int, error: str | None = None, kept: bool = False) -> None:
     """One line of tune's closing table, or the reason the key has none."""
     if error is not None:
         errors.append(f"{key.as_text()}: {error}")
@@ -299,7 +411,8 @@ def _add_row(rows: list[list[str]], errors: list[str], key: Any, entry: Any, tri
         errors.append(f"{key.as_text()}: no candidate passed ({failed} of {trials} trials failed)")
         return
     base = entry.baselines
-    rows.append([key.as_text(), f"{entry.strategy}({_params_text(entry.params)})",
+    rows.append([key.as_text(), f"{entry.strategy}({_params_text(entry.params)})"
+                 + (" (stored, kept)" if kept else ""),
                  f"{entry.device_time_us:.2f}",
                  _speedup(entry.device_time_us, base.get("flat_heuristic")),
                  _speedup(entry.device_time_us, best_compile(base)),
@@ -328,7 +441,13 @@ def cmd_doctor(args) -> int:
         triton_text = f"not importable ({type(exc).__name__})"
     print(f"python        {platform.python_version()}")
     print(f"torch         {torch.__version__}")
-    print(f"triton        {triton_text} (kernels {'usable' if triton_ok() else 'not usable'})")
+    if not triton_ok():
+        kernels = "kernels not usable"
+    elif device.type == "cuda":
+        kernels = "kernels usable"
+    else:
+        kernels = "kernels need a CUDA GPU; none here, so the torch fallback runs"
+    print(f"triton        {triton_text} ({kernels})")
     print(f"device        {device}")
     if device.type == "cuda":
         cap = torch.cuda.get_device_capability(device)
@@ -339,7 +458,8 @@ def cmd_doctor(args) -> int:
     profiles = load_profiles(fp)
     print(f"profile files ({len(profiles.reports)}):")
     for report in profiles.reports:
-        print(f"  [{'used' if report.used else 'not used'}] {report.path}: {report.reason}")
+        print(f"  [{'used' if report.used else 'not used'}] {_cell(str(report.path), 300)}: "
+              f"{_cell(report.reason, 300)}")
     if not profiles.reports:
         print("  none")
     print(f"entries for this device: {len(profiles.entries)}")
@@ -355,6 +475,7 @@ def cmd_tune(args) -> int:
 
     from rltriton_tune.tune.compile_pool import compile_pool_for
     from rltriton_tune.tune.space import SearchSpace
+    from rltriton_tune.tune.storage import StorageError, open_storage
     from rltriton_tune.tune.study import (
         finalize,
         finished_trials,
@@ -369,6 +490,9 @@ def cmd_tune(args) -> int:
     trials = args.trials or preset["trials"]
     devices = [resolve_device(d) for d in args.devices] if args.devices else None
     device = devices[0] if devices else resolve_device(args.device)
+    _writable_db()  # before any work: results that cannot be saved are not worth measuring
+    if args.refresh:
+        return _refresh(args, devices or [device])
     if args.borrowing:
         return _measure_borrowing(device, args.algorithms)
     if args.from_record is not None:
@@ -387,11 +511,22 @@ def cmd_tune(args) -> int:
         keys = _keys(args)
     if args.missing_only:
         keys = _missing(keys, device)
+    where = "--storage" if args.storage is not None else "study journal"
+    spaces = {k: SearchSpace(k, device) for k in keys}
+    try:
+        open_storage(args.storage)  # checked before anything is written to it
+        studies = {k: open_study(k, device, args.storage, trials=trials, seed=args.seed,
+                                 space=spaces[k]) for k in keys}
+    except StorageError as exc:
+        raise CLIError(f"{where}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - e.g. a database that refuses the study
+        text = str(exc).strip().splitlines()
+        hint = ("; a damaged journal can be moved aside (studies start afresh)"
+                if isinstance(exc, ValueError) else "")
+        raise CLIError(f"{where}: cannot open the studies ({type(exc).__name__}: "
+                       f"{text[0][:300] if text else ''}){hint}") from None
     bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
                file=sys.stderr)
-    spaces = {k: SearchSpace(k, device) for k in keys}
-    studies = {k: open_study(k, device, args.storage, trials=trials, seed=args.seed,
-                             space=spaces[k]) for k in keys}
     errors: list[str] = []
     incomplete: list[str] = []  # stopped by --max-seconds: the next run resumes them
     rows: list[list[str]] = []
@@ -441,9 +576,10 @@ def cmd_tune(args) -> int:
                 except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
                     _add_row(rows, errors, key, None, 0, 0, f"{type(exc).__name__}: {exc}")
                     continue
-                _add_row(rows, errors, key, result.entry, result.trials, result.failed)
+                _add_row(rows, errors, key, result.entry, result.trials, result.failed,
+                         kept=result.kept_stored)
         bar.close()
-    print(_table(["key", "choice", "device us", "vs flat", "vs compile", "vs loop",
+    print(_table(["key", "choice", _time_header(device), "vs flat", "vs compile", "vs loop",
                   "ok trials"], rows))
     for err in errors:
         print(f"{PROG}: warning: {err}", file=sys.stderr)
@@ -452,6 +588,9 @@ def cmd_tune(args) -> int:
               "with the same arguments:", file=sys.stderr)
         for line in incomplete:
             print(f"  {line}", file=sys.stderr)
+    lost = [line for d in (devices or [device]) if (line := _save_unsaved(d))]
+    if lost:
+        raise CLIError("; ".join(lost))
     return 0 if rows or (incomplete and not errors) else 1
 
 
@@ -487,17 +626,51 @@ def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
     return 0
 
 
-def _all_entries(algorithm: str | None) -> list[dict[str, Any]]:
-    from rltriton_tune.tuning_db import known_fingerprints, load_profiles
+def _refresh(args, devices: list[Any]) -> int:
+    """``tune --refresh``: re-time the stored entries of each device on this stack."""
+    from rltriton_tune.tune.refresh import refresh
+
+    rows: list[list[str]] = []
+    errors: list[str] = []
+    for device in devices:
+        for done in refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed):
+            if done.new is None:
+                errors.append(f"{done.key.as_text()}: kept as stored: {done.error}")
+                continue
+            rows.append([done.key.as_text(),
+                         f"{done.old.strategy}({_params_text(done.old.params)})",
+                         f"{done.old.device_time_us:.2f}",
+                         f"{done.new.strategy}({_params_text(done.new.params)})",
+                         f"{done.new.device_time_us:.2f}",
+                         "replaced" if done.replaced else "kept"])
+        lost = _save_unsaved(device)
+        if lost:
+            raise CLIError(lost)
+    if rows:
+        unit = _time_header(devices[0])
+        print(_table(["key", "stored", f"stored {unit}", "choice", f"now {unit}", "result"],
+                     rows))
+    else:
+        print("no stored entries to refresh")
+    for err in errors:
+        print(f"{PROG}: warning: {err}", file=sys.stderr)
+    return 0 if rows or not errors else 1
+
+
+def _all_entries(algorithms: list[str] | None,
+                 fingerprints: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from rltriton_tune.tuning_db import load_profiles
 
     out = []
-    for fp in known_fingerprints():
+    for fp in fingerprints:
         for entry in load_profiles(fp).entries.values():
-            if algorithm and entry.key.algorithm != algorithm:
+            if algorithms and entry.key.algorithm not in algorithms:
                 continue
             row = entry.to_json()
-            row["device"] = fp.get("name") or fp.get("kind")
-            row["fingerprint"] = fp
+            row["device"] = _cell(str(fp.get("name") or fp.get("kind")), 80)
+            # A hostile profile can hold huge fingerprint values: bound what is printed.
+            row["fingerprint"] = {k: _cell(v, 200) if isinstance(v, str) else v
+                                  for k, v in fp.items()}
             out.append(row)
     out.sort(key=lambda r: (r["device"], r["algorithm"], r["dtype"], r["layout"], r["flags"],
                             r["N"], r["T"]))
@@ -505,55 +678,130 @@ def _all_entries(algorithm: str | None) -> list[dict[str, Any]]:
 
 
 def cmd_show(args) -> int:
-    entries = _all_entries(args.algorithm)
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.tuning_db import known_fingerprints
+
+    if args.all_devices:
+        fingerprints = known_fingerprints()
+    else:
+        fingerprints = [device_fingerprint(resolve_device(args.device))]
+    entries = _all_entries(args.algorithms, fingerprints)
     if args.format == "json":
         print(json.dumps(entries, indent=1))
         return 0
     if not entries:
-        print("no tuned entries")
+        print("no tuned entries" + ("" if args.all_devices else
+                                    " for this device (--all-devices lists the others)"))
         return 0
     rows = [[r["device"], r["algorithm"], f"{r['N']}x{r['T']}" + (f"x{r['A']}" if r["A"] else ""),
              r["dtype"], r["layout"], r["flags"],
              f"{r['strategy']}({_params_text(r['params'])})", f"{r['device_time_us']:.2f}",
              str(r.get("trials", "")), r.get("date", "")] for r in entries]
     print(_table(["device", "algorithm", "shape", "dtype", "layout", "flags", "choice",
-                  "device us", "trials", "date"], rows))
+                  "time us", "trials", "date"], rows))
+    if not args.all_devices:
+        kind = fingerprints[0].get("kind")
+        print(f"(time us: {'GPU kernel time' if kind == 'cuda' else 'host wall time'}; "
+              "--all-devices lists other devices' entries)")
     return 0
 
 
 def cmd_export(args) -> int:
-    from rltriton_tune.tuning_db import export_profiles
+    from rltriton_tune.tuning_db import ExportError, check_export_destination, export_profiles
 
-    count = export_profiles(args.file)
+    try:
+        check_export_destination(args.file, overwrite=True)
+        if os.path.lexists(args.file) and not args.force \
+                and not _ask(f"{args.file} exists; replace it?", "--force"):
+            print(f"{PROG}: export: {args.file} left as it was", file=sys.stderr)
+            return 1
+        count = export_profiles(args.file, overwrite=True)
+    except (ExportError, OSError) as exc:
+        raise CLIError(f"export: {exc.strerror or exc}" if not isinstance(exc, ExportError)
+                       else f"export: {exc}") from None
     print(f"exported {count} entries to {args.file}")
     return 0
 
 
 def cmd_import(args) -> int:
-    from rltriton_tune.tuning_db import ProfileError, import_profiles
+    from rltriton_tune.tuning_db import DB_ENV, ProfileError, WriteError, import_profiles
+    from rltriton_tune.tuning_db.store import read_profiles
 
-    if not args.file.is_file():
-        print(f"{PROG}: error: import FILE {args.file}: no such file", file=sys.stderr)
-        return 1
+    try:
+        total = sum(len(p.entries) for p in read_profiles(args.file))
+    except ProfileError as exc:
+        raise CLIError(f"import FILE {args.file}: {exc.reason}") from None
+    _writable_db()
     try:
         count = import_profiles(args.file)
     except ProfileError as exc:
-        print(f"{PROG}: error: import FILE {args.file}: {exc.reason}", file=sys.stderr)
-        return 1
+        raise CLIError(f"import FILE {args.file}: {exc.reason}") from None
+    except WriteError as exc:
+        raise CLIError(f"import: {exc}; nothing was kept: set {DB_ENV} to a writable folder "
+                       "and import again") from None
     print(f"imported {count} entries from {args.file}")
+    if total > count:
+        print(f"kept the stored entry of {total - count} key(s) that already had one "
+              f"(`{PROG} tune --refresh` re-times stored entries)")
     return 0
 
 
 def cmd_clear(args) -> int:
-    from rltriton_tune.tune.storage import default_journal
-    from rltriton_tune.tuning_db import clear
+    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.tune.storage import (
+        LOCK_SUFFIX,
+        StorageError,
+        check_journal,
+        default_journal,
+        delete_studies,
+    )
+    from rltriton_tune.tuning_db import fingerprint_id, owned_profiles, remove_profile, user_dir
 
-    removed = clear()
+    if args.all_devices:
+        ids = None
+    elif args.fingerprint:
+        ids = set(args.fingerprint)
+    else:
+        ids = {fingerprint_id(device_fingerprint(resolve_device(args.device)))}
+    targets = [path for path, fp in owned_profiles(user_dir())
+               if ids is None or fingerprint_id(fp) in ids]
     journal = default_journal()
-    for path in (journal, journal.with_name(journal.name + ".lock")):
-        if path.exists():
-            path.unlink()
-            removed.append(path)
+    try:
+        has_journal = journal.is_file() and check_journal(journal) is not None
+    except StorageError:
+        has_journal = False  # not ours: left alone
+    plan = [str(p) for p in targets]
+    if has_journal:
+        plan.append(str(journal) if ids is None else
+                    f"the studies of {', '.join(sorted(ids))} in {journal}")
+    if not plan:
+        print("nothing to clear" + ("" if ids is None else
+                                    f" for {', '.join(sorted(_cell(i) for i in ids))}"))
+        return 0
+    print("will delete:")
+    for line in plan:
+        print(f"  {line}")
+    if not args.yes and not _ask(f"Delete {'these' if len(plan) > 1 else 'this'}?", "--yes"):
+        print("nothing deleted")
+        return 1
+    removed: list[Path] = []
+    try:
+        for path in targets:
+            removed += remove_profile(path)
+        if has_journal and ids is None:
+            for path in (journal, Path(f"{journal}{LOCK_SUFFIX}"), Path(f"{journal}.lock")):
+                if path.exists():
+                    path.unlink()
+                    removed.append(path)
+        elif has_journal:
+            deleted = delete_studies(journal, ids)
+            print(f"deleted {deleted} stud{'y' if deleted == 1 else 'ies'} from {journal}")
+    except (OSError, StorageError) as exc:
+        raise CLIError(f"clear: {getattr(exc, 'strerror', None) or exc}") from None
+    finally:
+        from rltriton_tune.tuning_db import invalidate_cache
+
+        invalidate_cache()
     print(f"removed {len(removed)} file(s)")
     for path in removed:
         print(f"  {path}")
@@ -571,6 +819,8 @@ def cmd_bench(args) -> int:
     keys = _keys(args)
     extra = HELD_OUT_SHAPES if args.held_out is True else args.held_out or []
     held_out = _keys(argparse.Namespace(**{**vars(args), "shapes": extra})) if extra else []
+    if args.output.exists() and not args.output.is_dir():
+        raise CLIError(f"bench --output {args.output} is a file; give a folder")
     saved = args.output / "bench.json"
     previous = None
     if args.resume and saved.exists():
@@ -586,7 +836,10 @@ def cmd_bench(args) -> int:
         except (OSError, ValueError) as exc:
             print(f"{PROG}: warning: --compile-from {path}: {exc}; compiling those baselines",
                   file=sys.stderr)
-    args.output.mkdir(parents=True, exist_ok=True)
+    try:
+        args.output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"bench --output {args.output}: {exc.strerror or exc}") from None
     bar = tqdm(total=len(keys) + len(held_out), desc="bench", unit="key", file=sys.stderr)
     with compile_pool_for(device, args.compile_workers) as pool:
         report = run_bench(keys, device, held_out=held_out, budget_s=args.budget, pool=pool,
@@ -611,12 +864,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return VERBS[args.verb](args)
-    except DeviceError as exc:
+    except (DeviceError, CLIError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted (studies resume on the next run)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``show --format json | head``): stop quietly. Point stdout
+        # at /dev/null so the interpreter's final flush cannot fail again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
 
 
 if __name__ == "__main__":

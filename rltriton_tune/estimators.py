@@ -151,6 +151,8 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
             raise TypeError(f"{function}: {name} is required (got None)")
         if not isinstance(x, Tensor):
             raise TypeError(f"{function}: {name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.layout != torch.strided:  # sparse and other layouts: say so, not a torch error
+            raise TypeError(f"{function}: {name} must be a dense tensor, got layout {x.layout}")
         xs = x.shape
         if kind == _STEP or kind == _FLAG or kind == _INT:
             if xs != shape:

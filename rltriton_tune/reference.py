@@ -38,10 +38,11 @@ def _per_env(x: Tensor | None, n: int) -> Tensor:
 
 
 def _flags(x: Tensor | None, like: Tensor, time_major: bool) -> Tensor:
-    """0/1 flags as float64 ``[T, N]``; all zeros when absent."""
+    """0/1 flags as float64 ``[T, N]`` (non-zero, NaN included, means true); all zeros
+    when absent."""
     if x is None:
         return torch.zeros_like(like)
-    return _steps(x, time_major)
+    return (_steps(x, time_major) != 0).to(_F64)
 
 
 def _bootstrap(bootstrap_values: Tensor | None, last_value: Tensor | None,
@@ -59,15 +60,15 @@ def _episode(rewards: Tensor, terminateds: Tensor, truncateds: Tensor | None,
              time_major: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Rewards, terminations, truncations (zeros if absent) and done = either, time first."""
     r = _steps(rewards, time_major)
-    term = _steps(terminateds, time_major)
+    term = _flags(terminateds, r, time_major)
     trunc = _flags(truncateds, r, time_major)
     return r, term, trunc, torch.maximum(term, trunc)
 
 
 def _next_value(values: Tensor, b: Tensor, trunc: Tensor) -> Tensor:
-    """``nv[t] = b[t]`` if ``t == T-1`` or ``trunc[t] == 1``, else ``values[t+1]``."""
+    """``nv[t] = b[t]`` if ``t == T-1`` or ``trunc[t]`` is set, else ``values[t+1]``."""
     following = torch.cat([values[1:], b[-1:]])    # values[t+1]; b[T-1] at t = T-1
-    return torch.where(trunc == 1, b, following)
+    return torch.where(trunc != 0, b, following)
 
 
 def _zero_row(x: Tensor) -> Tensor:
@@ -186,7 +187,7 @@ def _discounted_returns(rewards, terminateds, truncateds=None, gamma=0.99,
 def _eligibility_traces(gradients, dones, gamma, lambda_, seed_values=None, *,
                         time_major=False):
     g = _steps(gradients, time_major)
-    done = _steps(dones, time_major)
+    done = (_steps(dones, time_major) != 0).to(_F64)  # non-zero means true
     done_prev = torch.cat([torch.zeros_like(done[:1]), done[:-1]])    # done[t-1], done[-1] = 0
     # z[t] = g[t] + γ·λ·(1-done[t-1])·z[t-1],  z[-1] = seed
     return (_forward(g, gamma * lambda_ * (1 - done_prev), _per_env(seed_values, g.shape[1])),)
@@ -195,7 +196,7 @@ def _eligibility_traces(gradients, dones, gamma, lambda_, seed_values=None, *,
 def _episodic_prefix_sum(inputs, dones, seed_values=None, boundary="ends_at", *,
                          time_major=False):
     x = _steps(inputs, time_major)
-    done = _steps(dones, time_major)
+    done = (_steps(dones, time_major) != 0).to(_F64)  # non-zero means true
     if boundary == "ends_at":
         # C[t] = x[t] + (1-done[t-1])·C[t-1],  done[-1] = 0
         keep = 1 - torch.cat([torch.zeros_like(done[:1]), done[:-1]])

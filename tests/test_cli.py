@@ -71,12 +71,12 @@ def test_tune_show_export_clear_import_pipeline(tmp_path, capsys):
                       "device_time_us", "device"):
             assert field in e
         assert e["strategy"] == "torch" and e["device_time_us"] > 0 and e["trials"] == 3
-    code, table, _ = run(capsys, "show", "--algorithm", "gae")
+    code, table, _ = run(capsys, "show", "--algorithm", "gae")  # the old spelling still works
     assert code == 0 and "gae" in table and "episodic_prefix_sum" not in table
 
     exported = tmp_path / "profiles.json"
     assert run(capsys, "export", str(exported))[0] == 0
-    assert run(capsys, "clear")[0] == 0
+    assert run(capsys, "clear", "--yes")[0] == 0
     assert show_json(capsys) == []
     code, out, _ = run(capsys, "import", str(exported))
     assert code == 0 and "imported 4 entries" in out
@@ -234,3 +234,64 @@ def test_four_concurrent_tune_processes_lose_no_entry(tmp_path):
     entries = json.loads(shown.stdout)
     assert sorted((e["algorithm"], e["T"]) for e in entries) == sorted(
         (alg, t) for alg in algorithms for t in (8, 16))
+
+
+def test_version(capsys):
+    from rltriton_tune import __version__
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"rltriton-tune {__version__}"
+
+
+def _record_for_show():
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.tuning_db import Entry, device_fingerprint, record
+
+    mine = device_fingerprint(None)
+    other = {"kind": "cuda", "name": "Some Other GPU", "capability": "8.0", "abi": 1}
+    for fp in (mine, other):
+        record(fp, [Entry(ProblemKey(alg, 8, 8), "torch", {"mode": "loop"}, 3.0)
+                    for alg in ("gae", "vtrace", "discounted_returns")])
+
+
+def test_show_takes_algorithms_like_tune_and_lists_this_device_by_default(capsys):
+    _record_for_show()
+    code, out, _ = run(capsys, "show", "--algorithms", "gae,vtrace", "--format", "json")
+    assert code == 0
+    rows = json.loads(out)
+    assert sorted(r["algorithm"] for r in rows) == ["gae", "vtrace"]
+    assert {r["device"] for r in rows} != {"Some Other GPU"} and len(rows) == 2
+    code, out, _ = run(capsys, "show", "--algorithm", "gae", "--all-devices", "--format", "json")
+    assert sorted(r["device"] for r in json.loads(out))[-1] == "Some Other GPU"
+    assert len(json.loads(out)) == 2
+    code, table, _ = run(capsys, "show")
+    assert "Some Other GPU" not in table and "--all-devices" in table
+    assert max(len(line) for line in table.splitlines()) < 200
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cpu_runs_say_host_time_and_doctor_says_kernels_need_a_gpu(tmp_path, capsys):
+    code, out, _ = run(capsys, "tune", "--algorithms", "gae", "--shapes", "8x8", "--trials", "1",
+                       "--device", "cpu", "--no-progress", "--no-compile-baseline")
+    assert code == 0 and "host us" in out and "device us" not in out
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0 and "kernels usable" not in out and "need a CUDA GPU" in out
+    out_dir = tmp_path / "bench"
+    assert run(capsys, "bench", "--algorithms", "gae", "--shapes", "8x8", "--budget", "0.005",
+               "--device", "cpu", "--output", str(out_dir))[0] == 0
+    header = (out_dir / "bench.md").read_text().split("\n## ")[0]
+    assert "CUDA-graph" not in header and "host wall time" in header
+
+
+def test_tune_refresh_retimes_stored_entries(capsys):
+    code, out, _ = run(capsys, "tune", "--refresh", "--algorithms", "gae", "--device", "cpu")
+    assert code == 0 and "no stored entries to refresh" in out
+    assert run(capsys, "tune", "--algorithms", "gae", "--shapes", "8x8", "--trials", "1",
+               "--device", "cpu", "--no-progress", "--no-compile-baseline")[0] == 0
+    before = show_json(capsys)[0]
+    code, out, _ = run(capsys, "tune", "--refresh", "--algorithms", "gae", "--device", "cpu")
+    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
+    assert out.split()[-1] in ("kept", "replaced")
+    after = show_json(capsys)[0]
+    assert after["refreshed"] is True and after["date"] >= before["date"]

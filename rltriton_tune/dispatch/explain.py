@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import torch
 
-from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES
 from rltriton_tune.call import DTYPES_BY_NAME, LAYOUTS, ProblemKey, flags_string, parse_flags
 from rltriton_tune.dispatch import forcing
 from rltriton_tune.dispatch.decide import Decision, decide
@@ -36,6 +36,12 @@ def _flags(algorithm: str, flags: str | Iterable[str] | None) -> str:
     if unknown:
         raise ValueError(f"flags {unknown} are not valid for {algorithm!r}; allowed: "
                          f"{', '.join(sorted(allowed)) or 'none'}")
+    # The estimators' own rule: last_value stands for bootstrap values, alone.
+    last, boot, trunc = (FLAG_NAMES[n] for n in ("last_value", "bootstrap_values", "truncateds"))
+    if last in given and boot in given:
+        raise ValueError(f"flags: give {last} or {boot}, not both")
+    if last in given and trunc in given | required:
+        raise ValueError(f"flags: {last} cannot be combined with {trunc}; use {boot} instead")
     return flags_string(given | required)
 
 

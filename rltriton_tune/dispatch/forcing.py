@@ -8,8 +8,9 @@ nests; it wins over the environment variable.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,25 +63,28 @@ def make_forced(strategy: str, params: Mapping[str, Any], origin: str) -> Forced
     return Forced(strategy, tuple(sorted(params.items())), origin)
 
 
-class force:  # noqa: N801 - used like a function: ``with force("tiled", BLOCK_T=64):``
+class force:  # noqa: N801 - used like a function: ``with force("tiled"):``
     """Run every estimator call in this context with ``strategy`` and ``params``.
 
     Parameters not given take the strategy's defaults for each key. A config the
-    strategy rejects for a call's shape is a ``ValueError`` at that call. The strategy
-    and parameter names are checked when the object is made. One object may be
-    entered again after it exits (and nested in itself), like a plain context manager.
+    strategy rejects for a call's shape is a ``ValueError`` at that call. The
+    object can be entered again after it exits, and nested in itself; the names
+    are checked on entering.
     """
 
     def __init__(self, strategy: str, **params: Any) -> None:
-        self.forced = make_forced(strategy, params, "force")
-        self._tokens: list[Any] = []
+        self._strategy = strategy
+        self._params = params
+        self._tokens = threading.local()  # a stack of tokens per thread
 
     def __enter__(self) -> Forced:
-        self._tokens.append(_current.set(self.forced))
-        return self.forced
+        forced = make_forced(self._strategy, self._params, "force")
+        stack: list[Token] = self._tokens.__dict__.setdefault("stack", [])
+        stack.append(_current.set(forced))
+        return forced
 
-    def __exit__(self, *exc_info: object) -> None:
-        _current.reset(self._tokens.pop())
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._tokens.stack.pop())
 
 
 def _parse_value(text: str) -> Any:

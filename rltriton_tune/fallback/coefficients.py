@@ -56,6 +56,12 @@ class _Inputs:
         x = self.raw(name)
         return None if x is None else x.to(self.cd)
 
+    def flag(self, name: str) -> Tensor | None:
+        """A flag input as 0/1 in the compute dtype: non-zero (NaN included) means true
+        (SPEC), so every path agrees for flags such as -1 or 0.5; fresh."""
+        x = self.raw(name)
+        return None if x is None else (x != 0).to(self.cd)
+
     def fresh(self, name: str) -> Tensor:
         """A private compute-dtype copy (never the caller's tensor), for α."""
         x = self.raw(name)
@@ -146,7 +152,7 @@ def gae(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     r, v = inp.value("rewards"), inp.value("values")
-    term, trunc = inp.value("terminateds"), inp.value("truncateds")
+    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
     nv = _Bootstrap(inp).next_or_b(v, _mask(trunc))
     alpha = _td_error(nv, _one_minus(term), r, v, g)
     beta = _not_done(term, trunc, g * lam)
@@ -158,7 +164,7 @@ def vtrace(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g = inp.scalar("gamma")
     r, v = inp.value("rewards"), inp.value("values")
-    term, trunc = inp.value("terminateds"), inp.value("truncateds")
+    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
     mask = _mask(trunc)
     boot = _Bootstrap(inp)
     ratio = torch.sub(inp.value("log_pi_target"), inp.value("log_pi_behavior")).exp_()
@@ -219,7 +225,7 @@ def retrace(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     r, q = inp.value("rewards"), inp.value("q_values")
-    term, trunc = inp.value("terminateds"), inp.value("truncateds")
+    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
     pi_a, bad_row = _gather_actions(inp)
     ratio = pi_a.div_(inp.value("action_probs_behavior"))
     rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
@@ -242,7 +248,7 @@ def lambda_returns(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     r, nv = inp.value("rewards"), inp.value("next_values")
-    term, trunc = inp.value("terminateds"), inp.value("truncateds")
+    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
     boot = _Bootstrap(inp)
     not_done = _not_done(term, trunc)
     alpha = torch.mul(nv, 1 - lam).mul_(not_done).mul_(g).add_(r)
@@ -257,7 +263,7 @@ def lambda_returns(call: Call) -> Coefficients:
 def discounted_returns(call: Call) -> Coefficients:
     inp = _Inputs(call)
     g = inp.scalar("gamma")
-    term, trunc = inp.value("terminateds"), inp.value("truncateds")
+    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
     boot = _Bootstrap(inp)
     alpha = inp.fresh("rewards")
     extra = boot.trunc_term(trunc, g)
@@ -277,7 +283,7 @@ def eligibility_traces(call: Call) -> Coefficients:
     inp = _Inputs(call)
     gl = inp.scalar("gamma") * inp.scalar("lambda_")
     alpha = inp.fresh("gradients")
-    beta = _keep_previous(inp.value("dones"), gl)
+    beta = _keep_previous(inp.flag("dones"), gl)
     _fold(alpha, beta, False, inp.value("seed_values"))
     return Coefficients(alpha, beta, False, _identity)
 
@@ -285,7 +291,7 @@ def eligibility_traces(call: Call) -> Coefficients:
 def episodic_prefix_sum(call: Call) -> Coefficients:
     inp = _Inputs(call)
     alpha = inp.fresh("inputs")
-    dones = inp.value("dones")
+    dones = inp.flag("dones")
     beta = _one_minus(dones) if call.starts_at else _keep_previous(dones, 1.0)
     _fold(alpha, beta, False, inp.value("seed_values"))
     return Coefficients(alpha, beta, False, _identity)

@@ -60,6 +60,12 @@ def _ld(ptr, rows, ts, sn, st, mask):
 
 
 @triton.jit
+def _flag(ptr, rows, ts, sn, st, mask):
+    """Load a flag input as float32 0/1: non-zero (NaN included) means true (SPEC)."""
+    return (tl.load(ptr + rows * sn + ts * st, mask=mask, other=0) != 0).to(tl.float32)
+
+
+@triton.jit
 def _ld_env(ptr, rows, se, mask):
     """Load a per-env ``[N]`` input (broadcast over time) as float32."""
     return tl.load(ptr + rows * se, mask=mask, other=0).to(tl.float32)
@@ -81,7 +87,7 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
     """(trunc, b, done, cut) at ts: cut marks t == T-1 or trunc[t] (nv = b there)."""
     if F_TRUNC:
-        trunc = _ld(P_TRUNC, rows, ts, sn, st, m)
+        trunc = _flag(P_TRUNC, rows, ts, sn, st, m)
     else:
         trunc = tl.zeros_like(term)
     if F_BOOT:
@@ -120,7 +126,7 @@ def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, sa
     r = _ld(P0, rows, ts, sn, st, m)
     v = _ld(P1, rows, ts, sn, st, m)
     v_next = _ld(P1, rows, ts + 1, sn, st, m & (ts + 1 < T))
-    term = _ld(P2, rows, ts, sn, st, m)
+    term = _flag(P2, rows, ts, sn, st, m)
     trunc, b, done, cut = _bootstrap_and_done(P3, P4, P5, rows, ts, N, T, sn, st, se, term, m,
                                               F_TRUNC, F_BOOT, F_ENV)
     nv = tl.where(cut, b, v_next)
@@ -146,7 +152,7 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
     v = _ld(P2, rows, ts, sn, st, m)
     v_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
     r = _ld(P3, rows, ts, sn, st, m)
-    term = _ld(P4, rows, ts, sn, st, m)
+    term = _flag(P4, rows, ts, sn, st, m)
     trunc, b, done, cut = _bootstrap_and_done(P5, P6, P7, rows, ts, N, T, sn, st, se, term, m,
                                               F_TRUNC, F_BOOT, F_ENV)
     delta = rho * (r + S0 * (1.0 - term) * tl.where(cut, b, v_next) - v)
@@ -219,9 +225,9 @@ def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, sa
         eq += tl.sum(pi * nq, axis=2)
     q = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P5, rows, ts, sn, st, m)
-    term = _ld(P6, rows, ts, sn, st, m)
+    term = _flag(P6, rows, ts, sn, st, m)
     if F_TRUNC:
-        done = tl.maximum(term, _ld(P7, rows, ts, sn, st, m))
+        done = tl.maximum(term, _flag(P7, rows, ts, sn, st, m))
     else:
         done = term
     m_next = m & (ts + 1 < T)
@@ -254,7 +260,7 @@ def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, 
     m = _valid(rows, ts, N, T, EVEN)
     q = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P5, rows, ts, sn, st, m)
-    term = _ld(P6, rows, ts, sn, st, m)
+    term = _flag(P6, rows, ts, sn, st, m)
     ratio = _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa)
     q_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
     adv = _clip(ratio, S3) * (r + S0 * (1.0 - term) * (q_next + y_next) - q)
@@ -281,7 +287,7 @@ def _returns_boundary(P_TRUNC, P_BOOT, rows, ts, N, T, sn, st, term, m,
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr):
     """(trunc, b, done, b at T-1 on the last step) for the two returns estimators."""
     if F_TRUNC:
-        trunc = _ld(P_TRUNC, rows, ts, sn, st, m)
+        trunc = _flag(P_TRUNC, rows, ts, sn, st, m)
     else:
         trunc = tl.zeros_like(term)
     if F_BOOT:
@@ -299,7 +305,7 @@ def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn,
     m = _valid(rows, ts, N, T, EVEN)
     r = _ld(P0, rows, ts, sn, st, m)
     nv = _ld(P1, rows, ts, sn, st, m)
-    term = _ld(P2, rows, ts, sn, st, m)
+    term = _flag(P2, rows, ts, sn, st, m)
     trunc, b, done = _returns_boundary(P3, P4, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
     alpha = r + S0 * (1.0 - done) * (1.0 - S1) * nv + S0 * trunc * b
     beta = S0 * S1 * (1.0 - done)
@@ -319,7 +325,7 @@ def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
                               EVEN: tl.constexpr):
     m = _valid(rows, ts, N, T, EVEN)
     r = _ld(P0, rows, ts, sn, st, m)
-    term = _ld(P1, rows, ts, sn, st, m)
+    term = _flag(P1, rows, ts, sn, st, m)
     trunc, b, done = _returns_boundary(P2, P3, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
     alpha = r + S0 * trunc * b
     beta = S0 * (1.0 - done)
@@ -338,9 +344,9 @@ def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.con
     m = _valid(rows, ts, N, T, EVEN)
     x = _ld(P0, rows, ts, sn, st, m)
     if F_STARTS:
-        done = _ld(P1, rows, ts, sn, st, m)
+        done = _flag(P1, rows, ts, sn, st, m)
     else:
-        done = _ld(P1, rows, ts - 1, sn, st, m & (ts >= 1))     # done[-1] = 0
+        done = _flag(P1, rows, ts - 1, sn, st, m & (ts >= 1))     # done[-1] = 0
     beta = decay * (1.0 - done)
     if F_ENV:
         first = ts == 0

@@ -392,8 +392,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines = [f"# rltriton-tune bench: {report['device_name']} ({report['device']})", "",
              f"torch {report['torch']}, Triton {report.get('triton') or '-'}, "
              f"{report.get('date', '')}. Copy bandwidth {report['copy_bandwidth_gbs']:.0f} GB/s. "
-             "Device time in us (CUDA-graph replays, inputs rotated past L2); full call: "
-             "host wall time per back-to-back call of the public function.", ""]
+             + ("Device time in us (CUDA-graph replays, inputs rotated past L2); " if cuda else
+                "Time in us: host wall time per call, median of repeats after a warm-up; ")
+             + "full call: host wall time per back-to-back call of the public function.", ""]
     for title, part in (("Tuning grid", [r for r in rows if not r.get("held_out")]),
                         ("Held-out shapes", [r for r in rows if r.get("held_out")])):
         if not part:

@@ -39,7 +39,8 @@ def _tune_and_record(key: ProblemKey, device: torch.device, fingerprint: dict[st
     if entry is not None:
         from rltriton_tune.tuning_db import record
 
-        record(fingerprint, [entry])  # keeps it in memory if the folder is not writable
+        # keeps it in memory if the folder is not writable; never replaces a stored entry
+        record(fingerprint, [entry], replace=False)
     return entry
 
 

@@ -5,6 +5,11 @@ choice and a few diverse configs enqueued first), evaluates them and tells the
 results; the study's finished trials count toward the budget, so an interrupted
 run resumes and several workers share one budget. :func:`finalize` re-measures
 the best few distinct configs, measures the baselines and records the entry.
+
+A stored entry for the key (from an earlier run, an import or the shipped
+profile) is replaced only after a head-to-head: its config is re-measured beside
+the new best ones, on the same inputs in the same process, and whichever is
+faster is recorded. A date written in a file never decides.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from rltriton_tune.call import ProblemKey
 from rltriton_tune.strategy import InvalidConfig, Strategy
 from rltriton_tune.tune.baselines import baseline_candidates
 from rltriton_tune.tune.compile_pool import CompilePool
-from rltriton_tune.tune.evaluate import Evaluator, Outcome
+from rltriton_tune.tune.evaluate import Evaluator, Outcome, describe
 from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice, related_choices
 from rltriton_tune.tune.storage import open_storage
 
@@ -234,6 +239,16 @@ class StudyResult:
     trials: int = 0
     failed: int = 0
     entry: Any = None
+    #: The config of the entry stored before this run, when it was timed head to head.
+    stored: Candidate | None = None
+    #: Why the stored config took no part (it fails on this stack), if it did not.
+    stored_error: str | None = None
+
+    @property
+    def kept_stored(self) -> bool:
+        """Whether the stored config won the head-to-head (and is recorded again)."""
+        return (self.stored is not None and self.best is not None
+                and self.best.candidate.label() == self.stored.label())
 
 
 def best_candidates(study: optuna.Study, k: int = TOP_K) -> list[Candidate]:
@@ -266,6 +281,12 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
         top = best_candidates(study)
         budget = remeasure_s if remeasure_s is not None else 2 * getattr(
             evaluator, "time_budget_s", 0.1) or None
+        if record and top:
+            result.stored = stored_candidate(key, device)
+        if result.stored is not None and result.stored.label() not in {c.label() for c in top}:
+            result.stored_error = gate_verdict(evaluator, result.stored, budget)
+            if result.stored_error is None:
+                top = [*top, result.stored]  # head to head with the new best configs
         measured = [o for o in evaluator.evaluate(top, budget_s=budget, gate=False) if o.ok]
         measured.sort(key=lambda o: o.timing.device_us)
         if measured:
@@ -290,6 +311,26 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
 
             record_entries(fingerprint_of(device), [result.entry])
     return result
+
+
+def stored_candidate(key: ProblemKey, device: torch.device) -> Candidate | None:
+    """The config of the entry this device uses for ``key`` now (user or shipped), if any."""
+    from rltriton_tune.tuning_db import load_profiles
+
+    entry = load_profiles(fingerprint_of(device)).entries.get(key.as_text())
+    return None if entry is None else Candidate(entry.strategy, dict(entry.params))
+
+
+def gate_verdict(evaluator: Any, cand: Candidate, budget_s: float | None) -> str | None:
+    """Why ``cand`` fails to compile or gives wrong results here (None: it passes)."""
+    check = getattr(evaluator, "check", None)
+    if check is None:  # an evaluator in a child process gates while it times
+        return evaluator.evaluate([cand], budget_s=budget_s, gate=True)[0].error
+    try:
+        check(cand)
+    except Exception as exc:  # noqa: BLE001 - a stored config may not work on this stack
+        return describe(exc)
+    return None
 
 
 def make_entry(result: StudyResult) -> Any:

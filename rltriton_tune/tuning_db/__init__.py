@@ -4,7 +4,9 @@ A profile maps problem keys to the tuned strategy and parameters, with the
 evidence (device time, runner-up, baselines, trials, date). Shipped profiles
 live in ``profiles/`` inside this package; the user's in ``user_dir()``; user
 entries override shipped ones, and a profile for another fingerprint is never
-used. Writes are locked, merged and atomic; bad files are reported and skipped.
+used. Writes are locked, merged and atomic; bad files (corrupt, foreign, over
+16 MB, nested too deeply) are reported and skipped. What the database promises
+is written down in ``docs/database.md``.
 The file format is documented in ``SCHEMA.md`` next to this module.
 """
 
@@ -20,8 +22,23 @@ from rltriton_tune.tuning_db.schema import (
     UnsupportedVersion,
 )
 from rltriton_tune.tuning_db.state import invalidate_cache
-from rltriton_tune.tuning_db.store import clear, merge_entries, read_profile, read_profiles, record
-from rltriton_tune.tuning_db.transfer import export_profiles, import_profiles, known_fingerprints
+from rltriton_tune.tuning_db.store import (
+    WriteError,
+    clear,
+    merge_entries,
+    owned_profiles,
+    read_profile,
+    read_profiles,
+    record,
+    remove_profile,
+)
+from rltriton_tune.tuning_db.transfer import (
+    ExportError,
+    check_export_destination,
+    export_profiles,
+    import_profiles,
+    known_fingerprints,
+)
 
 __all__ = [
     "SCHEMA",
@@ -46,6 +63,11 @@ __all__ = [
     "record",
     "merge_entries",
     "clear",
+    "owned_profiles",
+    "remove_profile",
+    "WriteError",
+    "ExportError",
+    "check_export_destination",
     "export_profiles",
     "import_profiles",
     "known_fingerprints",

@@ -42,10 +42,6 @@ def fingerprint_id(fp: dict[str, Any]) -> str:
     return f"{slug}-{digest}"
 
 
-#: Matches file names produced by :func:`fingerprint_id` (used by ``clear``).
-ID_PATTERN = re.compile(r"^[a-z0-9.-]*-[0-9a-f]{10}\.json$")
-
-
 def identity(fp: dict[str, Any]) -> dict[str, Any]:
     """``fp`` without software-version fields: what decides whether a profile applies."""
     canonical_fingerprint(fp)  # validates, naming the argument

@@ -14,11 +14,7 @@ from typing import Any
 
 from rltriton_tune.tuning_db import locations, state
 from rltriton_tune.tuning_db.fingerprint import describe_mismatch, identity_text
-from rltriton_tune.tuning_db.schema import (
-    Entry,
-    ProfileError,
-    newer_or_same,
-)
+from rltriton_tune.tuning_db.schema import Entry, ProfileError
 from rltriton_tune.tuning_db.store import read_profiles
 
 
@@ -76,13 +72,17 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet
     reports: list[FileReport] = []
     borrowing: dict[str, float] = {}
     for folder in folders:
-        tier: dict[str, Entry] = {}  # within one folder the newer date wins
+        # Within one folder the fingerprint's own file (<fingerprint_id>.json) wins; other
+        # files holding this fingerprint only add keys it lacks, first file name first.
+        # Dates written in files are not compared.
+        own_name = locations.profile_path(fp, folder).name
+        tier: dict[str, Entry] = {}
         tier_sources: dict[str, Path] = {}
         for path in _profile_files(folder, reports):
             for profile in _usable_profiles(path, fp, canonical, reports):
                 borrowing.update(profile.borrowing)
                 for text, entry in profile.entries.items():
-                    if text not in tier or newer_or_same(entry, tier[text]):
+                    if path.name == own_name or text not in tier:
                         tier[text] = entry
                         tier_sources[text] = path
         entries.update(tier)  # a later folder (the user's) overrides an earlier one

@@ -21,6 +21,13 @@ from rltriton_tune.call import DTYPES_BY_NAME, LAYOUTS, ProblemKey, flags_string
 SCHEMA = "rltriton-tune-profile"
 SCHEMA_VERSION = 1
 
+#: Largest profile file read (bytes): a profile of every key of the full preset on every
+#: dtype and layout is well under 1 MB, so a bigger file is not one this package wrote.
+MAX_PROFILE_BYTES = 16 * 2**20
+#: Deepest JSON nesting a profile may have (a bundle of profiles with entries holding
+#: params and runner-up objects is 7 deep); anything deeper is rejected as corrupt.
+MAX_DEPTH = 16
+
 _KNOWN_FLAGS = frozenset(FLAG_NAMES.values()) | {STARTS_AT}
 _KEY_FIELDS = ("algorithm", "N", "T", "A", "dtype", "layout", "flags")
 _ENTRY_FIELDS = _KEY_FIELDS + (
@@ -53,16 +60,6 @@ def parse_date(text: str) -> datetime | None:
         return None
     stamp = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
-
-
-def newer_or_same(candidate: Entry, current: Entry) -> bool:
-    """Merge rule: ``candidate`` replaces ``current`` unless ``current`` is strictly newer.
-
-    An entry without a date counts as oldest; on a tie the candidate (the later
-    write) wins.
-    """
-    old = datetime.min.replace(tzinfo=timezone.utc)
-    return (parse_date(candidate.date) or old) >= (parse_date(current.date) or old)
 
 
 @dataclass
@@ -188,7 +185,11 @@ def dumps(document: dict[str, Any]) -> str:
 
 
 def profiles_from_text(text: str | bytes, path: Path | str | None = None) -> list[Profile]:
-    """Parse a profile file or an export bundle into profiles; raise :class:`ProfileError`."""
+    """Parse a profile file or an export bundle into profiles; raise :class:`ProfileError`
+    (also for a text over :data:`MAX_PROFILE_BYTES` or nested deeper than :data:`MAX_DEPTH`)."""
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_PROFILE_BYTES:
+        raise ProfileError(too_large(size), path)
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -206,6 +207,10 @@ def profiles_from_text(text: str | bytes, path: Path | str | None = None) -> lis
                            f"{err.msg}", path) from None
     except ValueError as err:
         raise ProfileError(f"corrupt: {err}", path) from None
+    except RecursionError:
+        raise ProfileError(f"corrupt: JSON nested deeper than {MAX_DEPTH} levels", path) from None
+    if _depth_exceeds(document, MAX_DEPTH):
+        raise ProfileError(f"corrupt: JSON nested deeper than {MAX_DEPTH} levels", path)
     if not isinstance(document, dict):
         raise ProfileError(f"foreign file: top level is a JSON {type(document).__name__}, "
                            "not an object", path)
@@ -217,6 +222,29 @@ def profiles_from_text(text: str | bytes, path: Path | str | None = None) -> lis
     else:
         bodies = [document]
     return [_profile_body(body, i, path, len(bodies) > 1) for i, body in enumerate(bodies)]
+
+
+def too_large(size: int) -> str:
+    """The reason given for a file over :data:`MAX_PROFILE_BYTES`."""
+    return (f"too large: {size / 2**20:.1f} MB (profiles are at most "
+            f"{MAX_PROFILE_BYTES // 2**20} MB)")
+
+
+def _depth_exceeds(document: Any, limit: int) -> bool:
+    """Whether ``document`` nests lists/objects more than ``limit`` deep (iterative, so a
+    hostile file cannot exhaust the stack here)."""
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = (value.values() if isinstance(value, dict)
+                    else value if isinstance(value, list) else None)
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (dict, list)))
+    return False
 
 
 def bundle_to_json(profiles: list[Profile]) -> dict[str, Any]:

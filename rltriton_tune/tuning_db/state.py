@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rltriton_tune import state as process
-from rltriton_tune.tuning_db.schema import Entry, newer_or_same
+from rltriton_tune.tuning_db.schema import Entry
 
 
 def invalidate_cache() -> None:
@@ -31,12 +31,15 @@ def forget_warnings() -> None:
         process.STATE.warned.clear()
 
 
-def overlay_add(canonical: str, entries: list[Entry], path: Path) -> None:
+def overlay_add(canonical: str, entries: list[Entry], path: Path,
+                replace: bool = True) -> None:
+    """Hold ``entries`` meant for ``path`` in memory; a later entry for the same key
+    replaces the held one unless ``replace`` is False (as in :func:`store.merge_entries`)."""
     with process.STATE.lock:
         held = process.STATE.overlay.setdefault(canonical, {})
         for entry in entries:
             text = entry.key.as_text()
-            if text not in held or newer_or_same(entry, held[text][0]):
+            if replace or text not in held:
                 held[text] = (entry, path)
 
 

@@ -1,15 +1,21 @@
 """Reading and writing profile files: locked, merged with what is on disk, atomic.
 
 A write takes ``<profile>.json.lock`` (an OS file lock, released if the holder
-dies), re-reads the file, merges (the newer ``date`` wins per key), writes a temp
-file, fsyncs it and renames it over the profile. Readers never take the lock:
-a rename is atomic, so they see the old file or the new one, never a mix.
+dies), re-reads the file, merges, writes a temp file, fsyncs it and renames it
+over the profile. Readers never take the lock: a rename is atomic, so they see
+the old file or the new one, never a mix.
+
+Merging never trusts the ``date`` written in a file: a writer either replaces
+the stored entry of a key (the tuner does so only after timing its choice
+against the stored one in the same process) or only adds keys that are missing
+(``import``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from contextlib import suppress
@@ -20,17 +26,18 @@ from typing import Any
 import filelock
 
 from rltriton_tune.tuning_db import state
-from rltriton_tune.tuning_db.fingerprint import ID_PATTERN, identity_text, same_fingerprint
+from rltriton_tune.tuning_db.fingerprint import fingerprint_id, identity_text, same_fingerprint
 from rltriton_tune.tuning_db.locations import profile_path, user_dir
 from rltriton_tune.tuning_db.schema import (
+    MAX_PROFILE_BYTES,
     Entry,
     Profile,
     ProfileError,
     UnsupportedVersion,
     canonical_fingerprint,
     dumps,
-    newer_or_same,
     profiles_from_text,
+    too_large,
     utc_now,
 )
 
@@ -38,16 +45,34 @@ from rltriton_tune.tuning_db.schema import (
 LOCK_TIMEOUT_S = 60.0
 
 
+class WriteError(OSError):
+    """A profile could not be written; ``reason`` says why (without the path)."""
+
+    def __init__(self, reason: str, path: Path) -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(f"cannot write {path}: {reason}")
+
+
 def read_profiles(path: Path) -> list[Profile]:
     """Every profile in a file (a profile file holds one; an export bundle may hold several)."""
-    path = Path(path)
+    return profiles_from_text(_read_bounded(Path(path)), path)
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of a regular file of at most :data:`MAX_PROFILE_BYTES`; else ProfileError."""
     try:
-        data = path.read_bytes()
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, a device never end
+            raise ProfileError("not a regular file", path)
+        with open(path, "rb") as f:
+            data = f.read(MAX_PROFILE_BYTES + 1)
+            if len(data) > MAX_PROFILE_BYTES:
+                raise ProfileError(too_large(os.fstat(f.fileno()).st_size), path)
+            return data
     except FileNotFoundError:
         raise ProfileError("file not found", path) from None
     except OSError as err:
         raise ProfileError(f"unreadable: {err.strerror or err}", path) from None
-    return profiles_from_text(data, path)
 
 
 def read_profile(path: Path) -> Profile:
@@ -78,27 +103,32 @@ def write_atomic(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
-def merge_entries(base: dict[str, Entry], incoming: Iterable[Entry]) -> dict[str, Entry]:
-    """``base`` updated with ``incoming``; for the same key the newer ``date`` wins
-    (a tie goes to ``incoming``)."""
+def merge_entries(base: dict[str, Entry], incoming: Iterable[Entry],
+                  replace: bool = True) -> dict[str, Entry]:
+    """``base`` updated with ``incoming``: for a key in both, ``incoming`` wins when
+    ``replace`` (the caller has decided, e.g. by a head-to-head timing), else ``base``
+    is kept and only missing keys are added. Dates are not compared."""
     merged = dict(base)
     for entry in incoming:
         text = entry.key.as_text()
-        if text not in merged or newer_or_same(entry, merged[text]):
+        if replace or text not in merged:
             merged[text] = entry
     return merged
 
 
-def record(fp: dict[str, Any], entries: Iterable[Entry],
-           directory: Path | None = None) -> Path | None:
+def record(fp: dict[str, Any], entries: Iterable[Entry], directory: Path | None = None,
+           *, replace: bool = True, keep_in_memory: bool = True) -> Path | None:
     """Merge ``entries`` into the profile for ``fp`` in ``directory`` (default: the
     user's folder) and return its path.
 
+    ``replace``: an entry replaces the stored one of its key (the caller compared
+    them); when False, keys already stored keep their entry (see :func:`merge_entries`).
     Entries without a date get the current time. If the folder cannot be written
     (read-only, uncreatable, lock timeout, or a profile of a newer schema is in
     the way), the entries are kept in this process's memory, where
     ``load_profiles`` still finds them, one warning is issued per folder, and
-    ``None`` is returned (as it is for no entries). Bad entries raise
+    ``None`` is returned (as it is for no entries); with ``keep_in_memory=False``
+    :class:`WriteError` is raised instead and nothing is kept. Bad entries raise
     :class:`ProfileError` (or ``TypeError`` for non-entries) before any I/O.
     """
     canonical_fingerprint(fp)
@@ -110,10 +140,15 @@ def record(fp: dict[str, Any], entries: Iterable[Entry],
     path = profile_path(fp, base)
     pending = state.overlay_take(canonical, path)  # earlier unwritten entries: retry them
     try:
-        _merge_into(path, fp, pending + fresh)
+        _merge_into(path, fp, pending, fresh, replace)
     except (OSError, filelock.Timeout, UnsupportedVersion) as err:
-        state.overlay_add(canonical, pending + fresh, path)
-        reason = err.reason if isinstance(err, ProfileError) else f"{type(err).__name__}: {err}"
+        state.overlay_add(canonical, pending, path)
+        reason = err.reason if isinstance(err, ProfileError) else (
+            f"{type(err).__name__}: {err.strerror or err}" if isinstance(err, OSError)
+            else f"{type(err).__name__}: {err}")
+        if not keep_in_memory:
+            raise WriteError(reason, path) from None
+        state.overlay_add(canonical, fresh, path, replace)
         state.warn_once("unwritable", str(base),
                         f"rltriton-tune: cannot write tuning profile {path} ({reason}); "
                         "keeping new entries in memory for this process only")
@@ -123,36 +158,60 @@ def record(fp: dict[str, Any], entries: Iterable[Entry],
     return path
 
 
-def clear(fp: dict[str, Any] | None = None, directory: Path | None = None) -> list[Path]:
-    """Delete the user's profile(s) in ``directory`` (default: the user's folder): those
-    for ``fp``, or every profile file when ``fp`` is None. Unrelated JSON files (not
-    named like a profile and not parseable as one) are left alone. Returns the paths
-    removed; in-memory entries for the same folder are forgotten too."""
-    canonical = identity_text(fp) if fp is not None else None
+def owned_profiles(directory: Path | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    """The profile files this package wrote in ``directory`` (default: the user's
+    folder), with their fingerprints: regular files holding exactly one valid profile
+    and named ``<fingerprint_id>.json`` after that profile's own fingerprint. Exports,
+    bundles, corrupt files and anything else are not listed."""
     base = Path(directory) if directory is not None else user_dir()
-    removed: list[Path] = []
-    candidates = sorted(base.glob("*.json")) if base.is_dir() else []
+    owned = []
+    try:
+        candidates = sorted(base.glob("*.json")) if base.is_dir() else []
+    except OSError:
+        return []
     for path in candidates:
-        if not path.is_file() or not _clearable(path, fp):
+        if path.is_symlink() or not path.is_file():
             continue
-        with filelock.FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
-            path.unlink(missing_ok=True)
-        removed.append(path)
-    state.overlay_drop(canonical, base)
-    state.invalidate_cache()
+        try:
+            profiles = read_profiles(path)
+        except ProfileError:
+            continue
+        if len(profiles) == 1 and path.name == f"{fingerprint_id(profiles[0].fingerprint)}.json":
+            owned.append((path, profiles[0].fingerprint))
+    return owned
+
+
+def remove_profile(path: Path) -> list[Path]:
+    """Delete one profile file (under its write lock) and its lock file; returns what
+    was removed. Raises OSError when the folder cannot be written."""
+    path = Path(path)
+    lock = Path(f"{path}.lock")
+    removed = []
+    with filelock.FileLock(str(lock), timeout=LOCK_TIMEOUT_S):
+        if path.exists():
+            path.unlink()
+            removed.append(path)
+    with suppress(FileNotFoundError):
+        lock.unlink()
+        removed.append(lock)
     return removed
 
 
-def _clearable(path: Path, fp: dict[str, Any] | None) -> bool:
-    if fp is not None and path.name == profile_path(fp, path.parent).name:
-        return True
-    try:
-        profiles = read_profiles(path)
-    except ProfileError:
-        return fp is None and ID_PATTERN.match(path.name) is not None
-    if fp is None:
-        return True
-    return any(same_fingerprint(p.fingerprint, fp) for p in profiles)
+def clear(fp: dict[str, Any] | None = None, directory: Path | None = None) -> list[Path]:
+    """Delete the profiles this package wrote in ``directory`` (default: the user's
+    folder; see :func:`owned_profiles`): the one for ``fp``, or all of them when
+    ``fp`` is None, with their lock files. Other files are never touched. Returns
+    the profile paths removed; in-memory entries for the same folder are forgotten."""
+    canonical = canonical_fingerprint(fp) if fp is not None else None
+    base = Path(directory) if directory is not None else user_dir()
+    removed: list[Path] = []
+    for path, found in owned_profiles(base):
+        if canonical is None or canonical_fingerprint(found) == canonical:
+            if path in remove_profile(path):
+                removed.append(path)
+    state.overlay_drop(canonical, base)
+    state.invalidate_cache()
+    return removed
 
 
 def _prepare(entries: Iterable[Entry]) -> list[Entry]:
@@ -173,14 +232,15 @@ def _prepare(entries: Iterable[Entry]) -> list[Entry]:
     return prepared
 
 
-def _merge_into(path: Path, fp: dict[str, Any], incoming: list[Entry]) -> None:
+def _merge_into(path: Path, fp: dict[str, Any], pending: list[Entry], incoming: list[Entry],
+                replace: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
         for stale in path.parent.glob(f".{path.name}.*.tmp"):
             with suppress(OSError):  # left by a writer that died: only writers make these
                 stale.unlink()
         current = _on_disk(path, fp)
-        merged = merge_entries(current.entries, incoming)
+        merged = merge_entries(merge_entries(current.entries, pending), incoming, replace)
         write_atomic(path, dumps(Profile(fp, merged, borrowing=current.borrowing).to_json()))
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +20,49 @@ from rltriton_tune.tuning_db.schema import (
 from rltriton_tune.tuning_db.store import read_profiles, record, write_atomic
 
 
-def export_profiles(dest: Path, fp: dict[str, Any] | None = None) -> int:
+class ExportError(OSError):
+    """``export`` refused its destination; the message says why."""
+
+
+def check_export_destination(dest: Path, overwrite: bool = False) -> None:
+    """Raise :class:`ExportError` unless ``dest`` can take an export: it must not be a
+    symlink, a folder, a device or anything but a regular file, its folder must be a
+    folder (or creatable), and an existing file is replaced only with ``overwrite``."""
+    dest = Path(dest)
+    try:
+        info = os.lstat(dest)
+    except FileNotFoundError:
+        info = None
+    except OSError as err:  # e.g. a path under a regular file
+        raise ExportError(f"{dest}: {err.strerror or err}") from None
+    if info is not None:
+        if stat.S_ISLNK(info.st_mode):
+            raise ExportError(f"{dest} is a symbolic link; give the real path")
+        if stat.S_ISDIR(info.st_mode):
+            raise ExportError(f"{dest} is a folder; give a file name")
+        if not stat.S_ISREG(info.st_mode):
+            raise ExportError(f"{dest} is not a regular file")
+        if not overwrite:
+            raise ExportError(f"{dest} already exists")
+    for parent in dest.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ExportError(f"{dest}: {parent} is not a folder")
+            break
+
+
+def export_profiles(dest: Path, fp: dict[str, Any] | None = None, *,
+                    overwrite: bool = True) -> int:
     """Write the merged entries (shipped, overridden by the user's, plus in-memory ones)
     to ``dest`` and return how many entries were written.
 
     With ``fp``, or when only one fingerprint is known, ``dest`` is a plain profile
     file (it can be dropped into ``profiles/`` to ship it); with ``fp=None`` and
     several fingerprints it is an export bundle holding one profile per fingerprint.
+    ``dest`` must be a regular file or new (see :func:`check_export_destination`); an
+    existing file is replaced only with ``overwrite``.
     """
+    check_export_destination(dest, overwrite)
     fingerprints = [fp] if fp is not None else known_fingerprints()
     profiles = [Profile(f, dict(load_profiles(f).entries)) for f in fingerprints]
     if len(profiles) == 1:
@@ -39,15 +76,25 @@ def export_profiles(dest: Path, fp: dict[str, Any] | None = None) -> int:
 
 
 def import_profiles(src: Path, directory: Path | None = None) -> int:
-    """Validate ``src`` (a profile file or an export bundle) as a whole, then merge each
-    profile in it into ``directory`` (default: the user's folder), the newer ``date``
-    winning per key. Returns the number of entries imported. Raises
-    :class:`ProfileError` naming the problem if any part of ``src`` is invalid (then
-    nothing is imported)."""
+    """Validate ``src`` (a profile file or an export bundle) as a whole, then add each
+    profile's entries to ``directory`` (default: the user's folder). A key that already
+    has an entry there keeps it: replacing a measured entry takes a head-to-head timing
+    (``rltriton-tune tune --refresh``), not a date. Returns the number of entries added.
+    Raises :class:`ProfileError` naming the problem if any part of ``src`` is invalid
+    (then nothing is imported), and :class:`~rltriton_tune.tuning_db.store.WriteError`
+    if the folder cannot be written (nothing is kept in memory then)."""
     profiles = read_profiles(Path(src))
+    added = 0
     for profile in profiles:
-        record(profile.fingerprint, profile.entries.values(), directory)
-    return sum(len(p.entries) for p in profiles)
+        target = locations.profile_path(profile.fingerprint, directory)
+        try:
+            stored = set(read_profiles(target)[0].entries)
+        except (ProfileError, IndexError):
+            stored = set()
+        record(profile.fingerprint, profile.entries.values(), directory, replace=False,
+               keep_in_memory=False)
+        added += len(set(profile.entries) - stored)
+    return added
 
 
 def known_fingerprints() -> list[dict[str, Any]]:

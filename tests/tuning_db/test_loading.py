@@ -8,6 +8,7 @@ from tuning_db_helpers import A100, H200, entry
 
 from rltriton_tune.tuning_db import (
     SCHEMA,
+    Profile,
     export_profiles,
     invalidate_cache,
     load_profiles,
@@ -16,6 +17,7 @@ from rltriton_tune.tuning_db import (
     read_profile,
     record,
 )
+from rltriton_tune.tuning_db.schema import dumps
 
 KEY = "gae|none|float32|env|N=4096|T=32"
 
@@ -142,15 +144,30 @@ def test_load_is_cached_until_something_is_recorded(shipped, user):
     assert set(load_profiles(H200).entries) == {"gae|none|float32|env|N=8|T=32"}
 
 
-def test_newer_date_wins_on_merge(user):
-    record(H200, [entry(strategy="tiled", date="2025-06-30T12:00:00Z")])
-    record(H200, [entry(strategy="flat", date="2025-06-30T11:00:00Z")])  # older: ignored
-    assert read_profile(profile_path(H200)).entries[KEY].strategy == "tiled"
-    record(H200, [entry(strategy="split", date="2025-06-30T13:00:00+00:00")])
-    assert read_profile(profile_path(H200)).entries[KEY].strategy == "split"
-    record(H200, [entry(strategy="sequential", date="")])  # undated: stamped now, newest
+def test_merge_ignores_dates_written_in_files(user):
+    """A stored entry dated far in the future blocks nothing: the writer decides
+    (the tuner only after a head-to-head), and ``replace=False`` only adds keys."""
+    record(H200, [entry(strategy="tiled", date="9999-12-31T00:00:00Z")])
+    record(H200, [entry(strategy="flat", date="2025-06-30T11:00:00Z")])
+    assert read_profile(profile_path(H200)).entries[KEY].strategy == "flat"
+    record(H200, [entry(strategy="split", date="9999-12-31T00:00:00Z"), entry(n=8)],
+           replace=False)
+    stored = read_profile(profile_path(H200)).entries
+    assert stored[KEY].strategy == "flat" and "gae|none|float32|env|N=8|T=32" in stored
+    record(H200, [entry(strategy="sequential", date="")])  # undated: stamped now
     stored = read_profile(profile_path(H200)).entries[KEY]
     assert stored.strategy == "sequential" and stored.date.endswith("Z")
+
+
+def test_within_a_folder_the_fingerprints_own_file_wins_whatever_the_dates(user):
+    record(H200, [entry(strategy="tiled", date="2020-01-01T00:00:00Z")])
+    other = Profile(H200, {KEY: entry(strategy="flat", date="9999-12-31T00:00:00Z"),
+                           "gae|none|float32|env|N=8|T=32": entry(n=8, strategy="flat")})
+    (user / "aaa-copy.json").write_text(dumps(other.to_json()))
+    (user / "zzz-copy.json").write_text(dumps(other.to_json()))
+    loaded = load_profiles(H200)
+    assert loaded.entries[KEY].strategy == "tiled"  # the own file, though "older"
+    assert loaded.entries["gae|none|float32|env|N=8|T=32"].strategy == "flat"  # added
 
 
 def test_export_of_a_single_fingerprint_is_a_shippable_profile(shipped, user, tmp_path):

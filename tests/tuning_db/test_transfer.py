@@ -1,6 +1,7 @@
 """Export, import and clear: round trips between folders and machines."""
 
 import json
+from pathlib import Path
 
 import pytest
 from tuning_db_helpers import A100, H200, entry
@@ -8,6 +9,7 @@ from tuning_db_helpers import A100, H200, entry
 from rltriton_tune.tuning_db import (
     SCHEMA,
     ProfileError,
+    WriteError,
     clear,
     export_profiles,
     import_profiles,
@@ -38,29 +40,44 @@ def test_export_import_clear_round_trip(shipped, user, tmp_path):
     assert load_profiles(A100).entries["gae|none|float32|env|N=32|T=32"].strategy == "split"
 
 
-def test_clear_one_fingerprint_leaves_others_and_unrelated_files(user):
+@pytest.mark.filterwarnings("ignore:rltriton-tune. ignoring tuning profile")
+def test_clear_deletes_only_files_this_package_wrote_and_their_locks(user):
     record(H200, [entry()])
     record(A100, [entry()])
     (user / "notes.json").write_text('{"mine": true}')
-    (user / "copy-of-h200.json").write_text(profile_path(H200).read_text())
-    assert sorted(clear(H200)) == sorted([profile_path(H200), user / "copy-of-h200.json"])
-    with pytest.warns(RuntimeWarning, match="notes.json: foreign schema None"):
-        assert load_profiles(H200).entries == {}
+    (user / "run-1701500000.json").write_text('{"step": 1}')  # named like a profile id
+    (user / "copy-of-h200.json").write_text(profile_path(H200).read_text())  # a user's export
+    fake = user / profile_path(A100).name.replace(".json", "-0123456789.json")
+    fake.write_text(profile_path(H200).read_text())  # a profile under another device's id
+    assert clear(H200) == [profile_path(H200)]
+    assert not Path(f"{profile_path(H200)}.lock").exists()
     assert len(load_profiles(A100).entries) == 1
     assert clear() == [profile_path(A100)]
-    assert (user / "notes.json").exists()  # not ours: never deleted
+    assert not Path(f"{profile_path(A100)}.lock").exists()
+    for kept in ("notes.json", "run-1701500000.json", "copy-of-h200.json", fake.name):
+        assert (user / kept).exists(), kept  # not written by this package: never deleted
 
 
-def test_import_merges_by_date(user, tmp_path):
-    record(H200, [entry(strategy="tiled", date="2025-05-01T00:00:00Z"),
-                  entry(n=8, strategy="tiled", date="2025-05-01T00:00:00Z")])
+def test_import_adds_missing_keys_and_never_replaces_by_date(user, tmp_path):
+    record(H200, [entry(strategy="tiled", date="2025-05-01T00:00:00Z")])
     other = tmp_path / "other"
-    record(H200, [entry(strategy="flat", date="2025-04-01T00:00:00Z"),  # older: loses
+    record(H200, [entry(strategy="flat", date="9999-12-31T00:00:00Z"),  # "newer": still kept out
                   entry(n=8, strategy="split", date="2025-06-01T00:00:00Z")], other)
-    assert import_profiles(profile_path(H200, other)) == 2
+    assert import_profiles(profile_path(H200, other)) == 1
     stored = read_profile(profile_path(H200)).entries
     assert stored["gae|none|float32|env|N=4096|T=32"].strategy == "tiled"
     assert stored["gae|none|float32|env|N=8|T=32"].strategy == "split"
+
+
+def test_import_into_an_unwritable_folder_raises_and_keeps_nothing(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    src = tmp_path / "src"
+    record(H200, [entry()], src)
+    monkeypatch.setenv("RLTRITON_TUNE_DB", str(blocker / "db"))
+    with pytest.raises(WriteError, match="cannot write"):
+        import_profiles(profile_path(H200, src))
+    assert load_profiles(H200).entries == {} and blocker.read_text() == "x"
 
 
 def test_import_into_an_explicit_folder(tmp_path):

@@ -1,0 +1,131 @@
+"""Replacing a stored entry takes a head-to-head in this process; ``--refresh`` re-times.
+
+A test strategy makes one config of the CPU torch strategy slow for real (it sleeps
+20 ms a call, about a hundred times the config's own time at this size), so the
+outcome of every head-to-head is clear without trusting any number from a file.
+"""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+import pytest
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.dispatch.fingerprint import device_fingerprint
+from rltriton_tune.fallback import STRATEGIES
+from rltriton_tune.tune import refresh as refresh_module
+from rltriton_tune.tune.evaluate import Evaluator
+from rltriton_tune.tune.study import finalize
+from rltriton_tune.tuning_db import Entry, load_profiles, record
+from rltriton_tune.tuning_db.state import invalidate_cache
+
+CPU = torch.device("cpu")
+KEY = ProblemKey("gae", 8, 16)
+REAL = STRATEGIES["torch"]
+FAST = {"mode": "doubling"}
+SLOW = {"mode": "loop"}
+
+
+class SlowLoop:
+    """The torch strategy, with mode ``loop`` made slow by a real sleep per call."""
+
+    name = "torch"
+
+    def __getattr__(self, name):
+        return getattr(REAL, name)
+
+    def prepare(self, key, params):
+        inner = REAL.prepare(key, params)
+        if params.get("mode") != "loop":
+            return inner
+
+        def slow(call):
+            time.sleep(0.02)
+            return inner(call)
+        return slow
+
+
+@pytest.fixture(autouse=True)
+def _fresh_profiles():
+    invalidate_cache()
+    yield
+    invalidate_cache()
+
+
+def _evaluator() -> Evaluator:
+    return Evaluator(KEY, CPU, {"torch": SlowLoop()}, time_budget_s=0.01)
+
+
+def _stored(params, time_us: float, date: str) -> None:
+    record(device_fingerprint(CPU), [Entry(KEY, "torch", dict(params), time_us, trials=5,
+                                           date=date)])
+
+
+def _study_that_found(params) -> optuna.Study:
+    """An in-memory study whose only completed trial is ``params``."""
+    study = optuna.create_study(direction="minimize")
+    study.add_trial(optuna.trial.create_trial(
+        params={}, distributions={}, value=1.0,
+        user_attrs={"candidate": f"torch({params})", "strategy": "torch", "params": params}))
+    return study
+
+
+def _current() -> Entry:
+    invalidate_cache()
+    return load_profiles(device_fingerprint(CPU)).entries[KEY.as_text()]
+
+
+def test_a_worse_new_choice_does_not_replace_the_stored_entry():
+    # The stored entry is old and claims a terrible time: neither its date nor its
+    # number decides; timing its config beside the new choice does.
+    _stored(FAST, 1e6, "2000-01-01T00:00:00Z")
+    result = finalize(_study_that_found(SLOW), KEY, CPU, evaluator=_evaluator(),
+                      measure_baselines=False)
+    assert result.stored is not None and result.kept_stored
+    assert result.runner_up.candidate.params == SLOW  # both were timed, in this process
+    kept = _current()
+    assert kept.params == FAST and kept.device_time_us < 1e6  # a fresh time, not the file's
+
+
+def test_a_better_new_choice_replaces_an_entry_dated_in_the_future():
+    _stored(SLOW, 0.001, "9999-12-31T00:00:00Z")
+    result = finalize(_study_that_found(FAST), KEY, CPU, evaluator=_evaluator(),
+                      measure_baselines=False)
+    assert not result.kept_stored and result.runner_up.candidate.params == SLOW
+    assert _current().params == FAST
+
+
+def test_a_stored_config_that_fails_here_is_replaced_without_a_timing():
+    _stored({"mode": "no-such-mode"}, 1.0, "2026-01-01T00:00:00Z")
+    result = finalize(_study_that_found(SLOW), KEY, CPU, evaluator=_evaluator(),
+                      measure_baselines=False)
+    assert "no-such-mode" in result.stored_error
+    assert _current().params == SLOW
+
+
+def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    fp = device_fingerprint(CPU)
+    record(fp, [Entry(KEY, "torch", SLOW, 0.001, runner_up={"strategy": "torch",
+                                                             "params": FAST},
+                      date="9999-12-31T00:00:00Z")])
+    invalidate_cache()
+    (done,) = refresh_module.refresh(CPU, ["gae"])
+    assert done.replaced and done.new.params == FAST
+    assert done.new.runner_up["params"] == SLOW
+    assert _current().params == FAST and _current().extra.get("refreshed") is True
+    (again,) = refresh_module.refresh(CPU, ["gae"])  # now the stored config wins: kept
+    assert not again.replaced and _current().params == FAST
+
+
+def test_refresh_with_no_working_config_leaves_the_entry(monkeypatch):
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    _stored({"mode": "no-such-mode"}, 3.0, "2026-01-01T00:00:00Z")
+    (done,) = refresh_module.refresh(CPU, ["gae"])
+    assert done.new is None and "no config works here" in done.error
+    assert _current().params == {"mode": "no-such-mode"}
