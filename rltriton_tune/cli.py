@@ -384,7 +384,7 @@ def _save_unsaved(device: Any) -> str | None:
     """Entries of this run that only live in memory (their folder refused the write):
     write them to a new file in the temporary folder and return the line telling the
     user where they are and how to keep them (None when everything was saved)."""
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tuning_db import DB_ENV, Profile, load_profiles
     from rltriton_tune.tuning_db.schema import dumps
 
@@ -678,7 +678,7 @@ def _all_entries(algorithms: list[str] | None,
 
 
 def cmd_show(args) -> int:
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tuning_db import known_fingerprints
 
     if args.all_devices:
@@ -747,7 +747,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_clear(args) -> int:
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
+    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.storage import (
         LOCK_SUFFIX,
         StorageError,
@@ -863,7 +863,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rltriton-tune`` console script."""
     args = build_parser().parse_args(argv)
     try:
+        from rltriton_tune import dispatch
+
+        dispatch.reset()  # a run reads the environment as it is when the run starts
         return VERBS[args.verb](args)
+    except ValueError as exc:  # the environment cannot be read (e.g. a junk boolean)
+        if not str(exc).startswith("RLTRITON_TUNE_"):
+            raise
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     except (DeviceError, CLIError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

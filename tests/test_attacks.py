@@ -24,7 +24,7 @@ import torch
 import rltriton_tune as R
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.cli import main
-from rltriton_tune.dispatch.fingerprint import device_fingerprint
+from rltriton_tune.dispatch.devices import device_fingerprint
 from rltriton_tune.tuning_db import (
     SCHEMA,
     Entry,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.dispatch.fingerprint import device_fingerprint
+from rltriton_tune.dispatch.devices import device_fingerprint
 from rltriton_tune.fallback import STRATEGIES
 from rltriton_tune.tune import refresh as refresh_module
 from rltriton_tune.tune.evaluate import Evaluator

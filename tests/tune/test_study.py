@@ -80,8 +80,7 @@ def test_repeated_config_reuses_the_first_result():
 
 
 def test_tune_records_entry_with_baseline_and_runner_up(tmp_path):
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
-
+    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tuning_db import load_profiles
 
     result = tune(KEY, CPU, trials=5, storage=str(tmp_path / "j.journal"))
@@ -118,8 +117,7 @@ def test_isolated_worker_survives_a_crashing_config(tmp_path):
 def test_online_tune_key_is_bounded_and_recorded():
     import time
 
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
-
+    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.online import tune_key
     from rltriton_tune.tuning_db import load_profiles
 
@@ -226,8 +224,7 @@ def test_new_study_is_seeded_with_winners_of_sibling_keys():
     """A time-major key starts from what the env-major key of the same shape chose."""
     from dataclasses import replace
 
-    from rltriton_tune.dispatch.fingerprint import device_fingerprint
-
+    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tuning_db import Entry, record
 
     # Chunks the search space never proposes itself (it tries powers of two).

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from tuning_db_helpers import A100, H200, entry
 
+from rltriton_tune.dispatch import reset as _reset_runtime
 from rltriton_tune.tuning_db import (
     SCHEMA,
     ProfileError,
@@ -75,6 +76,7 @@ def test_import_into_an_unwritable_folder_raises_and_keeps_nothing(tmp_path, mon
     src = tmp_path / "src"
     record(H200, [entry()], src)
     monkeypatch.setenv("RLTRITON_TUNE_DB", str(blocker / "db"))
+    _reset_runtime()
     with pytest.raises(WriteError, match="cannot write"):
         import_profiles(profile_path(H200, src))
     assert load_profiles(H200).entries == {} and blocker.read_text() == "x"
