@@ -156,6 +156,8 @@ def torchrl_adapter(algorithm: str, time_major: bool) -> Adapter:
         elif algorithm in ("lambda_returns", "discounted_returns"):
             lam = kw.get("lambda_", 1.0)
             args.update(lmbda=lam, next_state_value=_return_targets(kw, rewards, lam))
+            if kw.get("truncateds") is not None:  # SPEC: a truncation bootstraps even
+                args["terminated"] = term & (_column(kw["truncateds"], tm) == 0)  # if terminal
         return args
 
     functions: dict[str, Callable[..., Any]] = {
@@ -170,7 +172,9 @@ def torchrl_adapter(algorithm: str, time_major: bool) -> Adapter:
 
     def finish(outputs: Any) -> tuple[torch.Tensor, ...]:
         found = tuple(_swap_time(x.squeeze(-1), time_major) for x in _as_tuple(outputs))
-        return found[::-1] if algorithm == "vtrace" else found  # TorchRL: (advantage, vs)
+        if algorithm == "vtrace":
+            return found[::-1]  # TorchRL: (advantage, vs)
+        return found[:1]  # GAE: (advantage, value target)
 
     return Adapter(prepare, lambda args: function(**args), finish)
 

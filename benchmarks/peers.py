@@ -294,7 +294,7 @@ def run(keys: list[ProblemKey], device: torch.device, output: Path, peers: tuple
         if key.as_text() in done:
             continue
         if time.monotonic() > deadline:
-            print(f"peers: --max-seconds reached; rerun with --resume to continue",
+            print("peers: --max-seconds reached; rerun with --resume to continue",
                   file=sys.stderr)
             break
         row = {**context, **measure(key, device, peers, budget_s, compile_on_cpu)}
