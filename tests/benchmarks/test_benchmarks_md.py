@@ -51,3 +51,11 @@ def test_committed_benchmarks_md_is_generated(script):
     assert md.benchmarks_md(folders, ROOT / "BENCHMARKS.md") == \
         (ROOT / "BENCHMARKS.md").read_text(), \
         "BENCHMARKS.md is stale: run python benchmarks/benchmarks_md.py"
+
+
+def test_committed_readme_performance_block_is_generated(script):
+    md = script("benchmarks_md")
+    folders = md.find_folders(ROOT / "benchmarks" / "results")
+    readme = (ROOT / "README.md").read_text()
+    assert md.replace_block(readme, md.readme_block(folders)) == readme, \
+        "README performance block is stale: python benchmarks/benchmarks_md.py --readme README.md"
