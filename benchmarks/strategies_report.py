@@ -149,7 +149,7 @@ def _table(summary: dict[Cell, dict[str, Any]], algorithm: str, dtype: str,
 
 
 def targets(data: dict[str, Any], summary: dict[Cell, dict[str, Any]]) -> list[str]:
-    """Issue 3's "Done when" lines evaluated on the measured numbers."""
+    """The strategy targets evaluated on the measured numbers."""
     big = data["meta"].get("big_bytes", 256 * 2**20)
     out: list[str] = []
 
