@@ -181,11 +181,34 @@ def peer_adapters(key: ProblemKey, device: torch.device, peers: tuple[str, ...],
     return found, errors
 
 
+def as_users_pass(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` made valid for every peer, as real rollouts are: a step is terminated or
+    truncated, not both, and bootstrap values are zero except at truncated steps and the
+    last step (rl-triton adds them to the next value everywhere). Timing is unchanged."""
+    trunc = kwargs.get("truncateds")
+    if trunc is None:
+        return kwargs
+    out = dict(kwargs)
+    cut = trunc != 0
+    if "terminateds" in out:
+        out["terminateds"] = torch.where(cut, torch.zeros_like(out["terminateds"]),
+                                         out["terminateds"])
+    if out.get("bootstrap_values") is not None:
+        keep = cut.clone()
+        if out.get("time_major"):
+            keep[-1, :] = True
+        else:
+            keep[:, -1] = True
+        boot = out["bootstrap_values"]
+        out["bootstrap_values"] = torch.where(keep, boot, torch.zeros_like(boot))
+    return out
+
+
 def measure(key: ProblemKey, device: torch.device, peers: tuple[str, ...],
             budget_s: float, compile_on_cpu: bool = False) -> dict[str, Any]:
     """One row: the dispatched choice and every peer on the same rotated inputs."""
     copies = copies_needed(key, device)
-    base = random_inputs(key, device, seed=0, on_device=device.type == "cuda")
+    base = as_users_pass(random_inputs(key, device, seed=0, on_device=device.type == "cuda"))
     inputs = [base] + [{k: v.clone() if isinstance(v, torch.Tensor) else v
                         for k, v in base.items()} for _ in range(copies - 1)]
     function = ESTIMATORS[key.algorithm]
