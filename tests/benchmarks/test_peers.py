@@ -110,6 +110,20 @@ def test_rl_triton_adapter_computes_what_we_compute():
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
+@pytest.mark.slow
+def test_torch_compile_peer_agrees_and_records_its_faster_scan(script):
+    """Both compiled scans run (inductor on CPU: tens of seconds) and the faster is kept."""
+    peers = script("peers")
+    key = peers.ProblemKey("gae", 6, 8, flags="last_value")
+    row = peers.measure(key, torch.device("cpu"), ("torch_compile",), 0.01, compile_on_cpu=True)
+    us = row["device_us"]
+    assert row["agree"]["torch_compile_associative"] is True
+    assert row["agree"]["torch_compile_doubling"] is True
+    scan = row["torch_compile_scan"]
+    assert us["torch_compile"] == us[f"torch_compile_{scan}"] == min(
+        us["torch_compile_associative"], us["torch_compile_doubling"])
+
+
 @pytest.mark.gpu
 def test_cuda_cell_against_every_peer(script, tmp_path):
     if not torch.cuda.is_available():
