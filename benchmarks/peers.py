@@ -19,8 +19,10 @@ ten minutes, ``--max-seconds`` stops cleanly between cells. ``peers.csv`` is rew
 from all rows at the end of each run. On the H200:
 
     pip install /path/to/rl_triton-0.1.3-py3-none-any.whl   # optional peer, MIT
-    python benchmarks/peers.py --shard 0/6 --resume --max-seconds 540   # ... 5/6
-    python benchmarks/benchmarks_md.py
+    # float32 (rl-triton takes nothing else): ~1600 cells, four runs of < 10 minutes
+    python benchmarks/peers.py --dtypes float32 --shard 0/4 --resume --max-seconds 540
+    python benchmarks/peers.py --dtypes bfloat16 --peers torchrl --shard 0/4 --resume ...
+    python benchmarks/benchmarks_md.py --readme README.md
 
 CPU smoke run (seconds; meaningless timings): ``python benchmarks/peers.py --smoke
 --output /tmp/peers``.
@@ -81,6 +83,17 @@ RETRACE_A = 8
 #: Cells moving more than this are skipped (input copies and peers' temporaries).
 MAX_CELL_BYTES = 4 * 2**30
 PEERS = ("rl_triton", "torch_compile", "torchrl")
+#: Peers timed unless --peers says otherwise (torch.compile compiles each shape anew:
+#: seconds a cell).
+DEFAULT_PEERS = ("rl_triton", "torchrl")
+#: TorchRL's V-trace loops over T in Python and its GAE convolves over T: longer cells
+#: would take minutes each.
+TORCHRL_MAX_T = 2048
+#: A slow peer's graph holds enough input copies to last about this long (a call that
+#: slow gains nothing from a warm L2); others rotate as many copies as ours.
+GRAPH_TARGET_S = 0.02
+#: Peers whose one call takes longer than this get fewer copies (above).
+SLOW_CALL_S = 1e-3
 DISPATCHED = "dispatched"
 #: Output agreement tolerance per dtype (relative to the output's scale).
 TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2}
@@ -145,6 +158,16 @@ def _time(adapter: Adapter, args: list[Any], device: torch.device,
     return timing.device_us, timing.host_us
 
 
+def _call_seconds(adapter: Adapter, args: Any, device: torch.device) -> float:
+    """Wall time of one call, device work included."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
+    sync(device)
+    start = time.perf_counter()
+    adapter.run(args)
+    sync(device)
+    return time.perf_counter() - start
+
+
 def _agree(ours: tuple[torch.Tensor, ...], theirs: tuple[torch.Tensor, ...],
            dtype: str) -> bool:
     if len(ours) != len(theirs):
@@ -170,6 +193,9 @@ def peer_adapters(key: ProblemKey, device: torch.device, peers: tuple[str, ...],
                 found[peer] = rl_triton_adapter(key.algorithm, device, key.dtype,
                                                 key.time_major)
             elif peer == "torchrl":
+                if key.t > TORCHRL_MAX_T:
+                    raise PeerUnavailable(f"skipped above T = {TORCHRL_MAX_T} (TorchRL loops "
+                                          "or convolves over time)")
                 found[peer] = torchrl_adapter(key.algorithm, key.time_major)
             elif peer == "torch_compile":
                 if device.type != "cuda" and not compile_on_cpu:
@@ -222,17 +248,22 @@ def measure(key: ProblemKey, device: torch.device, peers: tuple[str, ...],
         "grid": key.n in GRID_N and key.t in GRID_T, "bytes": data_bytes(key),
         "copies": copies, "strategy": decision.strategy, "params": dict(decision.params),
         "source": decision.source, "device_us": {}, "host_us": {}, "agree": {},
-        "errors": {}}
+        "errors": {}, "peer_copies": {}}
     dispatched = Adapter(lambda kw: kw, lambda kw: function(**kw))
     row["device_us"][DISPATCHED], row["host_us"][DISPATCHED] = _time(
         dispatched, inputs, device, budget_s)
     adapters, row["errors"] = peer_adapters(key, device, peers, compile_on_cpu)
     for name, adapter in adapters.items():
         try:
-            args = [adapter.prepare(kw) for kw in inputs]
-            row["agree"][name] = _agree(ours, adapter.finish(adapter.run(args[0])), key.dtype)
+            first = adapter.prepare(inputs[0])
+            row["agree"][name] = _agree(ours, adapter.finish(adapter.run(first)), key.dtype)
+            once = _call_seconds(adapter, first, device)  # after the warm-up above
+            count = len(inputs) if once < SLOW_CALL_S else max(
+                2, min(len(inputs), math.ceil(GRAPH_TARGET_S / once)))
+            args = [first] + [adapter.prepare(kw) for kw in inputs[1:count]]
             row["device_us"][name], row["host_us"][name] = _time(adapter, args, device,
                                                                  budget_s)
+            row["peer_copies"][name] = len(args)
         except Exception as exc:  # noqa: BLE001 - a peer's failure is a recorded result
             row["errors"][name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         finally:
@@ -344,13 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", choices=("grid", "off-grid", "all"), default="all")
     p.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     p.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
-    p.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
+    p.add_argument("--peers", nargs="+", choices=PEERS, default=list(DEFAULT_PEERS),
+                   help="peers to time (default: rl_triton torchrl; torch_compile compiles "
+                        "every shape, seconds a cell)")
     p.add_argument("--shard", help="i/k: measure every k-th cell from the i-th")
     p.add_argument("--resume", action="store_true",
                    help="keep peers.jsonl and skip cells it holds for this device/software")
     p.add_argument("--max-seconds", type=float, default=math.inf,
                    help="stop between cells after this long (then --resume)")
-    p.add_argument("--budget", type=float, default=0.2, help="timing seconds per peer")
+    p.add_argument("--budget", type=float, default=0.1, help="timing seconds per peer")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--smoke", action="store_true",
                    help="CPU check of the code path: two tiny shapes, float32, seconds")

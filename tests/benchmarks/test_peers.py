@@ -50,6 +50,18 @@ def test_shards_cover_every_cell_once(script):
         peers.shard(keys, "3/3")
 
 
+def test_peers_that_cannot_run_a_cell_say_why(script):
+    peers = script("peers")
+    cpu = torch.device("cpu")
+    key = peers.ProblemKey("gae", 8, peers.TORCHRL_MAX_T * 2)
+    found, errors = peers.peer_adapters(key, cpu, peers.PEERS, compile_on_cpu=False)
+    assert found == {}
+    assert "skipped above T" in errors["torchrl"] and "CUDA" in errors["torch_compile"]
+    found, errors = peers.peer_adapters(peers.ProblemKey("retrace", 8, 8, flags="trunc", a=4),
+                                        cpu, ("torchrl",), compile_on_cpu=False)
+    assert found == {} and "no functional estimator" in errors["torchrl"]
+
+
 def test_grid_covers_the_flag_sets_users_pass(script):
     peers = script("peers")
     keys = peers.cells(tuple(peers.FLAG_SETS), ((77, 24), (24000, 300)), peers.DTYPES,
