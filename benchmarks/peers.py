@@ -351,7 +351,15 @@ def run(keys: list[ProblemKey], device: torch.device, output: Path, peers: tuple
             print("peers: --max-seconds reached; rerun with --resume to continue",
                   file=sys.stderr)
             break
-        row = {**context, **measure(key, device, peers, budget_s, compile_on_cpu)}
+        try:
+            row = {**context, **measure(key, device, peers, budget_s, compile_on_cpu)}
+        except Exception as exc:  # noqa: BLE001 - one failed cell must not end the run
+            row = {**context, "cell": key.as_text(), "algorithm": key.algorithm, "N": key.n,
+                   "T": key.t, "A": key.a, "dtype": key.dtype, "layout": key.layout,
+                   "flags": key.flags, "device_us": {}, "host_us": {}, "agree": {},
+                   "errors": {"cell": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"[:300]}}
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
         with jsonl.open("a") as f:
             f.write(json.dumps(row) + "\n")
         yield row
@@ -360,6 +368,8 @@ def run(keys: list[ProblemKey], device: torch.device, output: Path, peers: tuple
 
 def _line(row: dict[str, Any]) -> str:
     us = row["device_us"]
+    if "cell" in row["errors"]:
+        return f"{row['cell']:<58} failed: {row['errors']['cell']}"
     cells = " ".join(f"{n}={us[n]:.2f}" for n in (DISPATCHED, *PEERS) if us.get(n) is not None)
     ratio = row.get("speedup_rl_triton")
     return (f"{row['cell']:<58} {cells}"

@@ -148,3 +148,22 @@ def test_cuda_cell_against_every_peer(script, tmp_path):
     assert row["agree"].get("torch_compile") is True
     if peers.rl_triton_version() is not None:
         assert row["agree"]["rl_triton"] is True and row["speedup_rl_triton"] > 0
+
+
+def test_a_failing_cell_is_recorded_and_the_run_goes_on(script, tmp_path, monkeypatch):
+    peers = script("peers")
+    keys = peers.cells(("gae",), ((3, 5),), ("float32",), ("env",))
+    real = peers.measure
+
+    def measure(key, *args, **kwargs):
+        if key.flags == "last_value":
+            raise RuntimeError("CUDA out of memory\nmore")
+        return real(key, *args, **kwargs)
+
+    monkeypatch.setattr(peers, "measure", measure)
+    rows = list(peers.run(keys, torch.device("cpu"), tmp_path, ("torchrl",), resume=False,
+                          max_seconds=60, budget_s=0.01))
+    assert [r["flags"] for r in rows] == ["none", "last_value", "bootstrap+trunc"]
+    assert rows[1]["errors"] == {"cell": "RuntimeError: CUDA out of memory"}
+    assert rows[2]["device_us"]["dispatched"] > 0
+    assert len(peers.read_rows(tmp_path / "peers.jsonl")) == 3
