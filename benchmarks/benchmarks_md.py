@@ -43,6 +43,7 @@ ORDER = ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns",
 
 #: What each number means, said where it first appears.
 MEANING = {
+    "dispatched": "dispatched: the kernel and config rltriton-tune runs for the call",
     "device": "device time: median of CUDA-graph replays over input copies rotated past "
               "the L2 cache, so no launch reads warm data",
     "speedup": "speedup: the peer's device time divided by ours on the same inputs "
@@ -54,6 +55,9 @@ MEANING = {
                    "exhaustive sweep of the search space for that cell",
     "flat": "rl-triton's config: the same Triton kernel family with rl-triton 0.1.3's "
             "fixed launch parameters (one row per program)",
+    "floor": "HBM floor: the bytes a call must move (each input read once, each output "
+             "written once) over the GPU's measured copy bandwidth; cells under about 60 MB "
+             "partly run from L2 and can beat it",
     "host": "host time: wall time per call of back-to-back calls, synchronised at the end "
             "of each round",
 }
@@ -238,8 +242,9 @@ SUMMARY_HEAD = ["| GPU | comparison | geomean speedup | worst cell | cells below
 
 def definitions() -> list[str]:
     return ["How to read these numbers:", "",
-            *[f"- {MEANING[k]}." for k in ("device", "speedup", "geomean", "worst", "slower",
-                                           "flat", "best_config", "host")], ""]
+            *[f"- {MEANING[k]}." for k in ("dispatched", "device", "speedup", "geomean",
+                                           "worst", "slower", "flat", "best_config", "floor",
+                                           "host")], ""]
 
 
 def folder_section(folder: Path, output: Path) -> list[str]:
