@@ -1,172 +1,308 @@
-"""Write BENCHMARKS.md (and the README's performance section) from ``rltriton-tune bench``.
+"""Write BENCHMARKS.md (and the README's performance block) from the results folders.
 
-Input: one or more ``bench.json`` files from GPU runs (for example one per
-estimator group, or float32 and bfloat16 runs); their PNG heatmaps are linked
-from where they lie. Output: BENCHMARKS.md with the headline numbers (share of
-cells within 5% of the oracle, geometric-mean speedups over the flat heuristic
-and over torch.compile), per-run tables and heatmaps. With ``--readme``, the
-block between ``<!-- performance:begin -->`` and ``<!-- performance:end -->``
-in the README is replaced by a short table and one plot. Each ``--fresh-runs`` adds the
-bench.json files of a further held-out set (shapes no rule was read from): their held-out
-cells get a summary of their own, the measure of how dispatch generalises.
+Each folder ``benchmarks/results/<gpu>/`` may hold:
 
-    python benchmarks/benchmarks_md.py benchmarks/results/bench_h200/*/bench.json \
-        --output BENCHMARKS.md --readme README.md
+- ``peers.jsonl``: ``peers.py`` rows (the dispatched choice beside rl-triton 0.1.3,
+  torch.compile and TorchRL);
+- ``bench/*.json``: ``rltriton-tune bench --oracle`` reports (the dispatched choice
+  beside rl-triton's kernel config, torch.compile and the best config an exhaustive
+  sweep found);
+- ``dispatch_overhead.json``: ``dispatch_overhead.py`` (host time per call);
+- ``strategies.md``: ``strategies.py``'s report (linked).
+
+    python benchmarks/benchmarks_md.py                 # every folder under benchmarks/results
+    python benchmarks/benchmarks_md.py benchmarks/results/h200 --output BENCHMARKS.md \\
+        --readme README.md
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rltriton_tune.tune.bench import format_ratio, summarize, to_markdown  # noqa: E402
+from peers import read_rows  # noqa: E402
 
+from rltriton_tune.tune.bench import format_ratio, summarize  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- performance:begin -->", "<!-- performance:end -->"
-#: Shapes of the README's short table (GAE, float32, env-major): the default tuning grid.
-README_SHAPES = [(4096, 8), (32768, 32), (256, 128), (4096, 512), (32768, 2048), (16, 32768)]
+#: A cell counts as slower than rl-triton below this ratio (timing noise is ~3%).
+SLOWER = 0.97
+ORDER = ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns",
+         "eligibility_traces", "episodic_prefix_sum")
+
+#: What each number means, said where it first appears.
+MEANING = {
+    "dispatched": "dispatched: the kernel and config rltriton-tune runs for the call",
+    "device": "device time: median of CUDA-graph replays over input copies rotated past "
+              "the L2 cache, so no launch reads warm data",
+    "speedup": "speedup: the peer's device time divided by ours on the same inputs "
+               "(above 1 means we are faster)",
+    "geomean": "geomean: geometric mean of the per-cell speedups",
+    "worst": "worst: the lowest per-cell speedup, and its cell (N x T)",
+    "slower": f"below {SLOWER}x: cells where the peer was more than 3% faster",
+    "best_config": "best config: the fastest of every valid kernel config, found by an "
+                   "exhaustive sweep of the search space for that cell",
+    "flat": "rl-triton's config: the same Triton kernel family with rl-triton 0.1.3's "
+            "fixed launch parameters (one row per program)",
+    "floor": "HBM floor: the bytes a call must move (each input read once, each output "
+             "written once) over the GPU's measured copy bandwidth; cells under about 60 MB "
+             "partly run from L2 and can beat it",
+    "host": "host time: wall time per call of back-to-back calls, synchronised at the end "
+            "of each round",
+}
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+def geomean(xs: Sequence[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def headline(summary: dict[str, Any]) -> list[str]:
-    ratio = {name: format_ratio(summary[name]) for name in (
-        "worst_vs_oracle", "geomean_speedup_flat", "min_speedup_flat", "geomean_speedup_compile",
-        "min_speedup_compile")}
+def _ratio(x: float | None) -> str:
+    return format_ratio(x)
+
+
+# ---------------------------------------------------------------- peers.py rows
+
+
+def peer_ratios(rows: list[dict[str, Any]], peer: str) -> list[tuple[float, dict[str, Any]]]:
+    """(peer time / dispatched time, row) for every row where both were measured."""
+    out = []
+    for r in rows:
+        us = r.get("device_us", {})
+        if us.get(peer) and us.get("dispatched"):
+            out.append((us[peer] / us["dispatched"], r))
+    return out
+
+
+def ratio_cells(pairs: list[tuple[float, dict[str, Any]]]) -> list[str]:
+    """Table cells: geomean, worst (with its shape), count below SLOWER, cells."""
+    if not pairs:
+        return ["-", "-", "-", "0"]
+    worst, row = min(pairs, key=lambda p: p[0])
+    return [_ratio(geomean([p for p, _ in pairs])), f"{_ratio(worst)} ({row['N']}x{row['T']})",
+            str(sum(p < SLOWER for p, _ in pairs)), str(len(pairs))]
+
+
+def peer_summary(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["| peer | geomean speedup | worst | cells below 0.97x | cells |",
+             "|---|---:|---:|---:|---:|"]
+    for peer, label in (("rl_triton", "rl-triton 0.1.3"), ("torch_compile", "torch.compile"),
+                        ("torchrl", "TorchRL")):
+        pairs = peer_ratios(rows, peer)
+        if pairs:
+            lines.append(f"| {label} | " + " | ".join(ratio_cells(pairs)) + " |")
+    return lines
+
+
+def peer_tables(rows: list[dict[str, Any]]) -> list[str]:
+    """Per estimator: one line per (flags, dtype, layout) group, against each peer."""
+    lines: list[str] = []
+    by_alg: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_alg[r["algorithm"]].append(r)
+    for alg in sorted(by_alg, key=lambda a: ORDER.index(a) if a in ORDER else 99):
+        groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        for r in by_alg[alg]:
+            groups[(r["flags"], r["dtype"], r["layout"])].append(r)
+        lines += [f"#### {alg}", "",
+                  "| flags | dtype | layout | vs rl-triton: geomean | worst | below 0.97x "
+                  "| cells | vs torch.compile | vs TorchRL |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+        for (flags, dtype, layout), group in sorted(groups.items()):
+            rl = ratio_cells(peer_ratios(group, "rl_triton"))
+            comp = geomean([p for p, _ in peer_ratios(group, "torch_compile")])
+            trl = geomean([p for p, _ in peer_ratios(group, "torchrl")])
+            lines.append(f"| {flags} | {dtype} | {layout} | " + " | ".join(rl)
+                         + f" | {_ratio(comp)} | {_ratio(trl)} |")
+        lines.append("")
+    disagree = [(r["cell"], peer) for r in rows for peer, ok in r.get("agree", {}).items()
+                if ok is False]
+    if disagree:
+        lines += ["Peers whose outputs differed from ours (their times are still listed):", ""]
+        lines += [f"- {cell}: {peer}" for cell, peer in disagree[:20]]
+        lines.append("")
+    return lines
+
+
+# ---------------------------------------------------------------- bench reports
+
+
+def bench_reports(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((folder / "bench").glob("*.json"))]
+
+
+def bench_lines(rows: list[dict[str, Any]]) -> list[str]:
+    s = summarize(rows)
+    within = s["within_5pct_of_oracle"]
     return [
-        "| measure | value | target |", "|---|---:|---:|",
-        f"| cells (held-out) | {summary['cells']} ({summary['held_out_cells']}) | |",
-        f"| dispatched within 5% of the oracle | {_pct(summary['within_5pct_of_oracle'])} "
-        f"of {summary['oracle_cells']} | >= 95% |",
-        f"| worst dispatched / oracle | {ratio['worst_vs_oracle']} | |",
-        f"| geomean speedup over the flat heuristic | {ratio['geomean_speedup_flat']} "
-        f"over {summary.get('flat_cells', '?')} cells | >= 1.5x |",
-        f"| worst cell vs the flat heuristic | {ratio['min_speedup_flat']} | >= 0.97x |",
-        f"| geomean speedup over torch.compile | {ratio['geomean_speedup_compile']} "
-        f"over {summary['compile_cells']} cells | >= 2x |",
-        f"| worst cell vs torch.compile | {ratio['min_speedup_compile']} | |",
-    ] + [f"| {label} | {summary[better]} of {summary[cells]} | |" for label, better, cells in (
-        ("built-in heuristic > 3% faster than dispatched", "heuristic_better_cells",
-         "heuristic_cells"),
-        ("a nearby tuned entry's config > 3% faster (held-out)", "alternative_better_cells",
-         "alternative_cells"),
-        ("nearest entry's config as tuned (not moved) > 3% faster (held-out)",
-         "unmoved_better_cells", "unmoved_cells"),
-        ("nearest entry's config as tuned (not moved) > 3% slower (held-out)",
-         "unmoved_worse_cells", "unmoved_cells")) if summary.get(cells)] + (
-        [f"| oracle sweeps cut short (left out above) | {summary['oracle_incomplete_cells']} | |"]
-        if summary.get("oracle_incomplete_cells") else [])
+        "| measure | value |", "|---|---:|",
+        f"| cells | {s['cells']} |",
+        f"| dispatched within 5% of the best config | "
+        f"{'-' if within is None else f'{100 * within:.1f}%'} of {s['oracle_cells']} |",
+        f"| worst dispatched / best config | {_ratio(s['worst_vs_oracle'])} |",
+        f"| geomean speedup over rl-triton's config | {_ratio(s['geomean_speedup_flat'])} "
+        f"over {s['flat_cells']} cells |",
+        f"| worst cell vs rl-triton's config | {_ratio(s['min_speedup_flat'])} |",
+        f"| geomean speedup over torch.compile | {_ratio(s['geomean_speedup_compile'])} "
+        f"over {s['compile_cells']} cells |",
+        f"| worst cell vs torch.compile | {_ratio(s['min_speedup_compile'])} |",
+    ]
 
 
-def missing(rows: list[dict[str, Any]]) -> list[str]:
-    """Why cells lack a measurement: each recorded error message with its count."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        for name, error in (row.get("errors") or {}).items():
-            text = f"{name}: {error}"
-            counts[text] = counts.get(text, 0) + 1
-    if not counts:
-        return []
-    lines = ["Measurements missing from some cells (as recorded in the JSON):", ""]
-    lines += [f"- {n} cell(s): {text}" for text, n in sorted(counts.items())]
-    return [*lines, ""]
+def bench_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Every cell: device times of the dispatched choice, the best config and baselines."""
+    lines = ["| estimator | N x T | grid | dispatched | from | best config | rl-triton's "
+             "config | torch.compile | HBM floor |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|"]
 
+    def us(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
 
-ORDINALS = ("second", "third", "fourth", "fifth")
-
-
-def fresh_title(index: int) -> str:
-    """The section title of the ``index``-th extra held-out set (0: the second set)."""
-    return f"## Summary, the {ORDINALS[index]} held-out set"
-
-
-def fresh_rows(fresh_runs: list[tuple[Path, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The held-out cells of a further held-out set's runs (their grid cells repeat the
-    main runs' and would count twice)."""
-    return [r for _, rep in fresh_runs for r in rep["rows"] if r.get("held_out")]
-
-
-def _run_section(path: Path, rep: dict[str, Any], output: Path) -> list[str]:
-    rel = os.path.relpath(path.parent, output.parent)
-    body = to_markdown(rep).split("\n", 2)[2]  # drop the per-run title
-    lines = [f"## Run: `{rel}`", "", *headline(summarize(rep["rows"])), "",
-             body.replace("## ", "### "), ""]
-    lines += [f"![{png.stem}]({rel}/{png.name})" for png in sorted(path.parent.glob("bench_*.png"))]
-    return [*lines, ""]
-
-
-def benchmarks_md(reports: list[tuple[Path, dict[str, Any]]], output: Path,
-                  oracle_runs: list[tuple[Path, dict[str, Any]]] = (), note: str = "",
-                  fresh_sets: list[list[tuple[Path, dict[str, Any]]]] = (),
-                  fresh_notes: list[str] = ()) -> str:
-    """The page: all-runs summary, each further held-out set's summary, then each run;
-    ``oracle_runs`` (re-measurements of some cells with an exhaustive sweep) follow as
-    their own sections, outside the all-runs summary so that no cell counts twice.
-    ``note`` (what a reader should know about the runs, such as which code each
-    measured) follows the header, ``fresh_notes[i]`` the summary of ``fresh_sets[i]``."""
-    rows = [r for _, rep in reports for r in rep["rows"]]
-    first = reports[0][1]
-    lines = ["# Benchmarks", "",
-             f"{first['device_name']}, torch {first['torch']}, Triton {first.get('triton')}, "
-             f"measured {first.get('date', '?')} with `rltriton-tune bench` (raw JSON next to "
-             "each table's heatmaps). Regenerate: `python benchmarks/benchmarks_md.py "
-             "<bench.json ...> --output BENCHMARKS.md --readme README.md`.", "",
-             *([note, ""] if note else []),
-             "## Summary, all runs", "", *headline(summarize(rows)), "", *missing(rows)]
-    notes = [*fresh_notes, *[""] * len(fresh_sets)]
-    for index, runs in enumerate(fresh_sets):
-        lines += [fresh_title(index), "", *([notes[index], ""] if notes[index] else []),
-                  *headline(summarize(fresh_rows(runs))), ""]
-    for path, rep in [*reports, *(r for runs in fresh_sets for r in runs), *oracle_runs]:
-        lines += _run_section(path, rep, output)
-    return "\n".join(lines)
-
-
-def readme_block(reports: list[tuple[Path, dict[str, Any]]], readme: Path,
-                 fresh_sets: list[list[tuple[Path, dict[str, Any]]]] = ()) -> str:
-    first = reports[0][1]
-    rows = {(r["N"], r["T"]): r for _, rep in reports for r in rep["rows"]
-            if r["algorithm"] == "gae" and r["dtype"] == "float32" and r["layout"] == "env"
-            and r["flags"] == "none" and not r.get("held_out")}
-    lines = [BEGIN,
-             f"## Performance ({first['device_name']}, measured {first.get('date', '?')}, "
-             f"torch {first['torch']}, Triton {first.get('triton')})", "",
-             "GAE, float32, env-major; device time in µs (CUDA-graph replays, inputs rotated "
-             "past L2). All estimators, held-out shapes and the oracle comparison: "
-             "[BENCHMARKS.md](BENCHMARKS.md).", "",
-             "| N x T | dispatched | flat heuristic | torch.compile | HBM floor | speedup |",
-             "|---|---:|---:|---:|---:|---:|"]
-    all_rows = [r for _, rep in reports for r in rep["rows"]]
-    for shape in README_SHAPES:
-        r = rows.get(shape)
-        if r is None:
-            continue
+    for r in sorted(rows, key=lambda r: (ORDER.index(r["algorithm"]), r.get("held_out", False),
+                                         r["N"], r["T"])):
         t = r["device_us"]
-        cells = [t.get("dispatched"), t.get("flat_heuristic"), r.get("compile_us"),
-                 r.get("floor_us")]
-        lines.append(f"| {shape[0]} x {shape[1]} | "
-                     + " | ".join("-" if x is None else f"{x:.2f}" for x in cells)
-                     + f" | {format_ratio(r.get('speedup'))} |")
-    lines += ["", "All estimators (float32, env-major; tuning grid and held-out shapes):", "",
-              *headline(summarize(all_rows))]
-    for index, runs in enumerate(fresh_sets):
-        lines += ["", f"The {ORDINALS[index]} held-out set (shapes no rule was read from when "
-                  "first measured; see BENCHMARKS.md):", "",
-                  *headline(summarize(fresh_rows(runs)))]
-    for path, _ in reports:
-        png = path.parent / "bench_gae.png"
-        if png.exists():
-            lines += ["", f"![GAE: dispatched vs flat]({os.path.relpath(png, readme.parent)})"]
-            break
-    lines.append(END)
-    return "\n".join(lines)
+        source = str(r.get("source", "")).split(":")[0]
+        lines.append(f"| {r['algorithm']} | {r['N']} x {r['T']} | "
+                     f"{'no' if r.get('held_out') else 'yes'} | {us(t.get('dispatched'))} | "
+                     f"{source} | {us(r.get('oracle_us'))} | {us(t.get('flat_heuristic'))} | "
+                     f"{us(r.get('compile_us'))} | {us(r.get('floor_us'))} |")
+    return lines
+
+
+# ---------------------------------------------------------------- overhead
+
+
+def overhead_lines(report: dict[str, Any]) -> list[str]:
+    lines = ["| call | strategy | public call | empty Triton launch | torch.add | "
+             "public - empty launch |", "|---|---|---:|---:|---:|---:|"]
+    for r in report["rows"]:
+        lines.append(f"| `{r['case']}` | {r['strategy']} | {r['public_us']:.1f} | "
+                     f"{r['empty_triton_us']:.1f} | {r['torch_add_us']:.1f} | "
+                     f"{r['over_floor_us']:.1f} |")
+    return lines
+
+
+# ---------------------------------------------------------------- the page
+
+
+def folder_header(folder: Path, first: dict[str, Any]) -> str:
+    return (f"{first.get('device_name', folder.name)}, torch {first.get('torch')}, "
+            f"Triton {first.get('triton')}")
+
+
+def summary_rows(folder: Path) -> list[str]:
+    """The one-screen summary's lines for one GPU folder."""
+    name = folder.name.upper()
+    out = []
+    peers = read_rows(folder / "peers.jsonl")
+    if peers:
+        for peer, label in (("rl_triton", "rl-triton 0.1.3"), ("torch_compile", "torch.compile"),
+                            ("torchrl", "TorchRL")):
+            pairs = peer_ratios(peers, peer)
+            if pairs:
+                geo, worst, slower, cells = ratio_cells(pairs)
+                out.append(f"| {name} | vs {label}, all estimators, dtypes, layouts, flags | "
+                           f"{geo} | {worst} | {slower} of {cells} |")
+    rows = [r for rep in bench_reports(folder) for r in rep["rows"]]
+    if rows and not peers:
+        out.append(f"| {name} | vs rl-triton 0.1.3 (the package) | not measured yet: "
+                   "`benchmarks/peers.py` | | |")
+    if rows:
+        s = summarize(rows)
+        within = s["within_5pct_of_oracle"]
+        out.append(f"| {name} | vs rl-triton's config, float32 env-major | "
+                   f"{_ratio(s['geomean_speedup_flat'])} | {_ratio(s['min_speedup_flat'])} | "
+                   f"{sum(r.get('speedup', 9) < SLOWER for r in rows if r.get('speedup'))} "
+                   f"of {s['flat_cells']} |")
+        out.append(f"| {name} | vs torch.compile, float32 env-major | "
+                   f"{_ratio(s['geomean_speedup_compile'])} | "
+                   f"{_ratio(s['min_speedup_compile'])} | "
+                   f"{sum(r['speedup_compile'] < SLOWER for r in rows if r.get('speedup_compile'))}"
+                   f" of {s['compile_cells']} |")
+        if within is not None:
+            out.append(f"| {name} | dispatched within 5% of the best config | "
+                       f"{100 * within:.0f}% of {s['oracle_cells']} cells | "
+                       f"{_ratio(s['worst_vs_oracle'])} slower | |")
+    return out
+
+
+SUMMARY_HEAD = ["| GPU | comparison | geomean speedup | worst cell | cells below 0.97x |",
+                "|---|---|---:|---:|---:|"]
+
+
+def definitions() -> list[str]:
+    return ["How to read these numbers:", "",
+            *[f"- {MEANING[k]}." for k in ("dispatched", "device", "speedup", "geomean",
+                                           "worst", "slower", "flat", "best_config", "floor",
+                                           "host")], ""]
+
+
+def folder_section(folder: Path, output: Path) -> list[str]:
+    rel = os.path.relpath(folder, output.parent)
+    peers = read_rows(folder / "peers.jsonl")
+    reports = bench_reports(folder)
+    first = peers[0] if peers else reports[0] if reports else {}
+    lines = [f"## {folder.name.upper()}: {folder_header(folder, first)}", "",
+             f"Data: [`{rel}/`]({rel}/).", ""]
+    if peers:
+        dates = sorted({r.get("date", "?") for r in peers})
+        lines += [f"### Against rl-triton 0.1.3, torch.compile and TorchRL (`peers.py`, "
+                  f"{dates[0]}{' to ' + dates[-1] if len(dates) > 1 else ''})", "",
+                  "Each estimator on the same inputs, every shape, dtype, layout and flag set "
+                  "measured. rl-triton takes float32 env-major inputs only: time-major cells "
+                  "hand it transposed views (it copies them), bfloat16 cells have no rl-triton "
+                  "time. TorchRL has functional GAE, V-trace, TD(lambda) and discounted "
+                  "returns.", "", *peer_summary(peers), "", *peer_tables(peers)]
+    rows = [r for rep in reports for r in rep["rows"]]
+    if rows:
+        dates = sorted({d for rep in reports for d in (rep.get("first_date"), rep.get("date"))
+                        if d})
+        lines += [f"### Dispatch against the best config (`rltriton-tune bench --oracle`, "
+                  f"{dates[0]} to {dates[-1]})", "",
+                  "float32, env-major, flags none (Retrace: truncations, 8 actions). \"grid\" "
+                  "cells are shapes of the tuning grid; the others are off-grid shapes served "
+                  "by the nearest tuned entry or the built-in rules. \"from\" says which.", "",
+                  *bench_lines(rows), "", *bench_table(rows), ""]
+    overhead = folder / "dispatch_overhead.json"
+    if overhead.exists():
+        report = json.loads(overhead.read_text())
+        lines += [f"### Host time per call (`dispatch_overhead.py`, {report.get('date', '?')})",
+                  "", "Microseconds of host time per call (see above); the decision is "
+                  "memoised, as in a training loop.", "", *overhead_lines(report), ""]
+    if (folder / "strategies.md").exists():
+        lines += [f"Strategy sweep: [`{rel}/strategies.md`]({rel}/strategies.md).", ""]
+    return lines
+
+
+def benchmarks_md(folders: list[Path], output: Path) -> str:
+    summary = [line for f in folders for line in summary_rows(f)]
+    lines = ["# Benchmarks", "",
+             "Generated by `python benchmarks/benchmarks_md.py` from `benchmarks/results/<gpu>/`"
+             " (do not edit by hand). Speedups are device-time ratios: above 1x means "
+             "rltriton-tune is faster.", "",
+             "## Summary", "", *SUMMARY_HEAD, *summary, "", *definitions(),
+             "To measure a GPU: see [benchmarks/README.md](benchmarks/README.md).", ""]
+    for folder in folders:
+        lines += folder_section(folder, output)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def readme_block(folders: list[Path]) -> str:
+    summary = [line for f in folders for line in summary_rows(f)]
+    return "\n".join([BEGIN, "## Performance", "",
+                      "Device-time speedups of the dispatched kernel (above 1x: faster). "
+                      "Definitions, every table and how to measure: "
+                      "[BENCHMARKS.md](BENCHMARKS.md).", "", *SUMMARY_HEAD, *summary, END])
 
 
 def replace_block(text: str, block: str) -> str:
@@ -177,31 +313,27 @@ def replace_block(text: str, block: str) -> str:
     return text.rstrip("\n") + "\n\n" + block + "\n"
 
 
+def find_folders(root: Path) -> list[Path]:
+    """GPU results folders: those holding peers.jsonl, bench/ or dispatch_overhead.json."""
+    return sorted(p for p in root.iterdir() if p.is_dir() and (
+        (p / "peers.jsonl").exists() or (p / "bench").is_dir()
+        or (p / "dispatch_overhead.json").exists()))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("reports", type=Path, nargs="+", help="bench.json files")
-    p.add_argument("--output", type=Path, default=Path("BENCHMARKS.md"))
-    p.add_argument("--readme", type=Path, help="README to update between the markers")
-    p.add_argument("--oracle-runs", type=Path, nargs="*", default=[],
-                   help="bench.json files of --oracle runs, shown apart from the summary")
-    p.add_argument("--note", default="", help="a paragraph about the runs, under the header")
-    p.add_argument("--fresh-runs", type=Path, nargs="+", action="append", default=[],
-                   help="bench.json files of a further held-out set, summarised apart "
-                        "(repeat for each set)")
-    p.add_argument("--fresh-note", action="append", default=[],
-                   help="a paragraph under that set's summary (one per --fresh-runs, in order)")
+    p.add_argument("folders", type=Path, nargs="*",
+                   help="results folders (default: every one under benchmarks/results/)")
+    p.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
+    p.add_argument("--readme", type=Path, help="README whose performance block is replaced")
     args = p.parse_args(argv)
-
-    def load(paths: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
-        return [(path, json.loads(path.read_text())) for path in paths]
-
-    reports, fresh = load(args.reports), [load(paths) for paths in args.fresh_runs]
-    args.output.write_text(benchmarks_md(reports, args.output, load(args.oracle_runs),
-                                         args.note, fresh, args.fresh_note))
+    folders = args.folders or find_folders(ROOT / "benchmarks" / "results")
+    if not folders:
+        p.error("no results folders found")
+    args.output.write_text(benchmarks_md(folders, args.output))
     print(args.output)
     if args.readme:
-        args.readme.write_text(replace_block(args.readme.read_text(),
-                                             readme_block(reports, args.readme, fresh)))
+        args.readme.write_text(replace_block(args.readme.read_text(), readme_block(folders)))
         print(args.readme)
     return 0
 

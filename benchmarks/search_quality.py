@@ -10,6 +10,7 @@ timing noise; one live run of the real tuner per key (trials + top-k
 re-measure) is reported next to it.
 
     python benchmarks/search_quality.py --output DIR [--quick] [--device cuda:0]
+    python benchmarks/search_quality.py --output DIR --smoke   # CPU check, seconds
 
 Exhaustive results are cached per key in DIR, so an interrupted run resumes.
 """
@@ -142,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="only measure (or resume) the exhaustive tables")
     p.add_argument("--replay-only", action="store_true",
                    help="replay searches on tables measured before (no GPU needed; no live runs)")
+    p.add_argument("--smoke", action="store_true",
+                   help="CPU check of the code path (the torch modes' space at 8x16), seconds")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.device, args.quick, args.shapes, args.seeds, args.compile_workers = (
+            "cpu", True, "8x16", 2, 0)
     # No tuned entries: a study seeded with the answer from a profile would flatter the search.
     scratch = Path(tempfile.mkdtemp(prefix="search-quality-"))
     os.environ["RLTRITON_TUNE_DB"] = str(scratch / "db")

@@ -1,14 +1,14 @@
-"""H200 strategy benchmark (issue 3, item 7): every Triton strategy at its best
-config from a small sweep, against rl-triton's flat kernel, torch.compile
-baselines and the HBM floor, for the seven estimators over an N x T grid.
+"""Strategy sweep: every Triton strategy at its best config from a small sweep, against
+rl-triton's flat kernel config, torch.compile baselines and the HBM floor, for the seven
+estimators over an N x T grid.
 
 Run on a CUDA machine from the repository root (about 5 minutes on one H200):
 
-    python3 benchmarks/strategies.py --output benchmarks/results
+    python3 benchmarks/strategies.py --output benchmarks/results/h200
 
-CPU smoke run of the code path (meaningless timings, kernels interpreted):
+CPU smoke run of the code path (seconds; meaningless timings, kernels interpreted):
 
-    TRITON_INTERPRET=1 python3 benchmarks/strategies.py --quick --device cpu --output /tmp/s
+    TRITON_INTERPRET=1 python3 benchmarks/strategies.py --smoke --output /tmp/s
 
 Phases: (1) plan every cell and its candidates; (2) warm Triton's on-disk cache
 (and inductor's, for the compile baselines) in a pool of worker processes so the
@@ -16,7 +16,7 @@ timing process only loads compiled kernels; (3) per cell: build inputs once,
 check every candidate against the torch fallback on the same inputs (wrong ones
 are recorded, not timed), time the rest with ``tune.measure.time_cuda`` (CUDA-
 graph replays over input copies rotated past L2); (4) write
-``strategies_h200.json`` and ``strategies_h200.md`` (``strategies_report``).
+``strategies.json`` and ``strategies.md`` (``strategies_report``).
 ``--max-seconds`` stops between cells and still writes what was measured.
 """
 
@@ -50,9 +50,9 @@ GRID_N = (16, 256, 4096, 32768)
 GRID_T = (8, 32, 128, 512, 2048, 8192, 32768)
 QUICK_N = (16,)
 QUICK_T = (8, 32)
-#: Cells whose data exceeds this are skipped (issue 3).
+#: Cells whose data exceeds this are skipped.
 MAX_CELL_BYTES = 8 * 10**9
-#: Cells above this get the bfloat16 pass and the 1.3x-floor target (issue 3).
+#: Cells above this get the bfloat16 pass and the 1.3x-floor target.
 BIG_BYTES = 256 * 2**20
 RETRACE_A = 8
 #: Rows generated on the host per input; wider problems repeat them on the device.
@@ -147,7 +147,7 @@ def clamp(x: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, x))
 
 
-#: (BLOCK_N, BLOCK_T, num_warps) of the tiled configs that won cells of DESIGN.md's table.
+#: (BLOCK_N, BLOCK_T, num_warps) of tiled configs that won cells of a 29-config H200 sweep.
 DESIGN_TILED = ((16, 16, 1), (4, 16, 4), (4, 16, 1), (1, 64, 1), (1, 256, 4), (1, 256, 1),
                 (1, 1024, 4), (1, 1024, 8))
 
@@ -168,7 +168,7 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
                         "num_stages": 1})
         return out
     if name == "tiled":
-        # The winners of DESIGN.md's 29-config H200 tiled sweep, then size-scaled picks.
+        # The winners of a 29-config H200 tiled sweep, then size-scaled picks.
         out = [{"BLOCK_N": bn, "BLOCK_T": min(bt, max(8, bt_all)), "num_warps": w,
                 "num_stages": 1} for bn, bt, w in DESIGN_TILED]
         for bt, elems in ((64, 2048), (128, 4096), (1024, 4096)):
@@ -278,7 +278,7 @@ def plan(args: argparse.Namespace, strategies: dict[str, Any]) -> list[Cell]:
                     continue
                 cells.append(Cell(key, "grid"))
     tm = {(n, t) for n, t in TIME_MAJOR_CELLS if n in args.n and t in args.t} if not args.quick \
-        else {(args.n[0], args.t[0])}
+        else {(args.n[0], args.t[0])} if not args.smoke else set()
     for n, t in sorted(tm):
         if "gae" in args.algorithms:
             cells.append(Cell(ProblemKey("gae", n, t, "float32", "time"), "time_major"))
@@ -290,6 +290,8 @@ def plan(args: argparse.Namespace, strategies: dict[str, Any]) -> list[Cell]:
         if cell.purpose == "time_major":  # the time-major pass is about sequential vs tiled
             cell.candidates = [c for c in cell.candidates if c.strategy in ("sequential", "tiled")
                                or c.role == "rl_triton" or c.dispatched]
+        if args.smoke:
+            cell.candidates = cell.candidates[:2]
     return cells
 
 
@@ -489,6 +491,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"comma-separated subset of {','.join(ALGORITHMS)} (default all)")
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu (interpreter smoke)")
     p.add_argument("--quick", action="store_true", help="tiny grid: code-path check")
+    p.add_argument("--smoke", action="store_true",
+                   help="CPU check of the code path in seconds: GAE at 4x8, two flat configs "
+                        "(needs TRITON_INTERPRET=1)")
     p.add_argument("--n", default=None, help="comma-separated N values (default the grid)")
     p.add_argument("--t", default=None, help="comma-separated T values (default the grid)")
     p.add_argument("--baselines", default="representative",
@@ -511,6 +516,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         p.error(f"--algorithms: unknown estimator(s) {unknown}; expected {list(ALGORITHMS)}")
     args.algorithms = names
+    if args.smoke:
+        args.quick, args.device, args.algorithms, args.n, args.t = True, "cpu", ["gae"], "4", "8"
+        args.strategies, args.baselines, args.big_bytes = "flat", "none", MAX_CELL_BYTES
 
     def ints(text: str | None, default: tuple[int, ...], flag: str) -> list[int]:
         if text is None:
@@ -608,10 +616,10 @@ def main(argv: list[str] | None = None) -> int:
                                                   for c in todo]}
     for entry in meta["plan"]:
         entry.pop("rejected", None)
-    json_path = args.output / "strategies_h200.json"
+    json_path = args.output / "strategies.json"
     json_path.write_text(json.dumps({"meta": meta, "records": runner.records}, indent=1,
                                     default=str))
-    md = write_report(json_path, args.output / "strategies_h200.md", shipped_entries())
+    md = write_report(json_path, args.output / "strategies.md", shipped_entries())
     log(f"wrote {json_path} and {md}")
     return 0
 

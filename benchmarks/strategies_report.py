@@ -1,12 +1,12 @@
-"""Markdown report of ``strategies_h200.json`` (written by ``strategies.py``): one table
-per estimator and the issue-3 "Done when" targets, each PASS / FAIL / n/a.
+"""Markdown report of ``strategies.json`` (written by ``strategies.py``): one table
+per estimator and the strategy targets, each PASS / FAIL / n/a.
 
-    python3 benchmarks/strategies_report.py benchmarks/results/strategies_h200.json
+    python3 benchmarks/strategies_report.py benchmarks/results/h200/strategies.json
 
 Runs split over GPUs (one ``strategies.py --algorithms ...`` each) are merged first:
 
-    python3 benchmarks/strategies_report.py A/strategies_h200.json B/strategies_h200.json \
-        --output benchmarks/results/strategies_h200.json
+    python3 benchmarks/strategies_report.py A/strategies.json B/strategies.json \
+        --output benchmarks/results/h200/strategies.json
 """
 
 from __future__ import annotations
@@ -80,14 +80,14 @@ def _dispatched(rows: list[dict[str, Any]], entries: dict[str, Any]) -> dict[str
     return _best([r for r in rows if r.get("dispatched")])
 
 
-def shipped_entries() -> dict[str, Any]:
-    """Key text -> entry of the package's shipped H200 profile."""
+def shipped_entries(device_slug: str = "nvidia-h200") -> dict[str, Any]:
+    """Key text -> entry of the package's shipped profile for the device (empty if none)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from entries_from_bench import shipped_h200_profile
-
+    from rltriton_tune.tuning_db import shipped_dir
     from rltriton_tune.tuning_db.store import read_profile
 
-    return dict(read_profile(shipped_h200_profile()).entries)
+    path = next(iter(sorted(shipped_dir().glob(f"cuda-{device_slug}-*.json"))), None)
+    return {} if path is None else dict(read_profile(path).entries)
 
 
 def summarize(data: dict[str, Any], entries: dict[str, Any] | None = None
@@ -149,7 +149,7 @@ def _table(summary: dict[Cell, dict[str, Any]], algorithm: str, dtype: str,
 
 
 def targets(data: dict[str, Any], summary: dict[Cell, dict[str, Any]]) -> list[str]:
-    """Issue 3's "Done when" lines evaluated on the measured numbers."""
+    """The strategy targets evaluated on the measured numbers."""
     big = data["meta"].get("big_bytes", 256 * 2**20)
     out: list[str] = []
 
@@ -222,7 +222,7 @@ def render(data: dict[str, Any], entries: dict[str, Any] | None = None) -> str:
     summary = summarize(data, entries)
     bw = meta["copy_bandwidth_Bps"]
     lines = [
-        "# Strategy benchmark (issue 3, item 7)",
+        "# Strategy sweep",
         "",
         f"Device: {meta['device']}; torch {meta['torch']}, Triton {meta['triton']}; "
         f"measured copy bandwidth {bw / 1e9:.0f} GB/s (read + write). "
@@ -245,7 +245,7 @@ def render(data: dict[str, Any], entries: dict[str, Any] | None = None) -> str:
         "best (`timing: \"probe (too slow)\"` in the JSON; mostly the sequential kernel on "
         "env-major cells). They take no part in the comparisons.",
         "",
-        "## Targets (issue 3, \"Done when\")",
+        "## Targets",
         "",
         *targets(data, summary),
         "",
@@ -334,7 +334,7 @@ def main(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("sources", type=Path, nargs="*",
-                   default=[Path("benchmarks/results/strategies_h200.json")])
+                   default=[Path("benchmarks/results/h200/strategies.json")])
     p.add_argument("--output", type=Path, help="merged JSON (needed with several sources)")
     args = p.parse_args(argv)
     if len(args.sources) > 1 and args.output is None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fresh-machine test run: a virtual environment with the CPU build of torch and the
-# dev extras, a local PostgreSQL for the distributed-study test, then the whole suite.
+# dev extras, a local PostgreSQL for the distributed-study test, then ruff, the docs
+# build (mkdocs, warnings as errors) and the whole suite.
 # Triton kernels run on the CPU under TRITON_INTERPRET=1 (tests/conftest.py sets it);
 # tests marked `gpu` skip without CUDA.
 set -euo pipefail
@@ -21,4 +22,5 @@ else
 fi
 
 .venv/bin/python -m ruff check rltriton_tune tests benchmarks
+.venv/bin/python -m mkdocs build --strict -q -d "$(mktemp -d)"
 .venv/bin/python -m pytest -q "$@"

@@ -39,26 +39,6 @@ def test_summary_of_rows_without_baselines_is_empty_not_an_error():
     assert s["within_5pct_of_oracle"] is None and s["geomean_speedup_flat"] is None
 
 
-def test_drop_eager_compile_keeps_the_first_rows_and_says_why(tmp_path):
-    """benchmarks/drop_eager_compile.py: timings past the cut-off leave the ratios too."""
-    import importlib.util
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "drop_eager_compile.py"
-    spec = importlib.util.spec_from_file_location("drop_eager_compile", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    rows = [_row(1.0, 2.0, 3.0, None), _row(1.0, 2.0, 500.0, None)]
-    for row in rows:
-        row["device_us"].update(torch_compile=row["compile_us"], torch_compile_doubling=9e9)
-    assert module.drop({"rows": rows}, 1) == 1
-    assert rows[0]["speedup_compile"] == 3.0
-    assert rows[1]["compile_us"] is None and rows[1]["speedup_compile"] is None
-    assert "torch_compile" not in rows[1]["device_us"]
-    assert "eagerly" in rows[1]["errors"]["torch_compile"]
-    assert rows[1]["speedup"] == 2.0  # other baselines untouched
-
-
 def test_resume_keeps_rows_only_from_the_same_device_and_software():
     import torch
 

@@ -1,0 +1,61 @@
+"""benchmarks/benchmarks_md.py: the page's numbers from peers.py rows and bench reports,
+and BENCHMARKS.md as committed is what the generator writes from the results folders."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _row(alg: str, n: int, t: int, ours: float, rl: float | None, **extra) -> dict:
+    us = {"dispatched": ours, **({"rl_triton": rl} if rl else {})}
+    return {"cell": f"{alg}|none|float32|env|N={n}|T={t}", "algorithm": alg, "N": n, "T": t,
+            "A": 0, "dtype": "float32", "layout": "env", "flags": "none", "device_us": us,
+            "host_us": dict(us), "agree": {}, "errors": {}, "device_name": "NVIDIA X1",
+            "torch": "2", "triton": "3", "date": "2026-01-01", **extra}
+
+
+def test_peer_tables_count_geomean_worst_and_slow_cells(script, tmp_path):
+    md = script("benchmarks_md")
+    folder = tmp_path / "results" / "x1"
+    folder.mkdir(parents=True)
+    rows = [_row("gae", 8, 8, 1.0, 2.0), _row("gae", 77, 24, 1.0, 0.5),
+            _row("vtrace", 64, 32, 2.0, 2.0), _row("vtrace", 8, 8, 1.0, None)]
+    rows[3]["agree"] = {"torchrl": False}
+    (folder / "peers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pairs = md.peer_ratios(rows, "rl_triton")
+    assert [p for p, _ in pairs] == [2.0, 0.5, 1.0]
+    geo, worst, slower, cells = md.ratio_cells(pairs)
+    assert geo == md.format_ratio(1.0) and worst.startswith(md.format_ratio(0.5))
+    assert "77x24" in worst and (slower, cells) == ("1", "3")
+    page = md.benchmarks_md([folder], tmp_path / "BENCHMARKS.md")
+    assert page.index("## Summary") < page.index("How to read") < page.index("#### gae")
+    assert "#### vtrace" in page and "vs rl-triton 0.1.3" in page
+    assert "vtrace|none|float32|env|N=8|T=8: torchrl" in page  # disagreement listed
+    assert math.isclose(md.geomean([2.0, 0.5]), 1.0)
+
+
+def test_readme_block_is_replaced_between_markers(script):
+    md = script("benchmarks_md")
+    text = f"intro\n{md.BEGIN}\nold\n{md.END}\nrest\n"
+    assert md.replace_block(text, "NEW") == "intro\nNEW\nrest\n"
+
+
+def test_committed_benchmarks_md_is_generated(script):
+    md = script("benchmarks_md")
+    folders = md.find_folders(ROOT / "benchmarks" / "results")
+    assert folders, "no results folder"
+    assert md.benchmarks_md(folders, ROOT / "BENCHMARKS.md") == \
+        (ROOT / "BENCHMARKS.md").read_text(), \
+        "BENCHMARKS.md is stale: run python benchmarks/benchmarks_md.py"
+
+
+def test_committed_readme_performance_block_is_generated(script):
+    md = script("benchmarks_md")
+    folders = md.find_folders(ROOT / "benchmarks" / "results")
+    readme = (ROOT / "README.md").read_text()
+    assert md.replace_block(readme, md.readme_block(folders)) == readme, \
+        "README performance block is stale: python benchmarks/benchmarks_md.py --readme README.md"

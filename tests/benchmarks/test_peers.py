@@ -1,0 +1,169 @@
+"""benchmarks/peers.py: the smoke run writes one row per cell, peers agree with the
+dispatched call's outputs, --resume and --shard split the work."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+
+
+def test_smoke_rows_and_peer_agreement(script, tmp_path):
+    peers = script("peers")
+    argv = ["--smoke", "--output", str(tmp_path), "--estimators", "gae", "vtrace",
+            "lambda_returns", "discounted_returns", "retrace", "--layouts", "env", "time"]
+    assert peers.main(argv) == 0
+    rows = peers.read_rows(tmp_path / "peers.jsonl")
+    expected = peers.cells(("gae", "vtrace", "lambda_returns", "discounted_returns", "retrace"),
+                           peers.SMOKE_SHAPES, ("float32",), ("env", "time"))
+    assert [r["cell"] for r in rows] == [k.as_text() for k in expected]
+    for r in rows:
+        assert r["device_us"]["dispatched"] > 0 and r["host_us"]["dispatched"] > 0
+        assert "rl_triton" in r["errors"]  # needs CUDA: said why, not silently missing
+        if r["algorithm"] == "retrace":
+            assert "torchrl" not in r["device_us"] and "TorchRL has no" in r["errors"]["torchrl"]
+        else:  # TorchRL computes the same numbers on the same inputs, every flag set
+            assert r["agree"]["torchrl"] is True, r["cell"]
+            assert r["device_us"]["torchrl"] > 0
+    flags = {(r["algorithm"], r["flags"]) for r in rows}
+    assert ("gae", "last_value") in flags and ("vtrace", "bootstrap+trunc") in flags
+    with (tmp_path / "peers.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == len(rows) and float(table[0]["device_us_dispatched"]) > 0
+
+    # A resumed run measures nothing new; a fresh one replaces the file.
+    assert peers.main([*argv, "--resume"]) == 0
+    assert len(peers.read_rows(tmp_path / "peers.jsonl")) == len(rows)
+    assert peers.main(["--smoke", "--output", str(tmp_path), "--estimators", "gae",
+                       "--layouts", "env"]) == 0
+    assert {r["algorithm"] for r in peers.read_rows(tmp_path / "peers.jsonl")} == {"gae"}
+
+
+def test_shards_cover_every_cell_once(script):
+    peers = script("peers")
+    keys = peers.cells(tuple(peers.FLAG_SETS), peers.OFF_GRID, peers.DTYPES, peers.LAYOUTS)
+    parts = [peers.shard(keys, f"{i}/3") for i in range(3)]
+    assert sorted(k.as_text() for p in parts for k in p) == sorted(k.as_text() for k in keys)
+    assert len({k.as_text() for k in keys}) == len(keys)
+    with pytest.raises(SystemExit):
+        peers.shard(keys, "3/3")
+
+
+def test_peers_that_cannot_run_a_cell_say_why(script):
+    peers = script("peers")
+    cpu = torch.device("cpu")
+    key = peers.ProblemKey("gae", 8, peers.TORCHRL_MAX_T * 2)
+    found, errors = peers.peer_adapters(key, cpu, peers.PEERS, compile_on_cpu=False)
+    assert found == {}
+    assert "skipped above T" in errors["torchrl"] and "CUDA" in errors["torch_compile"]
+    found, errors = peers.peer_adapters(peers.ProblemKey("retrace", 8, 8, flags="trunc", a=4),
+                                        cpu, ("torchrl",), compile_on_cpu=False)
+    assert found == {} and "no functional estimator" in errors["torchrl"]
+
+
+def test_grid_covers_the_flag_sets_users_pass(script):
+    peers = script("peers")
+    keys = peers.cells(tuple(peers.FLAG_SETS), ((77, 24), (24000, 300)), peers.DTYPES,
+                       peers.LAYOUTS)
+    seen = {(k.algorithm, k.flags, k.dtype, k.layout) for k in keys}
+    assert ("gae", "last_value", "bfloat16", "time") in seen
+    assert ("eligibility_traces", "seed", "float32", "env") in seen
+    assert ("retrace", "trunc", "float32", "time") in seen
+    assert all(peers.data_bytes(k) <= peers.MAX_CELL_BYTES for k in keys)
+
+
+#: Runs rl-triton's kernels on CPU tensors under the Triton interpreter: ``python -O``
+#: drops its ``is_cuda`` asserts. The adapter is asked for as if on CUDA.
+_RL_TRITON_CHECK = """
+import sys, torch
+import peers, peer_adapters
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.estimators import ESTIMATORS
+from rltriton_tune.problems import random_inputs
+
+class Cuda:
+    type = "cuda"
+
+bad = []
+for algorithm, flag_sets in peers.FLAG_SETS.items():
+    for flags in flag_sets:
+        for layout in ("env", "time"):
+            key = ProblemKey(algorithm, 5, 40, layout=layout, flags=flags,
+                             a=peers.RETRACE_A if algorithm == "retrace" else 0)
+            kw = peers.as_users_pass(random_inputs(key, "cpu", seed=1))
+            ours = ESTIMATORS[algorithm](**kw)
+            adapter = peer_adapters.rl_triton_adapter(algorithm, Cuda(), "float32",
+                                                      layout == "time")
+            theirs = adapter.finish(adapter.run(adapter.prepare(kw)))
+            if not peers._agree(ours if isinstance(ours, tuple) else (ours,), theirs,
+                                "float32"):
+                bad.append(key.as_text())
+print(bad)
+sys.exit(1 if bad else 0)
+"""
+
+
+def test_rl_triton_adapter_computes_what_we_compute():
+    """On the inputs peers.py builds, rl-triton 0.1.3 returns our numbers for every
+    estimator, flag set and layout (so its times are for the same work)."""
+    pytest.importorskip("rl_triton")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join([str(root), str(root / "benchmarks"),
+                                          os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-O", "-c", _RL_TRITON_CHECK], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_torch_compile_peer_agrees_and_records_its_faster_scan(script):
+    """Both compiled scans run (inductor on CPU: tens of seconds) and the faster is kept."""
+    peers = script("peers")
+    key = peers.ProblemKey("gae", 6, 8, flags="last_value")
+    row = peers.measure(key, torch.device("cpu"), ("torch_compile",), 0.01, compile_on_cpu=True)
+    us = row["device_us"]
+    assert row["agree"]["torch_compile_associative"] is True
+    assert row["agree"]["torch_compile_doubling"] is True
+    scan = row["torch_compile_scan"]
+    assert us["torch_compile"] == us[f"torch_compile_{scan}"] == min(
+        us["torch_compile_associative"], us["torch_compile_doubling"])
+
+
+@pytest.mark.gpu
+def test_cuda_cell_against_every_peer(script, tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    peers = script("peers")
+    key = peers.ProblemKey("gae", 77, 24, flags="last_value")
+    row = peers.measure(key, torch.device("cuda"), peers.PEERS, budget_s=0.05)
+    assert row["device_us"]["dispatched"] > 0
+    assert row["agree"].get("torchrl") is True
+    assert row["agree"].get("torch_compile") is True
+    if peers.rl_triton_version() is not None:
+        assert row["agree"]["rl_triton"] is True and row["speedup_rl_triton"] > 0
+
+
+def test_a_failing_cell_is_recorded_and_the_run_goes_on(script, tmp_path, monkeypatch):
+    peers = script("peers")
+    keys = peers.cells(("gae",), ((3, 5),), ("float32",), ("env",))
+    real = peers.measure
+
+    def measure(key, *args, **kwargs):
+        if key.flags == "last_value":
+            raise RuntimeError("CUDA out of memory\nmore")
+        return real(key, *args, **kwargs)
+
+    monkeypatch.setattr(peers, "measure", measure)
+    rows = list(peers.run(keys, torch.device("cpu"), tmp_path, ("torchrl",), resume=False,
+                          max_seconds=60, budget_s=0.01))
+    assert [r["flags"] for r in rows] == ["none", "last_value", "bootstrap+trunc"]
+    assert rows[1]["errors"] == {"cell": "RuntimeError: CUDA out of memory"}
+    assert rows[2]["device_us"]["dispatched"] > 0
+    assert len(peers.read_rows(tmp_path / "peers.jsonl")) == 3
