@@ -463,11 +463,36 @@ def cmd_doctor(args) -> int:
     if not profiles.reports:
         print("  none")
     print(f"entries for this device: {len(profiles.entries)}")
-    print("sample decisions (N=4096, T=128, float32, env-major):")
-    for alg in ALGORITHMS:
-        d = explain(alg, 4096, 128, A=DEFAULT_ACTIONS if alg == "retrace" else 0, device=device)
-        print(f"  {alg:20s} {d.strategy}({_params_text(d.params)})  source: {d.source}")
+    for line in _software_report(profiles):
+        print(line)
+    print("sample decisions (N=4096, T=128, float32, env-major; GAE also with last_value):")
+    samples = [(alg, None) for alg in ALGORITHMS] + [("gae", "last_value")]
+    for alg, flags in samples:
+        d = explain(alg, 4096, 128, A=DEFAULT_ACTIONS if alg == "retrace" else 0, flags=flags,
+                    device=device)
+        name = alg if flags is None else f"{alg}+{flags}"
+        print(f"  {name:20s} {d.strategy}({_params_text(d.params)})  {d.origin}: "
+              f"{_cell(d.detail, 160)}")
     return 0
+
+
+def _software_report(profiles: Any) -> list[str]:
+    """Which torch/Triton versions the entries were measured with, against this process's."""
+    from collections import Counter
+
+    from rltriton_tune.tuning_db.fingerprint import software_versions
+
+    here = software_versions()
+    counts = Counter(tuple(sorted(e.software.items())) for e in profiles.entries.values())
+    lines = [f"software      torch {here['torch']}, triton {here['triton']} in this process"]
+    for versions, n in sorted(counts.items(), key=lambda item: -item[1]):
+        measured = dict(versions)
+        text = ", ".join(f"{k} {v}" for k, v in versions) or "versions not recorded"
+        differs = [k for k, v in measured.items() if here.get(k) != v]
+        note = (f"; differs in {', '.join(differs)}: used as measured, "
+                "`rltriton-tune tune --refresh` re-times them here") if differs else ""
+        lines.append(f"              {n} entries measured with {text}{note}")
+    return lines
 
 
 def cmd_tune(args) -> int:

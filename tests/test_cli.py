@@ -207,7 +207,7 @@ def test_bench_held_out_shapes_can_be_given(tmp_path, capsys):
 def test_doctor_reports_fingerprint_profiles_and_decisions(capsys):
     code, out, _ = run(capsys, "doctor")
     assert code == 0
-    for text in ("torch", "triton", "fingerprint", "profile files", "retrace", "source:"):
+    for text in ("torch", "triton", "fingerprint", "profile files", "retrace", "fallback: cpu"):
         assert text in out
 
 
@@ -295,3 +295,19 @@ def test_tune_refresh_retimes_stored_entries(capsys):
     assert out.split()[-1] in ("kept", "replaced")
     after = show_json(capsys)[0]
     assert after["refreshed"] is True and after["date"] >= before["date"]
+
+
+def test_doctor_reports_entries_measured_under_other_versions(capsys):
+    """A profile measured with another Triton is used, and doctor says so."""
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tuning_db import Entry, record
+
+    key = ProblemKey("gae", 4096, 128)
+    record(device_fingerprint("cpu"), [Entry(key, "torch", {"mode": "loop"}, 5.0,
+                                             software={"torch": "2.4", "triton": "3.1"})])
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0
+    assert "1 entries measured with torch 2.4, triton 3.1; differs in torch, triton" in out
+    assert "gae                  torch(mode=loop)  profile: exact entry" in out
+    assert "gae+last_value       torch(mode=loop)  borrowed: borrowed from gae|none" in out
