@@ -1,4 +1,4 @@
-"""The configs a tuned result is compared with, measured in the same session.
+"""The configs a tuned result is compared with, measured in the same run.
 
 CUDA: the flat heuristic (rl-triton 0.1.3's one-row-per-program flat kernel)
 and torch.compile of the associative scan and of the doubling scan (the

@@ -149,7 +149,7 @@ class Evaluator:
 
         On a GPU, timing one candidate after another lets clock and thermal drift
         favour some positions: on the H200 the first candidate after a gate phase
-        read up to 12% fast on ~2 us kernels (benchmarks/NOTES.md). Rounds spread
+        read up to 12% fast on ~2 us kernels. Rounds spread
         every candidate's samples over the whole batch, so drift averages out.
         """
         if not candidates:

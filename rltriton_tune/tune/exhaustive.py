@@ -117,9 +117,9 @@ def best_of(table: dict[str, dict[str, Any]], k: int = 1) -> list[Candidate]:
 
 #: Finalists re-measured in full (``finalists``): every config within this factor of the
 #: sweep's best, at least FINALISTS_MIN and at most FINALISTS_MAX of them. A quick timing
-#: taken while the workers gate the next batch strays up to ~15% on 3 us kernels (session
-#: 10: eligibility traces 20000x28, dispatched config 1.17x the sweep's best in the quick
-#: pass, 1.015x when both were re-measured), so the margin is wider than that.
+#: taken while the workers gate the next batch strays up to ~15% on 3 us kernels (H200,
+#: eligibility traces 20000x28: a config 1.17x the sweep's best in the quick pass was
+#: 1.015x when both were re-measured), so the margin is wider than that.
 FINALISTS_MARGIN = 1.25
 FINALISTS_MIN = 8
 FINALISTS_MAX = 32

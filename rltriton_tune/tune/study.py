@@ -53,8 +53,8 @@ def fingerprint_of(device: torch.device) -> dict[str, Any]:
 #: Revision of the search spaces: part of every study's name, so a study started with
 #: other parameter choices (Optuna refuses to resume one whose categorical choices
 #: changed) is left alone and a fresh one starts. 2: env-major keys stopped searching
-#: split and sequential, configs with idle threads are skipped (session 10). 3: env-major
-#: keys with fewer rows than SMs and long T stopped searching tiled (session 11).
+#: split and sequential, configs with idle threads are skipped. 3: env-major keys with
+#: fewer rows than SMs and long T stopped searching tiled.
 SPACE_REVISION = 3
 
 
