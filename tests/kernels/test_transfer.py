@@ -115,12 +115,12 @@ def test_foreign_params_in_a_profile_never_break_dispatch(params, monkeypatch):
     """A broken entry's config is skipped (moved or not), whatever ``transfer`` raises."""
     from types import SimpleNamespace
 
-    from rltriton_tune.dispatch import decide
+    from rltriton_tune.dispatch import lookup
     from rltriton_tune.tuning_db import Entry
 
     source = key(4096, 32)
     entry = Entry(key=source, strategy="flat", params=params, device_time_us=1.0)
     profiles = SimpleNamespace(entries={source.as_text(): entry},
-                               sources={source.as_text(): "foreign.json"})
-    found = list(decide.nearest_decisions(key(4096, 40), profiles, strategies()))
+                               sources={source.as_text(): "foreign.json"}, index={})
+    found = list(lookup.borrowed(key(4096, 40), profiles, strategies()))
     assert all(d.params.get("BLOCK_N", 1) >= 1 for d in found)
