@@ -347,9 +347,10 @@ _BOOTSTRAP_DOC = """
     The value after the last step and at truncations (the bootstrap) is, in order:
 
     * ``next_values`` (keyword-only, shape of ``values``): V(s_{t+1}) for every step
-      t, used in place of ``values[t+1]`` everywhere, the last step and truncated
-      steps included (terminations still zero it). Excludes ``last_value`` and
-      ``bootstrap_values``; ``truncateds`` still end the trace.
+      t. It is ``nv[t]`` at every step (in place of ``values[t+1]``), the last and
+      truncated steps included, and V-trace's ``nvs[t]`` at the last step and at
+      truncations. Terminations still zero it and ``truncateds`` still end the
+      trace. Excludes ``last_value`` and ``bootstrap_values``.
     * ``bootstrap_values`` (shape of ``values``): ``b[t]`` is used at ``t = T-1`` and
       wherever ``truncateds[t]`` is set; ``values[t+1]`` elsewhere.
     * ``last_value`` (``[N]`` / ``[*B]``): shorthand for ``bootstrap_values`` zero
@@ -410,8 +411,8 @@ def compute_vtrace(
     ``D[t] = ρ[t] (r[t] + γ(1 - term[t]) nv[t] - values[t]) + γ c[t] (1 - done[t]) D[t+1]``,
     and ``advantages[t] = ρ[t] (r[t] + γ(1 - term[t]) nvs[t] - values[t])``, where
     ``nv[t]`` is ``values[t+1]`` or the bootstrap below and ``nvs[t]`` is ``vs[t+1]``,
-    the bootstrap at the last step and at truncations, and with ``next_values``
-    ``next_values[t] + D[t+1]`` (``next_values[t]`` at the last step and truncations).
+    or the bootstrap at the last step and at truncations (with ``next_values``:
+    ``next_values[t]`` there, ``vs[t+1]`` elsewhere, as TorchRL's V-trace).
     """
     return _run(_VTRACE, (log_pi_target, log_pi_behavior, values, rewards, terminateds,
                           truncateds, bootstrap_values, last_value, next_values),

@@ -123,22 +123,20 @@ def _vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, trunca
     gamma, rho_bar, c_bar = _scalar(gamma), _scalar(rho_bar), _scalar(c_bar)
     r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     v = _steps(values, time_major)
-    b = _bootstrap(bootstrap_values, last_value, r, time_major)
+    # next_values, when given, is the bootstrap at every step: nv[t] everywhere, and
+    # nvs[t] at t = T-1 and at truncations (vs[t+1] elsewhere, as without it).
+    b = _bootstrap(bootstrap_values if next_values is None else next_values, last_value, r,
+                   time_major)
 
     ratio = torch.exp(_steps(log_pi_target, time_major) - _steps(log_pi_behavior, time_major))
     rho = torch.clamp(ratio, max=rho_bar)
     c = torch.clamp(ratio, max=c_bar)
-    nv = _next_value(v, b, trunc) if next_values is None else _steps(next_values, time_major)
+    nv = _next_value(v, b, trunc) if next_values is None else b
     delta = rho * (r + gamma * (1 - term) * nv - v)
     # D[t] = δ[t] + γ·c[t]·(1-done[t])·D[t+1],  D[T] = 0
     d = _backward(delta, gamma * c * (1 - done), _zero_row(r))
     vs = v + d
-    if next_values is None:
-        nvs = _next_value(vs, b, trunc)
-    else:
-        # vs of the next state: next_values[t] + D[t+1] inside the window and episode,
-        # next_values[t] alone at t = T-1 and at truncations (D[t+1] is another episode's).
-        nvs = nv + _next_value(d, torch.zeros_like(d), trunc)
+    nvs = _next_value(vs, b, trunc)
     advantages = rho * (r + gamma * (1 - term) * nvs - v)
     return vs, advantages
 

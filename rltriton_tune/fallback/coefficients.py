@@ -116,30 +116,23 @@ def _not_done(term: Tensor, trunc: Tensor | None, scale: float = 1.0) -> Tensor:
 
 
 class _Bootstrap:
-    """SPEC's b[t]: ``bootstrap_values``, or ``last_value`` at T-1, else 0; and GAE's and
-    V-trace's ``next_values``, which replaces the whole next-value rule when given."""
+    """SPEC's b[t]: ``bootstrap_values``, or ``last_value`` at T-1, else 0. GAE's and
+    V-trace's ``next_values`` (which excludes both) is the bootstrap at every step:
+    nv[t] everywhere, and V-trace's nvs[t] at t = T-1 and at truncations."""
 
     def __init__(self, inp: _Inputs) -> None:
-        self.full = inp.value("bootstrap_values")
+        following = inp.value("next_values") if "next_values" in inp.call.spec.optional \
+            else None
+        self.following = following
+        self.full = inp.value("bootstrap_values") if following is None else following
         lv = inp.value("last_value")
         self.last = self.full[:, -1] if self.full is not None else lv
-        self.following = inp.value("next_values") if "next_values" in inp.call.spec.optional \
-            else None
 
     def next_value(self, v: Tensor, trunc_mask: Tensor | None) -> Tensor:
         """nv[t] of GAE and V-trace, fresh: ``next_values``, else :meth:`next_or_b` of v."""
         if self.following is not None:
             return self.following.to(v.dtype, copy=True)
         return self.next_or_b(v, trunc_mask)
-
-    def following_target(self, d: Tensor, trunc_mask: Tensor | None) -> Tensor:
-        """V-trace's nvs with ``next_values``, fresh: ``next_values[t] + D[t+1]``, and
-        ``next_values[t]`` alone at t = T-1 and at truncations (D[t+1] is then another
-        episode's)."""
-        out = _shift_next(d, 0.0)
-        if trunc_mask is not None:
-            out.masked_fill_(trunc_mask, 0.0)
-        return out.add_(self.following)
 
     def next_or_b(self, x: Tensor, trunc_mask: Tensor | None) -> Tensor:
         """SPEC's nv, fresh: b[t] at t = T-1 or where truncated, else x[t+1]."""
@@ -194,13 +187,8 @@ def vtrace(call: Call) -> Coefficients:
     _fold(alpha, beta, True, None)
 
     def finish(d: Tensor) -> tuple[Tensor, ...]:
-        if boot.following is not None:
-            nvs = boot.following_target(d, mask)   # reads D before it becomes vs
-            vs = d.add_(v)
-        else:
-            vs = d.add_(v)
-            nvs = boot.next_or_b(vs, mask)
-        adv = _td_error(nvs, not_term, r, v, g).mul_(rho)
+        vs = d.add_(v)
+        adv = _td_error(boot.next_or_b(vs, mask), not_term, r, v, g).mul_(rho)
         return vs, adv
 
     return Coefficients(alpha, beta, True, finish)

@@ -165,13 +165,12 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
     term = _flag(P4, rows, ts, sn, st, m)
     trunc, b, done, cut = _bootstrap_and_done(P5, P6, P7, rows, ts, N, T, sn, st, se, term, m,
                                               F_TRUNC, F_BOOT, F_ENV)
+    v_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
     if _next_given(F_BOOT, F_ENV):
-        # next_values[t] stands for values[t+1] and for the bootstrap: finish's
-        # nvs = where(cut, b, v_next + D[t+1]) is then next_values[t] (+ D[t+1] inside).
-        v_next = b
+        nv = b           # next_values[t] at every step; finish's vs[t+1] stays v_next + D
     else:
-        v_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
-    delta = rho * (r + S0 * (1.0 - term) * tl.where(cut, b, v_next) - v)
+        nv = tl.where(cut, b, v_next)
+    delta = rho * (r + S0 * (1.0 - term) * nv - v)
     beta = S0 * c * (1.0 - done)
     delta = tl.where(m, delta, 0.0)
     beta = tl.where(m, beta, 0.0)
