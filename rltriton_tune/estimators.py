@@ -464,7 +464,9 @@ def compute_lambda_returns(
     """TD(λ) returns, shaped like ``rewards``.
 
     ``G[t] = r[t] + γ(1 - done[t])((1 - λ) next_values[t] + λ G[t+1]) + γ trunc[t] b[t]``,
-    ``G[T] = b[T-1]``; ``next_values[t]`` is V(s_{t+1}) as the caller stores it.
+    ``G[T] = b[T-1]`` (``b`` = ``bootstrap_values``, zero when not given: then the
+    return after the last step is zero); ``next_values[t]`` is V(s_{t+1}) as the
+    caller stores it (its value at truncated steps is not used: ``b`` is).
     λ = 0 gives one-step TD targets, λ = 1 discounted returns.
     """
     return _run(_LAMBDA, (rewards, next_values, terminateds, truncateds, bootstrap_values),

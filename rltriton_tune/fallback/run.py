@@ -47,15 +47,25 @@ def compute(call: Call, scan: Scan, time_contiguous: bool = False,
     if call.n == 0 or call.t == 0:
         return empty_outputs(call)
     device = call.device
-    whole = call.n * call.t * max(call.a, 1)
-    with serial_below(device, whole):
-        coeffs = build(call)
-        alpha, beta = coeffs.alpha, coeffs.beta
-        if time_contiguous and alpha.stride(0) != 1:
-            alpha, beta = _time_contiguous(alpha), _time_contiguous(beta)
-        with serial_below(device, call.n * call.t if step_elements is None else step_elements):
-            y = scan(alpha, beta, coeffs.reverse)
-        return tuple(_to_caller(out, call) for out in coeffs.finish(y))
+    if device.type != "cpu" or torch.compiler.is_compiling():
+        return _compute(call, scan, time_contiguous)
+    steps = call.n * call.t if step_elements is None else step_elements
+
+    def scan_serial_below(alpha: Tensor, beta: Tensor, reverse: bool) -> Tensor:
+        with serial_below(device, steps):
+            return scan(alpha, beta, reverse)
+
+    with serial_below(device, call.n * call.t * max(call.a, 1)):
+        return _compute(call, scan_serial_below, time_contiguous)
+
+
+def _compute(call: Call, scan: Scan, time_contiguous: bool) -> tuple[Tensor, ...]:
+    coeffs = build(call)
+    alpha, beta = coeffs.alpha, coeffs.beta
+    if time_contiguous and alpha.stride(0) != 1:
+        alpha, beta = _time_contiguous(alpha), _time_contiguous(beta)
+    y = scan(alpha, beta, coeffs.reverse)
+    return tuple(_to_caller(out, call) for out in coeffs.finish(y))
 
 
 def loop(call: Call) -> tuple[Tensor, ...]:

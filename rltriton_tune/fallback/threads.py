@@ -35,8 +35,7 @@ PARALLEL_MIN_ELEMENTS = 1 << 22
 def serial_below(device: torch.device, elements: int) -> Iterator[None]:
     """Run the block on one CPU thread when its operations hold fewer than
     :data:`PARALLEL_MIN_ELEMENTS` elements each (CPU eager calls only)."""
-    if (device.type != "cpu" or elements >= PARALLEL_MIN_ELEMENTS
-            or torch.compiler.is_compiling()):
+    if device.type != "cpu" or elements >= PARALLEL_MIN_ELEMENTS:
         yield
         return
     before = torch.get_num_threads()
