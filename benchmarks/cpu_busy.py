@@ -3,11 +3,13 @@ process that keeps one core busy (an RL learner sharing cores with env workers).
 
     python benchmarks/cpu_busy.py [--algorithm gae] [--flags last_value]
         [--shapes 16x8192,256x2048,4096x512] [--neighbours 1] [--reps 15]
-        [--modes] [--json out.json]
+        [--modes] [--no-thread-rule] [--json out.json]
 
 For each shape it times the public function (what dispatch picks on this CPU)
-and, with ``--modes``, each eager torch mode at 1 thread and at torch's default
-thread count, first quiet, then with ``--neighbours`` busy-loop processes
+and, with ``--modes``, each eager torch mode with the caller at 1 thread and at
+torch's default thread count (the fallback's own rule, ``fallback/threads.py``,
+still runs small phases on one thread; ``--no-thread-rule`` turns it off to show
+what it saves), first quiet, then with ``--neighbours`` busy-loop processes
 running (``python -c 'while True: pass'``, started and stopped here). Each cell
 is the median of ``--reps`` calls after one warm-up call; the table shows both
 conditions and their ratio. On a machine shared with other work "quiet" means
@@ -36,6 +38,7 @@ import torch  # noqa: E402
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.estimators import ESTIMATORS, prepare_call  # noqa: E402
 from rltriton_tune.fallback import CPU_MODES, launch  # noqa: E402
+from rltriton_tune.fallback import threads as thread_rule  # noqa: E402
 from rltriton_tune.problems import random_inputs  # noqa: E402
 
 BUSY_LOOP = "while True: pass"
@@ -126,12 +129,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--modes", action="store_true",
                         help="also time each torch mode at 1 and the default thread count")
+    parser.add_argument("--no-thread-rule", action="store_true",
+                        help="keep torch's thread count in every phase (the behaviour "
+                             "before fallback/threads.py)")
     parser.add_argument("--json", help="write the rows to this file")
     args = parser.parse_args(argv)
+    if args.no_thread_rule:
+        thread_rule.PARALLEL_MIN_ELEMENTS = 0
     rows = measure(args)
     if args.json:
         Path(args.json).write_text(json.dumps({
             "algorithm": args.algorithm, "flags": args.flags, "neighbours": args.neighbours,
+            "thread_rule": not args.no_thread_rule,
             "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
             "torch": torch.__version__, "rows": rows}, indent=1))
 
