@@ -310,7 +310,7 @@ def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     else:
         outputs = dispatch.run(call)
     if call.shape is not None:  # [*B, T] inputs: outputs back to the caller's shape
-        outputs = tuple(y.view(call.shape) for y in outputs)
+        outputs = tuple(y.reshape(call.shape) for y in outputs)
     return outputs[0] if plan.single else outputs
 
 
