@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from strategies_report import SLOW_FACTOR, SLOW_FLOOR_US  # noqa: E402
 
-from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES  # noqa: E402
+from rltriton_tune.algorithms import ALGORITHMS  # noqa: E402
 from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey, flags_string  # noqa: E402
 from rltriton_tune.problems import data_bytes, random_inputs  # noqa: E402
 from rltriton_tune.strategy import InvalidConfig, Params  # noqa: E402
@@ -260,9 +260,7 @@ def _add_dispatched(key: ProblemKey, strategies: dict[str, Any], found: list[Can
 
 def required_flags(algorithm: str) -> str:
     """The flags an estimator always has (Retrace's truncations are not optional)."""
-    spec = ALGORITHMS[algorithm]
-    return flags_string({FLAG_NAMES[n] for n in spec.tensors
-                         if n in FLAG_NAMES and n not in spec.optional})
+    return flags_string(ALGORITHMS[algorithm].required_flags)
 
 
 def plan(args: argparse.Namespace, strategies: dict[str, Any]) -> list[Cell]:

@@ -40,16 +40,24 @@ class AlgorithmSpec:
         return "rewards" if "rewards" in self.tensors else self.tensors[0]
 
     @property
+    def keyed_inputs(self) -> tuple[str, ...]:
+        """Inputs whose presence a problem key's flags record: the optional ones, and
+        flag inputs with a flag name (Retrace's required truncations). λ-returns'
+        required ``next_values`` is not one: only GAE's and V-trace's optional one is."""
+        return tuple(name for name in self.tensors if name in FLAG_NAMES
+                     and (name in self.optional or name in self.flags_inputs))
+
+    @property
     def possible_flags(self) -> frozenset[str]:
         """Flags a problem key of this estimator may carry."""
-        found = {FLAG_NAMES[name] for name in self.tensors if name in FLAG_NAMES}
+        found = {FLAG_NAMES[name] for name in self.keyed_inputs}
         return frozenset(found | ({STARTS_AT} if self.name == "episodic_prefix_sum" else set()))
 
     @property
     def required_flags(self) -> frozenset[str]:
         """Flags of inputs this estimator always takes (Retrace's truncations)."""
-        return frozenset(FLAG_NAMES[name] for name in self.tensors
-                         if name in FLAG_NAMES and name not in self.optional)
+        return frozenset(FLAG_NAMES[name] for name in self.keyed_inputs
+                         if name not in self.optional)
 
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {
@@ -59,8 +67,8 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             name="gae",
             direction="backward",
             tensors=("rewards", "values", "terminateds", "truncateds",
-                     "bootstrap_values", "last_value"),
-            optional=("truncateds", "bootstrap_values", "last_value"),
+                     "bootstrap_values", "last_value", "next_values"),
+            optional=("truncateds", "bootstrap_values", "last_value", "next_values"),
             outputs=("advantages",),
             scalars=("gamma", "lambda_"),
             per_env=("last_value",),
@@ -71,8 +79,8 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             name="vtrace",
             direction="backward",
             tensors=("log_pi_target", "log_pi_behavior", "values", "rewards", "terminateds",
-                     "truncateds", "bootstrap_values", "last_value"),
-            optional=("truncateds", "bootstrap_values", "last_value"),
+                     "truncateds", "bootstrap_values", "last_value", "next_values"),
+            optional=("truncateds", "bootstrap_values", "last_value", "next_values"),
             outputs=("vs", "advantages"),
             scalars=("gamma", "rho_bar", "c_bar"),
             per_env=("last_value",),
@@ -141,6 +149,7 @@ FLAG_NAMES: dict[str, str] = {
     "bootstrap_values": "bootstrap",
     "last_value": "last_value",
     "seed_values": "seed",
+    "next_values": "next",
 }
 
 #: Flag for the prefix sum's ``boundary="starts_at"`` option (absent means "ends_at").

@@ -107,17 +107,25 @@ class Call:
     (``[T, N]`` when ``time_major``) and never modified. ``[N, T]``-type inputs
     all share one stride pattern (contiguous in their layout). Launchers return
     outputs in the same layout, with dtype ``out_dtype``.
+
+    ``shape`` is the caller's ``[*B, T]`` (``[T, *B]``) shape when it had other than
+    one batch dim (``tensors`` then hold flattened views); the public functions
+    reshape the outputs to it. ``scalars`` are floats, except 0-d tensors on the
+    inputs' (non-CPU) device, which ``tensor_scalars`` flags: only the torch
+    implementation reads those (without a device sync).
     """
 
     algorithm: str
     tensors: dict[str, torch.Tensor]
-    scalars: dict[str, float]
+    scalars: dict[str, float | torch.Tensor]
     n: int
     t: int
     time_major: bool = False
     a: int = 0
     starts_at: bool = False
     out_dtype: torch.dtype = torch.float32
+    shape: tuple[int, ...] | None = None
+    tensor_scalars: bool = False
     _key: ProblemKey | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -135,7 +143,8 @@ class Call:
 
     @property
     def flags(self) -> frozenset[str]:
-        found = {FLAG_NAMES[name] for name in self.tensors if name in FLAG_NAMES}
+        keyed = self.spec.keyed_inputs
+        found = {FLAG_NAMES[name] for name in self.tensors if name in keyed}
         if self.starts_at:
             found.add(STARTS_AT)
         return frozenset(found)

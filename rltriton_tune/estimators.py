@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rltriton_tune import dispatch
+from rltriton_tune import dispatch, fallback
 from rltriton_tune.algorithms import ALGORITHMS, AlgorithmSpec
 from rltriton_tune.call import Call
 
@@ -54,10 +54,11 @@ class _Plan:
         )
         self.first_float = spec.tensors.index(spec.first_float)
         self.single = len(spec.outputs) == 1
-        # (last_value, bootstrap_values, truncateds) positions, for the "not both" rules.
+        # (last_value, bootstrap_values, truncateds, next_values) positions, for the
+        # "not both" rules of GAE and V-trace.
         self.last_value_rule = (
             tuple(spec.tensors.index(name)
-                  for name in ("last_value", "bootstrap_values", "truncateds"))
+                  for name in ("last_value", "bootstrap_values", "truncateds", "next_values"))
             if "last_value" in spec.tensors else None
         )
 
@@ -92,8 +93,24 @@ def _check_float(plan: _Plan, name: str, x: Tensor, what: str = "float32, float1
     raise _dtype_error(plan, name, x, f"{what} (or float64 on CPU)")
 
 
-def _scalar(plan: _Plan, name: str, value: Any) -> float:
-    """A plain Python number (numpy scalars accepted) as float; NaN, bools and tensors refused."""
+class ExclusiveArgumentsError(ValueError, AssertionError):
+    """Two arguments that exclude each other were both given.
+
+    A ``ValueError`` that is also an ``AssertionError``: rl-triton 0.1.3 asserts
+    that ``last_value`` and ``bootstrap_values`` are not both given, so code
+    written against it that catches ``AssertionError`` keeps working.
+    """
+
+
+def _scalar(plan: _Plan, name: str, value: Any, device: torch.device) -> float | Tensor:
+    """A scalar argument as a float, or as a 0-d tensor on ``device``.
+
+    Python numbers (numpy scalars too) and 0-d CPU tensors become floats (reading a
+    CPU tensor syncs nothing); NaN, bools and non-real values are refused. A 0-d
+    tensor on ``device`` when that is not the CPU stays a tensor: reading it would
+    wait for the device, so its value is not checked (NaN propagates) and the call
+    is computed by the torch implementation, which reads it on the device.
+    """
     kind = type(value)
     if kind is float:
         if value != value:
@@ -102,10 +119,21 @@ def _scalar(plan: _Plan, name: str, value: Any) -> float:
     if kind is int:
         return float(value)
     if isinstance(value, Tensor):
-        raise TypeError(f"{plan.function}: {name} must be a plain Python number, not a tensor "
-                        f"(pass {name}=float(x) if it is a 0-d tensor)")
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{plan.function}: {name} must be a plain Python number, "
+        if value.dim() != 0:
+            raise ValueError(f"{plan.function}: {name} must be a number or a 0-d tensor, "
+                             f"got a tensor of shape {_shape(value)}")
+        if value.dtype is torch.bool or value.is_complex():
+            raise TypeError(f"{plan.function}: {name} must be a real number, got a "
+                            f"{value.dtype} tensor")
+        if value.device.type != "cpu":
+            if value.device != device:
+                raise ValueError(f"{plan.function}: {name} is on {value.device} but the "
+                                 f"inputs are on {device}; a 0-d tensor scalar must be on "
+                                 "the CPU or on the inputs' device")
+            return value.detach()
+        value = value.item()
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{plan.function}: {name} must be a Python number or a 0-d tensor, "
                         f"got {kind.__name__}")
     value = float(value)
     if math.isnan(value):
@@ -113,20 +141,44 @@ def _scalar(plan: _Plan, name: str, value: Any) -> float:
     return value
 
 
+def _not_both(function: str, first: str, second: str, why: str = "") -> ExclusiveArgumentsError:
+    return ExclusiveArgumentsError(f"{function}: give {first} or {second}, not both{why}")
+
+
+def _check_exclusive(plan: _Plan, values: tuple[Any, ...]) -> None:
+    """SPEC's rules between ``last_value``, ``bootstrap_values``, ``truncateds`` and
+    ``next_values`` (GAE and V-trace)."""
+    last, boot, trunc, following = (values[i] for i in plan.last_value_rule)  # type: ignore
+    function = plan.function
+    if following is not None:
+        why = " (next_values already holds the value after every step)"
+        if last is not None:
+            raise _not_both(function, "next_values", "last_value", why)
+        if boot is not None:
+            raise _not_both(function, "next_values", "bootstrap_values", why)
+    if last is not None:
+        if boot is not None:
+            raise _not_both(function, "last_value", "bootstrap_values")
+        if trunc is not None:
+            raise ValueError(f"{function}: last_value cannot be combined with truncateds; "
+                             "pass bootstrap_values (or next_values) instead")
+
+
 def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
            time_major: bool, starts_at: bool = False) -> Call:
-    """Validate one call's arguments and normalise them into a :class:`Call`."""
+    """Validate one call's arguments and normalise them into a :class:`Call`.
+
+    ``[*B, T]`` inputs (``[T, *B]`` time-major) are flattened to ``[N, T]`` (``[T, N]``)
+    with ``N = prod(B)``, per-env inputs ``[*B]`` to ``[N]`` and per-action inputs
+    ``[*B, T, A]`` (``[T, *B, A]``) to ``[N, T, A]`` (``[T, N, A]``): views where the
+    strides allow. ``Call.shape`` then keeps the caller's shape for the outputs.
+    """
     function = plan.function
     names = plan.names
     if time_major is not True and time_major is not False:
         raise TypeError(f"{function}: time_major must be a bool, got {type(time_major).__name__}")
-    rule = plan.last_value_rule
-    if rule is not None and values[rule[0]] is not None:
-        if values[rule[1]] is not None:
-            raise ValueError(f"{function}: give last_value or bootstrap_values, not both")
-        if values[rule[2]] is not None:
-            raise ValueError(f"{function}: last_value cannot be combined with truncateds; "
-                             "pass bootstrap_values instead")
+    if plan.last_value_rule is not None:
+        _check_exclusive(plan, values)
 
     source_name = names[plan.shape_source]
     source = values[plan.shape_source]
@@ -134,12 +186,23 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
         raise TypeError(f"{function}: {source_name} must be a torch.Tensor, "
                         f"got {type(source).__name__}")
     shape = source.shape
-    if source.dim() != 2:
-        layout = "[T, N] (time_major=True)" if time_major else "[N, T]"
-        raise ValueError(f"{function}: {source_name} must be 2-D {layout}, "
-                         f"got shape {_shape(source)}")
+    ndim = source.dim()
+    if ndim < 2:
+        layout = "[T, *B] (time_major=True)" if time_major else "[*B, T]"
+        raise ValueError(f"{function}: {source_name} must be {layout} with at least one batch "
+                         f"dim, got shape {_shape(source)} (a single sequence x of T steps "
+                         f"is x.unsqueeze({-1 if time_major else 0}))")
     device = source.device
-    n = shape[1] if time_major else shape[0]
+    if ndim == 2:
+        n = shape[1] if time_major else shape[0]
+        batch = None
+        env_shape: tuple[int, ...] = (n,)
+    else:
+        batch = shape[1:] if time_major else shape[:-1]
+        env_shape = tuple(batch)
+        n = math.prod(batch)
+    t = shape[0] if time_major else shape[-1]
+    flat = (t, n) if time_major else (n, t)
     a = 0
     per_action_name = ""
 
@@ -158,22 +221,28 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
             if xs != shape:
                 raise ValueError(f"{function}: {name} has shape {_shape(x)} but {source_name} "
                                  f"has shape {_shape(source)}; they must match")
+            if batch is not None:
+                x = x.reshape(flat)
         elif kind == _PER_ENV:
-            if len(xs) != 1 or xs[0] != n:
-                raise ValueError(f"{function}: {name} has shape {_shape(x)}; expected ({n},) "
-                                 f"(one value per environment of {source_name} with shape "
-                                 f"{_shape(source)})")
+            if tuple(xs) != env_shape:
+                raise ValueError(f"{function}: {name} has shape {_shape(x)}; expected "
+                                 f"{env_shape} (one value per environment of {source_name} "
+                                 f"with shape {_shape(source)})")
+            if batch is not None:
+                x = x.reshape(n)
         else:
-            if len(xs) != 3 or xs[:2] != shape:
-                dims = "[T, N, A]" if time_major else "[N, T, A]"
+            if len(xs) != ndim + 1 or xs[:-1] != shape:
+                dims = "[T, *B, A]" if time_major else "[*B, T, A]"
                 raise ValueError(f"{function}: {name} has shape {_shape(x)}; expected {dims} "
                                  f"with leading dims {_shape(source)} like {source_name}")
-            if per_action_name and xs[2] != a:
-                raise ValueError(f"{function}: {name} has {xs[2]} actions (shape {_shape(x)}) "
+            if per_action_name and xs[-1] != a:
+                raise ValueError(f"{function}: {name} has {xs[-1]} actions (shape {_shape(x)}) "
                                  f"but {per_action_name} has {a} (shape "
-                                 f"{_shape(tensors[per_action_name])})")
-            a = xs[2]
+                                 f"{_shape(values[names.index(per_action_name)])})")
+            a = xs[-1]
             per_action_name = name
+            if batch is not None:
+                x = x.reshape(*flat, a)
         if x.device != device:
             raise ValueError(f"{function}: {name} is on {x.device} but {source_name} is on "
                              f"{device}; all inputs must be on one device")
@@ -188,13 +257,13 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
             _check_float(plan, name, x)
         tensors[name] = x if x.is_contiguous() else x.contiguous()
 
-    scalars = {name: _scalar(plan, name, value)
+    scalars = {name: _scalar(plan, name, value, device)
                for name, value in zip(plan.scalars, scalar_values, strict=True)}
-    t = shape[0] if time_major else shape[1]
     if per_action_name:
         if a == 0 and n and t:
             raise ValueError(f"{function}: {' and '.join(plan.spec.per_action)} have no "
-                             f"actions (A = 0, shape {_shape(tensors[per_action_name])})")
+                             f"actions (A = 0, shape "
+                             f"{_shape(values[names.index(per_action_name)])})")
         if device.type == "cpu" and n and t:
             actions = tensors["actions"]
             low, high = int(actions.min()), int(actions.max())
@@ -211,16 +280,24 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
         a=a,
         starts_at=starts_at,
         out_dtype=values[plan.first_float].dtype,
+        shape=None if batch is None else tuple(shape),
+        tensor_scalars=any(type(v) is not float for v in scalars.values()),
     )
 
 
 def _empty(plan: _Plan, call: Call) -> Tensor | tuple[Tensor, ...]:
     """Outputs of an empty call (N = 0 or T = 0), without dispatching anything."""
-    shape = (call.t, call.n) if call.time_major else (call.n, call.t)
+    shape = call.shape or ((call.t, call.n) if call.time_major else (call.n, call.t))
     device = call.device
     outputs = tuple(torch.empty(shape, dtype=call.out_dtype, device=device)
                     for _ in plan.spec.outputs)
     return outputs[0] if plan.single else outputs
+
+
+def _fallback(call: Call) -> tuple[Tensor, ...]:
+    """The torch implementation, for calls whose scalars are 0-d device tensors: the
+    Triton kernels take scalars as numbers, which reading such a tensor would wait for."""
+    return fallback.launch(call, fallback.default_mode(call.n, call.t))
 
 
 def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
@@ -228,7 +305,12 @@ def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     call = _build(plan, values, scalar_values, time_major, starts_at)
     if call.n == 0 or call.t == 0:
         return _empty(plan, call)
-    outputs = dispatch.run(call)
+    if call.tensor_scalars:
+        outputs = _fallback(call)
+    else:
+        outputs = dispatch.run(call)
+    if call.shape is not None:  # [*B, T] inputs: outputs back to the caller's shape
+        outputs = tuple(y.reshape(call.shape) for y in outputs)
     return outputs[0] if plan.single else outputs
 
 
@@ -250,31 +332,59 @@ _TRACES = _Plan(ALGORITHMS["eligibility_traces"], "compute_eligibility_traces")
 _PREFIX = _Plan(ALGORITHMS["episodic_prefix_sum"], "compute_episodic_prefix_sum")
 
 
+_COMMON_DOC = """
+    Shapes: ``[N, T]`` inputs may be ``[*B, T]`` (any number, at least one, of batch
+    dims), or ``[T, *B]`` with ``time_major=True`` (read without a transposed copy);
+    per-env inputs are then ``[*B]``; outputs have the shape of the first input.
+    Flags may be float, bool or integer tensors (non-zero is true);
+    float16/bfloat16 inputs are accumulated in float32 and the outputs take the
+    dtype of ``{first}``. Scalars are Python numbers or 0-d tensors (a 0-d tensor
+    on a GPU is read there without a sync by the torch implementation). Inputs are
+    never modified; outputs carry no gradient for the scalars.
+"""
+
+_BOOTSTRAP_DOC = """
+    The value after the last step and at truncations (the bootstrap) is, in order:
+
+    * ``next_values`` (keyword-only, shape of ``values``): V(s_{t+1}) for every step
+      t. It is ``nv[t]`` at every step (in place of ``values[t+1]``), the last and
+      truncated steps included, and V-trace's ``nvs[t]`` at the last step and at
+      truncations. Terminations still zero it and ``truncateds`` still end the
+      trace. Excludes ``last_value`` and ``bootstrap_values``.
+    * ``bootstrap_values`` (shape of ``values``): ``b[t]`` is used at ``t = T-1`` and
+      wherever ``truncateds[t]`` is set; ``values[t+1]`` elsewhere.
+    * ``last_value`` (``[N]`` / ``[*B]``): shorthand for ``bootstrap_values`` zero
+      except ``b[T-1] = last_value``; not with ``truncateds`` (where would a truncated
+      step's value come from?) nor with ``bootstrap_values``.
+    * none of these: **the bootstrap is zero**, i.e. every row is treated as ending
+      in a terminal state after step T-1 (right for complete episodes only).
+
+    Giving two that exclude each other raises :class:`ExclusiveArgumentsError`, a
+    ``ValueError`` that is also the ``AssertionError`` rl-triton 0.1.3 raised.
+"""
+
+
 def compute_gae(
     rewards: Tensor,
     values: Tensor,
     terminateds: Tensor,
     truncateds: Tensor | None = None,
-    gamma: float = 0.99,
-    lambda_: float = 0.95,
+    gamma: float | Tensor = 0.99,
+    lambda_: float | Tensor = 0.95,
     bootstrap_values: Tensor | None = None,
     last_value: Tensor | None = None,
     *,
+    next_values: Tensor | None = None,
     time_major: bool = False,
 ) -> Tensor:
-    """Generalized advantage estimates, ``[N, T]``.
+    """Generalized advantage estimates, shaped like ``rewards``.
 
-    ``A[t] = δ[t] + γλ(1 - done[t]) A[t+1]`` with
-    ``δ[t] = r[t] + γ(1 - term[t]) nv[t] - values[t]``, where ``nv[t]`` is
-    ``values[t+1]``, or the bootstrap value at the last step and at truncations
-    (``bootstrap_values[t]``, or ``last_value`` at ``t = T-1``; give at most one, and
-    ``last_value`` only without ``truncateds``).
-    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
-    ``time_major=True``, read without a transposed copy); flags may be float, bool
-    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
-    outputs take the dtype of ``rewards``. Inputs are never modified.
+    ``A[t] = δ[t] + γλ(1 - done[t]) A[t+1]``, ``A[T] = 0``, with
+    ``δ[t] = r[t] + γ(1 - term[t]) nv[t] - values[t]`` and ``done = max(term, trunc)``;
+    ``nv[t]`` is ``values[t+1]`` or the bootstrap below.
     """
-    return _run(_GAE, (rewards, values, terminateds, truncateds, bootstrap_values, last_value),
+    return _run(_GAE, (rewards, values, terminateds, truncateds, bootstrap_values, last_value,
+                       next_values),
                 (gamma, lambda_), time_major)
 
 
@@ -285,12 +395,13 @@ def compute_vtrace(
     rewards: Tensor,
     terminateds: Tensor,
     truncateds: Tensor | None = None,
-    gamma: float = 0.99,
-    rho_bar: float = 1.0,
-    c_bar: float = 1.0,
+    gamma: float | Tensor = 0.99,
+    rho_bar: float | Tensor = 1.0,
+    c_bar: float | Tensor = 1.0,
     bootstrap_values: Tensor | None = None,
     last_value: Tensor | None = None,
     *,
+    next_values: Tensor | None = None,
     time_major: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """V-trace targets and policy-gradient advantages, ``(vs, advantages)``.
@@ -298,17 +409,13 @@ def compute_vtrace(
     With ``ratio = exp(log_pi_target - log_pi_behavior)``, ``ρ = min(rho_bar, ratio)``
     and ``c = min(c_bar, ratio)``: ``vs[t] = values[t] + D[t]``,
     ``D[t] = ρ[t] (r[t] + γ(1 - term[t]) nv[t] - values[t]) + γ c[t] (1 - done[t]) D[t+1]``,
-    and
-    ``advantages[t] = ρ[t] (r[t] + γ(1 - term[t]) vs[t+1] - values[t])``; bootstrap
-    values replace ``values[t+1]`` / ``vs[t+1]`` at the last step and at
-    truncations, as in :func:`compute_gae`.
-    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
-    ``time_major=True``, read without a transposed copy); flags may be float, bool
-    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
-    outputs take the dtype of ``rewards``. Inputs are never modified.
+    and ``advantages[t] = ρ[t] (r[t] + γ(1 - term[t]) nvs[t] - values[t])``, where
+    ``nv[t]`` is ``values[t+1]`` or the bootstrap below and ``nvs[t]`` is ``vs[t+1]``,
+    or the bootstrap at the last step and at truncations (with ``next_values``:
+    ``next_values[t]`` there, ``vs[t+1]`` elsewhere, as TorchRL's V-trace).
     """
     return _run(_VTRACE, (log_pi_target, log_pi_behavior, values, rewards, terminateds,
-                          truncateds, bootstrap_values, last_value),
+                          truncateds, bootstrap_values, last_value, next_values),
                 (gamma, rho_bar, c_bar), time_major)
 
 
@@ -321,10 +428,10 @@ def compute_retrace(
     rewards: Tensor,
     terminateds: Tensor,
     truncateds: Tensor,
-    gamma: float,
-    lambda_: float = 1.0,
-    c_bar: float = 1.0,
-    rho_bar: float = 1.0,
+    gamma: float | Tensor,
+    lambda_: float | Tensor = 1.0,
+    c_bar: float | Tensor = 1.0,
+    rho_bar: float | Tensor = 1.0,
     *,
     time_major: bool = False,
 ) -> tuple[Tensor, Tensor]:
@@ -337,10 +444,6 @@ def compute_retrace(
     ``D[t] = r[t] + γ(1 - term[t]) EQ[t] - q_values[t] + γ c[t+1] (1 - done[t]) D[t+1]``.
     An action outside ``[0, A)`` is a ``ValueError`` on CPU; on a GPU (where a check
     would sync the device) it never faults and its outputs become NaN.
-    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
-    ``time_major=True``, read without a transposed copy); flags may be float, bool
-    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
-    outputs take the dtype of ``rewards``. Inputs are never modified.
     """
     return _run(_RETRACE, (action_probs_target, action_probs_behavior, q_values,
                            next_q_values_all, actions, rewards, terminateds, truncateds),
@@ -352,21 +455,19 @@ def compute_lambda_returns(
     next_values: Tensor,
     terminateds: Tensor,
     truncateds: Tensor | None = None,
-    gamma: float = 0.99,
-    lambda_: float = 0.95,
+    gamma: float | Tensor = 0.99,
+    lambda_: float | Tensor = 0.95,
     bootstrap_values: Tensor | None = None,
     *,
     time_major: bool = False,
 ) -> Tensor:
-    """TD(λ) returns, ``[N, T]``.
+    """TD(λ) returns, shaped like ``rewards``.
 
     ``G[t] = r[t] + γ(1 - done[t])((1 - λ) next_values[t] + λ G[t+1]) + γ trunc[t] b[t]``,
-    ``G[T] = b[T-1]``; ``next_values[t]`` is V(s_{t+1}) as the caller stores it.
+    ``G[T] = b[T-1]`` (``b`` = ``bootstrap_values``, zero when not given: then the
+    return after the last step is zero); ``next_values[t]`` is V(s_{t+1}) as the
+    caller stores it (its value at truncated steps is not used: ``b`` is).
     λ = 0 gives one-step TD targets, λ = 1 discounted returns.
-    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
-    ``time_major=True``, read without a transposed copy); flags may be float, bool
-    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
-    outputs take the dtype of ``rewards``. Inputs are never modified.
     """
     return _run(_LAMBDA, (rewards, next_values, terminateds, truncateds, bootstrap_values),
                 (gamma, lambda_), time_major)
@@ -376,19 +477,15 @@ def compute_discounted_returns(
     rewards: Tensor,
     terminateds: Tensor,
     truncateds: Tensor | None = None,
-    gamma: float = 0.99,
+    gamma: float | Tensor = 0.99,
     bootstrap_values: Tensor | None = None,
     *,
     time_major: bool = False,
 ) -> Tensor:
-    """Discounted returns, ``[N, T]``.
+    """Discounted returns, shaped like ``rewards``.
 
     ``G[t] = r[t] + γ(1 - done[t]) G[t+1] + γ trunc[t] b[t]``, ``G[T] = b[T-1]``
     (``b`` = ``bootstrap_values``, zero when not given).
-    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
-    ``time_major=True``, read without a transposed copy); flags may be float, bool
-    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
-    outputs take the dtype of ``rewards``. Inputs are never modified.
     """
     return _run(_RETURNS, (rewards, terminateds, truncateds, bootstrap_values), (gamma,),
                 time_major)
@@ -397,20 +494,16 @@ def compute_discounted_returns(
 def compute_eligibility_traces(
     gradients: Tensor,
     dones: Tensor,
-    gamma: float,
-    lambda_: float,
+    gamma: float | Tensor,
+    lambda_: float | Tensor,
     seed_values: Tensor | None = None,
     *,
     time_major: bool = False,
 ) -> Tensor:
-    """Accumulating eligibility traces, ``[N, T]`` (a forward scan).
+    """Accumulating eligibility traces, shaped like ``gradients`` (a forward scan).
 
     ``z[t] = g[t] + γλ(1 - done[t-1]) z[t-1]``, ``z[-1] = seed_values`` (default 0);
     ``done[t] = 1`` ends the episode at ``t``.
-    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
-    ``time_major=True``, read without a transposed copy); flags may be float, bool
-    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
-    outputs take the dtype of ``gradients``. Inputs are never modified.
     """
     return _run(_TRACES, (gradients, dones, seed_values), (gamma, lambda_), time_major)
 
@@ -423,15 +516,11 @@ def compute_episodic_prefix_sum(
     *,
     time_major: bool = False,
 ) -> Tensor:
-    """Per-episode running sums, ``[N, T]`` (a forward scan).
+    """Per-episode running sums, shaped like ``inputs`` (a forward scan).
 
     ``boundary="ends_at"``: ``C[t] = x[t] + (1 - done[t-1]) C[t-1]``;
     ``boundary="starts_at"``: ``C[t] = x[t] + (1 - done[t]) C[t-1]``;
     ``C[-1] = seed_values`` (default 0).
-    All ``[N, T]`` inputs share shape, device and layout (``[T, N]`` with
-    ``time_major=True``, read without a transposed copy); flags may be float, bool
-    or integer tensors; float16/bfloat16 inputs are accumulated in float32 and the
-    outputs take the dtype of ``inputs``. Inputs are never modified.
     """
     return _run(_PREFIX, (inputs, dones, seed_values), (), time_major,
                 _boundary(_PREFIX, boundary))
@@ -447,6 +536,12 @@ ESTIMATORS: dict[str, Callable[..., Any]] = {
     "eligibility_traces": compute_eligibility_traces,
     "episodic_prefix_sum": compute_episodic_prefix_sum,
 }
+
+for _function in ESTIMATORS.values():
+    _first = ALGORITHMS[_function.__name__.removeprefix("compute_")].first_float
+    _extra = _BOOTSTRAP_DOC if _function in (compute_gae, compute_vtrace) else ""
+    _function.__doc__ = (_function.__doc__ or "").rstrip() + "\n" + _extra + \
+        _COMMON_DOC.format(first=_first)
 
 _PLANS: dict[str, _Plan] = {plan.algorithm: plan for plan in
                             (_GAE, _VTRACE, _RETRACE, _LAMBDA, _RETURNS, _TRACES, _PREFIX)}

@@ -97,13 +97,20 @@ def _forward(alpha: Tensor, beta: Tensor, start: Tensor) -> Tensor:
     return y
 
 
+def _scalar(x: Any) -> Any:
+    """A scalar argument as a float (0-d tensors read on the CPU)."""
+    return float(x.detach().to("cpu")) if isinstance(x, Tensor) else x
+
+
 def _gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=0.95,
-         bootstrap_values=None, last_value=None, *, time_major=False):
+         bootstrap_values=None, last_value=None, *, next_values=None, time_major=False):
+    gamma, lambda_ = _scalar(gamma), _scalar(lambda_)
     r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     v = _steps(values, time_major)
     b = _bootstrap(bootstrap_values, last_value, r, time_major)
 
-    nv = _next_value(v, b, trunc)
+    # next_values, when given, is nv[t] at every step (the last and truncated ones too).
+    nv = _next_value(v, b, trunc) if next_values is None else _steps(next_values, time_major)
     delta = r + gamma * (1 - term) * nv - v
     # A[t] = δ[t] + γ·λ·(1-done[t])·A[t+1],  A[T] = 0
     advantages = _backward(delta, gamma * lambda_ * (1 - done), _zero_row(r))
@@ -112,15 +119,19 @@ def _gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=0.95
 
 def _vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds=None,
             gamma=0.99, rho_bar=1.0, c_bar=1.0, bootstrap_values=None, last_value=None, *,
-            time_major=False):
+            next_values=None, time_major=False):
+    gamma, rho_bar, c_bar = _scalar(gamma), _scalar(rho_bar), _scalar(c_bar)
     r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     v = _steps(values, time_major)
-    b = _bootstrap(bootstrap_values, last_value, r, time_major)
+    # next_values, when given, is the bootstrap at every step: nv[t] everywhere, and
+    # nvs[t] at t = T-1 and at truncations (vs[t+1] elsewhere, as without it).
+    b = _bootstrap(bootstrap_values if next_values is None else next_values, last_value, r,
+                   time_major)
 
     ratio = torch.exp(_steps(log_pi_target, time_major) - _steps(log_pi_behavior, time_major))
     rho = torch.clamp(ratio, max=rho_bar)
     c = torch.clamp(ratio, max=c_bar)
-    nv = _next_value(v, b, trunc)
+    nv = _next_value(v, b, trunc) if next_values is None else b
     delta = rho * (r + gamma * (1 - term) * nv - v)
     # D[t] = δ[t] + γ·c[t]·(1-done[t])·D[t+1],  D[T] = 0
     d = _backward(delta, gamma * c * (1 - done), _zero_row(r))
@@ -133,6 +144,8 @@ def _vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, trunca
 def _retrace(action_probs_target, action_probs_behavior, q_values, next_q_values_all, actions,
              rewards, terminateds, truncateds, gamma, lambda_=1.0, c_bar=1.0, rho_bar=1.0, *,
              time_major=False):
+    gamma, lambda_ = _scalar(gamma), _scalar(lambda_)
+    c_bar, rho_bar = _scalar(c_bar), _scalar(rho_bar)
     r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     q = _steps(q_values, time_major)
     pi = _steps(action_probs_target, time_major)         # [T, N, A]
@@ -163,6 +176,7 @@ def _retrace(action_probs_target, action_probs_behavior, q_values, next_q_values
 
 def _lambda_returns(rewards, next_values, terminateds, truncateds=None, gamma=0.99,
                     lambda_=0.95, bootstrap_values=None, *, time_major=False):
+    gamma, lambda_ = _scalar(gamma), _scalar(lambda_)
     r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     nv = _steps(next_values, time_major)
     b = _bootstrap(bootstrap_values, None, r, time_major)
@@ -176,6 +190,7 @@ def _lambda_returns(rewards, next_values, terminateds, truncateds=None, gamma=0.
 
 def _discounted_returns(rewards, terminateds, truncateds=None, gamma=0.99,
                         bootstrap_values=None, *, time_major=False):
+    gamma = _scalar(gamma)
     r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     b = _bootstrap(bootstrap_values, None, r, time_major)
 
@@ -186,6 +201,7 @@ def _discounted_returns(rewards, terminateds, truncateds=None, gamma=0.99,
 
 def _eligibility_traces(gradients, dones, gamma, lambda_, seed_values=None, *,
                         time_major=False):
+    gamma, lambda_ = _scalar(gamma), _scalar(lambda_)
     g = _steps(gradients, time_major)
     done = (_steps(dones, time_major) != 0).to(_F64)  # non-zero means true
     done_prev = torch.cat([torch.zeros_like(done[:1]), done[:-1]])    # done[t-1], done[-1] = 0

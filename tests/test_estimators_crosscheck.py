@@ -32,6 +32,8 @@ def flag_sets(algorithm):
             chosen = set(chosen)
             if "last_value" in chosen and chosen & {"bootstrap", "trunc"}:
                 continue  # SPEC: an error, tested elsewhere
+            if "next" in chosen and chosen & {"bootstrap", "last_value"}:
+                continue  # next_values excludes both: an error, tested elsewhere
             found.append(chosen)
     if algorithm == "episodic_prefix_sum":
         found += [flags | {STARTS_AT} for flags in found]

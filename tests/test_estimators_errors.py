@@ -205,7 +205,8 @@ SCALAR_CASES = [(a, s) for a in ALGORITHMS for s in ALGORITHMS[a].scalars]
 @pytest.mark.parametrize(("algorithm", "scalar"), SCALAR_CASES)
 def test_scalar_rules(algorithm, scalar):
     kwargs = inputs(algorithm)
-    for bad, error in [(torch.tensor(0.9), TypeError), (float("nan"), ValueError),
+    for bad, error in [(torch.tensor([0.9]), ValueError), (torch.tensor(True), TypeError),
+                       (torch.tensor(float("nan")), ValueError), (float("nan"), ValueError),
                        (True, TypeError), ("0.9", TypeError), (None, TypeError)]:
         kwargs[scalar] = bad
         raises(algorithm, kwargs, error, scalar)
@@ -224,6 +225,27 @@ def test_last_value_and_bootstrap_values_not_both(algorithm):
     kwargs = inputs(algorithm, flags="bootstrap")
     kwargs["last_value"] = torch.zeros(N)
     raises(algorithm, kwargs, ValueError, "not both", "last_value", "bootstrap_values")
+    # rl-triton 0.1.3 asserts here: code catching AssertionError keeps working.
+    raises(algorithm, kwargs, AssertionError, "not both")
+
+
+@pytest.mark.parametrize("other", ["bootstrap", "last_value"])
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace"])
+def test_next_values_excludes_bootstrap_and_last_value(algorithm, other):
+    kwargs = inputs(algorithm, flags=other)
+    kwargs["next_values"] = torch.zeros(N, T)
+    name = "bootstrap_values" if other == "bootstrap" else "last_value"
+    raises(algorithm, kwargs, ValueError, "not both", "next_values", name)
+    raises(algorithm, kwargs, AssertionError, "not both")
+
+
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace"])
+def test_next_values_shape_and_dtype(algorithm):
+    kwargs = inputs(algorithm, flags="trunc")
+    kwargs["next_values"] = torch.zeros(N, T + 1)
+    raises(algorithm, kwargs, ValueError, "next_values", str((N, T + 1)))
+    kwargs["next_values"] = torch.zeros(N, T, dtype=torch.int64)
+    raises(algorithm, kwargs, TypeError, "next_values", "int64")
 
 
 @pytest.mark.parametrize("algorithm", ["gae", "vtrace"])

@@ -98,3 +98,55 @@ def test_device_mismatch_with_cpu():
     kwargs["values"] = kwargs["values"].cpu()
     with pytest.raises(ValueError, match="values"):
         ESTIMATORS["gae"](**kwargs)
+
+
+# ---------------------------------------------------------------- extensions (issue 33)
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("layout", ["env", "time"])
+@pytest.mark.parametrize("flags", ["next", "next+trunc"])
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace"])
+def test_next_values_on_cuda_match_reference(algorithm, flags, layout, dtype):
+    for shape in [(3, 8191), (4099, 33), (257, 129)]:
+        key = ProblemKey(algorithm, *shape, dtype, layout, flags)
+        kwargs = random_inputs(key, device="cuda", seed=3)
+        got = as_tuple(ESTIMATORS[algorithm](**kwargs))
+        want = as_tuple(reference(algorithm, **kwargs))
+        for g, w in zip(got, want, strict=True):
+            error = relative_error(g, w)
+            assert error <= TOLERANCE[dtype], f"{key.as_text()}: relative error {error:.3g}"
+
+
+@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+def test_batch_dims_on_cuda_equal_the_flattened_call(algorithm):
+    key = ProblemKey(algorithm, 6, 77, "float32", "env", RICHEST[algorithm],
+                     3 if algorithm == "retrace" else 0)
+    kwargs = random_inputs(key, device="cuda", seed=4)
+    spec = ALGORITHMS[algorithm]
+    batched = {name: (value.reshape(2, 3) if name in spec.per_env else
+                      value.reshape(2, 3, *value.shape[1:]))
+               if isinstance(value, torch.Tensor) else value for name, value in kwargs.items()}
+    for g, w in zip(as_tuple(ESTIMATORS[algorithm](**batched)),
+                    as_tuple(ESTIMATORS[algorithm](**kwargs)), strict=True):
+        assert g.shape == (2, 3, 77)
+        torch.testing.assert_close(g.reshape(6, 77), w, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace", "lambda_returns"])
+def test_device_tensor_scalars_do_not_synchronise(algorithm):
+    """0-d CUDA tensors for gamma & co. are never read on the host: the torch
+    implementation reads them on the device (same numbers as Python floats)."""
+    key = ProblemKey(algorithm, 64, 48, "float32", "env", RICHEST[algorithm])
+    kwargs = random_inputs(key, device="cuda", seed=5)
+    want = as_tuple(ESTIMATORS[algorithm](**kwargs))
+    for name in key.spec.scalars:
+        kwargs[name] = torch.tensor(kwargs[name], device="cuda")
+    ESTIMATORS[algorithm](**kwargs)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        got = as_tuple(ESTIMATORS[algorithm](**kwargs))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)

@@ -281,10 +281,12 @@ def test_prepare_call_matches_public_function_and_fills_defaults():
 
 SPEC_SIGNATURES = {
     "compute_gae": "(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=0.95, "
-                   "bootstrap_values=None, last_value=None, *, time_major=False)",
+                   "bootstrap_values=None, last_value=None, *, next_values=None, "
+                   "time_major=False)",
     "compute_vtrace": "(log_pi_target, log_pi_behavior, values, rewards, terminateds, "
                       "truncateds=None, gamma=0.99, rho_bar=1.0, c_bar=1.0, "
-                      "bootstrap_values=None, last_value=None, *, time_major=False)",
+                      "bootstrap_values=None, last_value=None, *, next_values=None, "
+                      "time_major=False)",
     "compute_retrace": "(action_probs_target, action_probs_behavior, q_values, "
                        "next_q_values_all, actions, rewards, terminateds, truncateds, gamma, "
                        "lambda_=1.0, c_bar=1.0, rho_bar=1.0, *, time_major=False)",

@@ -67,8 +67,9 @@ class _Inputs:
         x = self.raw(name)
         return x.to(self.cd) if x.dtype != self.cd else x.clone()
 
-    def scalar(self, name: str) -> float:
-        return float(self.call.scalars[name])
+    def scalar(self, name: str) -> float | Tensor:
+        """A float, or a 0-d tensor on the inputs' device (read there, without a sync)."""
+        return self.call.scalars[name]
 
 
 def _fold(alpha: Tensor, beta: Tensor, reverse: bool, carry: Tensor | None) -> None:
@@ -115,12 +116,23 @@ def _not_done(term: Tensor, trunc: Tensor | None, scale: float = 1.0) -> Tensor:
 
 
 class _Bootstrap:
-    """SPEC's b[t]: ``bootstrap_values``, or ``last_value`` at T-1, else 0."""
+    """SPEC's b[t]: ``bootstrap_values``, or ``last_value`` at T-1, else 0. GAE's and
+    V-trace's ``next_values`` (which excludes both) is the bootstrap at every step:
+    nv[t] everywhere, and V-trace's nvs[t] at t = T-1 and at truncations."""
 
     def __init__(self, inp: _Inputs) -> None:
-        self.full = inp.value("bootstrap_values")
+        following = inp.value("next_values") if "next_values" in inp.call.spec.optional \
+            else None
+        self.following = following
+        self.full = inp.value("bootstrap_values") if following is None else following
         lv = inp.value("last_value")
         self.last = self.full[:, -1] if self.full is not None else lv
+
+    def next_value(self, v: Tensor, trunc_mask: Tensor | None) -> Tensor:
+        """nv[t] of GAE and V-trace, fresh: ``next_values``, else :meth:`next_or_b` of v."""
+        if self.following is not None:
+            return self.following.to(v.dtype, copy=True)
+        return self.next_or_b(v, trunc_mask)
 
     def next_or_b(self, x: Tensor, trunc_mask: Tensor | None) -> Tensor:
         """SPEC's nv, fresh: b[t] at t = T-1 or where truncated, else x[t+1]."""
@@ -153,7 +165,7 @@ def gae(call: Call) -> Coefficients:
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     r, v = inp.value("rewards"), inp.value("values")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
-    nv = _Bootstrap(inp).next_or_b(v, _mask(trunc))
+    nv = _Bootstrap(inp).next_value(v, _mask(trunc))
     alpha = _td_error(nv, _one_minus(term), r, v, g)
     beta = _not_done(term, trunc, g * lam)
     _fold(alpha, beta, True, None)
@@ -170,7 +182,7 @@ def vtrace(call: Call) -> Coefficients:
     ratio = torch.sub(inp.value("log_pi_target"), inp.value("log_pi_behavior")).exp_()
     rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
     not_term = _one_minus(term)
-    alpha = _td_error(boot.next_or_b(v, mask), not_term, r, v, g).mul_(rho)
+    alpha = _td_error(boot.next_value(v, mask), not_term, r, v, g).mul_(rho)
     beta = ratio.clamp_max_(inp.scalar("c_bar")).mul_(_not_done(term, trunc, g))
     _fold(alpha, beta, True, None)
 

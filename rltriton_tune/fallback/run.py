@@ -10,6 +10,7 @@ from torch import Tensor
 from rltriton_tune.call import Call
 from rltriton_tune.fallback import scans
 from rltriton_tune.fallback.coefficients import build
+from rltriton_tune.fallback.threads import serial_below
 
 #: A generic scan: (α, β, reverse) -> y, owning α and β.
 Scan = Callable[[Tensor, Tensor, bool], Tensor]
@@ -33,15 +34,32 @@ def empty_outputs(call: Call) -> tuple[Tensor, ...]:
                  for _ in call.spec.outputs)
 
 
-def compute(call: Call, scan: Scan, time_contiguous: bool = False) -> tuple[Tensor, ...]:
+def compute(call: Call, scan: Scan, time_contiguous: bool = False,
+            step_elements: int | None = None) -> tuple[Tensor, ...]:
     """Outputs of ``call`` in its layout and ``out_dtype`` using ``scan``.
 
     ``time_contiguous`` stores α, β time-major before scanning, so that each
     step of a loop over time reads contiguous memory (worth it for env-major
-    inputs with many rows).
+    inputs with many rows). ``step_elements`` is the size of the scan's
+    operations (default: the whole problem): on a CPU, each phase whose
+    operations are small runs on one thread (:mod:`rltriton_tune.fallback.threads`).
     """
     if call.n == 0 or call.t == 0:
         return empty_outputs(call)
+    device = call.device
+    if device.type != "cpu" or torch.compiler.is_compiling():
+        return _compute(call, scan, time_contiguous)
+    steps = call.n * call.t if step_elements is None else step_elements
+
+    def scan_serial_below(alpha: Tensor, beta: Tensor, reverse: bool) -> Tensor:
+        with serial_below(device, steps):
+            return scan(alpha, beta, reverse)
+
+    with serial_below(device, call.n * call.t * max(call.a, 1)):
+        return _compute(call, scan_serial_below, time_contiguous)
+
+
+def _compute(call: Call, scan: Scan, time_contiguous: bool) -> tuple[Tensor, ...]:
     coeffs = build(call)
     alpha, beta = coeffs.alpha, coeffs.beta
     if time_contiguous and alpha.stride(0) != 1:
@@ -52,11 +70,13 @@ def compute(call: Call, scan: Scan, time_contiguous: bool = False) -> tuple[Tens
 
 def loop(call: Call) -> tuple[Tensor, ...]:
     contiguous_steps = call.n >= LOOP_TRANSPOSE_MIN_N and call.t >= LOOP_TRANSPOSE_MIN_T
-    return compute(call, scans.scan_loop, time_contiguous=contiguous_steps)
+    return compute(call, scans.scan_loop, time_contiguous=contiguous_steps, step_elements=call.n)
 
 
 def chunked(call: Call, chunk: int | None = None) -> tuple[Tensor, ...]:
-    return compute(call, lambda a, b, rev: scans.scan_chunked(a, b, rev, chunk))
+    size = max(2, chunk if chunk is not None else scans.default_chunk(call.t))
+    return compute(call, lambda a, b, rev: scans.scan_chunked(a, b, rev, chunk),
+                   step_elements=call.n * -(-call.t // size))
 
 
 def doubling(call: Call) -> tuple[Tensor, ...]:

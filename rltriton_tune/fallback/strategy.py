@@ -42,6 +42,10 @@ def default_mode(n: int, t: int) -> str:
       N=100000, T=64: 46 / 48 / 52 time-major): doubling's log2(T) whole-tensor
       passes cost more than T cheap steps once each step is large; chunked ties
       the loop (N=4096, T=512: 25-35 vs 28-32 ms) and takes over for long T.
+
+    One thread is also how these modes run below 4M elements per operation
+    (:mod:`rltriton_tune.fallback.threads`), so the choice holds when other
+    processes share the cores.
     """
     if n >= 2048:
         return "loop" if t <= 1024 else "chunked"

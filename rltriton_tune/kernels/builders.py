@@ -27,7 +27,10 @@ Pointer slots ``P0..P7`` hold the algorithm's tensors in the order of
 strides ``(sn, st)``, ``[N]`` inputs use ``se``, ``[N, T, A]`` inputs use
 ``(san, sat, saa)``, outputs ``(osn, ost)``. Flags: ``F_TRUNC`` (truncateds
 given), ``F_BOOT`` (bootstrap_values given), ``F_ENV`` (last_value or
-seed_values given), ``F_STARTS`` (prefix sum with boundary="starts_at"). ``EVEN``:
+seed_values given), ``F_STARTS`` (prefix sum with boundary="starts_at"). GAE's and
+V-trace's ``next_values`` excludes ``bootstrap_values`` and ``last_value``: the
+launcher passes it in the ``bootstrap_values`` slot with ``F_BOOT`` and ``F_ENV``
+both set, a pair the other two never make (:func:`_next_given`). ``EVEN``:
 the tile lies inside ``[0, N) x [0, T)``, so its own positions need no bounds mask
 (reads one step off the tile keep theirs).
 """
@@ -83,6 +86,12 @@ def _store(ptr, rows, ts, osn, ost, value, mask):
 
 
 @triton.jit
+def _next_given(F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
+    """GAE / V-trace: whether the bootstrap slot holds ``next_values`` (see the module doc)."""
+    return F_BOOT and F_ENV
+
+
+@triton.jit
 def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, term, m,
                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
     """(trunc, b, done, cut) at ts: cut marks t == T-1 or trunc[t] (nv = b there)."""
@@ -125,11 +134,13 @@ def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, sa
     m = _valid(rows, ts, N, T, EVEN)
     r = _ld(P0, rows, ts, sn, st, m)
     v = _ld(P1, rows, ts, sn, st, m)
-    v_next = _ld(P1, rows, ts + 1, sn, st, m & (ts + 1 < T))
     term = _flag(P2, rows, ts, sn, st, m)
     trunc, b, done, cut = _bootstrap_and_done(P3, P4, P5, rows, ts, N, T, sn, st, se, term, m,
                                               F_TRUNC, F_BOOT, F_ENV)
-    nv = tl.where(cut, b, v_next)
+    if _next_given(F_BOOT, F_ENV):
+        nv = b                                     # next_values[t] at every step
+    else:
+        nv = tl.where(cut, b, _ld(P1, rows, ts + 1, sn, st, m & (ts + 1 < T)))
     alpha = r + S0 * (1.0 - term) * nv - v
     beta = S0 * S1 * (1.0 - done)
     return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
@@ -150,12 +161,16 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
     rho = _clip(ratio, S1)
     c = _clip(ratio, S2)
     v = _ld(P2, rows, ts, sn, st, m)
-    v_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
     r = _ld(P3, rows, ts, sn, st, m)
     term = _flag(P4, rows, ts, sn, st, m)
     trunc, b, done, cut = _bootstrap_and_done(P5, P6, P7, rows, ts, N, T, sn, st, se, term, m,
                                               F_TRUNC, F_BOOT, F_ENV)
-    delta = rho * (r + S0 * (1.0 - term) * tl.where(cut, b, v_next) - v)
+    v_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
+    if _next_given(F_BOOT, F_ENV):
+        nv = b           # next_values[t] at every step; finish's vs[t+1] stays v_next + D
+    else:
+        nv = tl.where(cut, b, v_next)
+    delta = rho * (r + S0 * (1.0 - term) * nv - v)
     beta = S0 * c * (1.0 - done)
     delta = tl.where(m, delta, 0.0)
     beta = tl.where(m, beta, 0.0)

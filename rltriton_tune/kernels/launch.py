@@ -160,7 +160,14 @@ class Packer:
         self.scalars = spec.scalars
         self.scalar_padding = [0.0] * (SCALARS - len(spec.scalars))
         # Every pointer slot, absent optional inputs (and unused slots) mapped to ``ref``.
-        self.slots = spec.tensors + (self.ref,) * (SLOTS - len(spec.tensors))
+        # GAE's and V-trace's next_values has no slot of its own: it excludes
+        # bootstrap_values and takes its slot (``builders._next_given``).
+        flags = key.flag_set
+        names = tuple(n for n in spec.tensors if n != "next_values" or n not in spec.optional)
+        if "next" in flags:
+            names = tuple("next_values" if n == "bootstrap_values" else n for n in names)
+        self.slots = names + (self.ref,) * (SLOTS - len(names))
+        self.named_slots = len(names)
         self.time_major = key.time_major
         n, t = key.n, key.t
         self.out_shape = (t, n) if key.time_major else (n, t)
@@ -174,7 +181,6 @@ class Packer:
         self.align_a = pow2_divisor(key.a) if hint and spec.per_action else 1
         self.out_strides = (1, n // self.align_n) if key.time_major else (t // self.align_t, 1)
         self.n_outputs = len(spec.outputs)
-        flags = key.flag_set
         block_a = min(next_pow2(max(key.a, 1)), max(1, ACTION_TILE_BUDGET // tile_elems))
         self.constexprs: dict[str, Any] = dict(
             COEFFS=self.builder.coeffs,
@@ -182,8 +188,8 @@ class Packer:
             REVERSE=self.builder.reverse,
             NEXT=self.builder.next_value,
             F_TRUNC="trunc" in flags,
-            F_BOOT="bootstrap" in flags,
-            F_ENV="last_value" in flags or "seed" in flags,
+            F_BOOT="bootstrap" in flags or "next" in flags,
+            F_ENV="last_value" in flags or "seed" in flags or "next" in flags,
             F_STARTS="starts_at" in flags,
             BLOCK_A=block_a,
             BIG=n * t * max(key.a, 1) >= INT32_LIMIT,
@@ -200,7 +206,7 @@ class Packer:
         rows = actions = 0
         if PREFETCH_L2 and not self.time_major and not interpreting():
             spec, passed = self.key.spec, self.key.passed_tensors
-            for slot, name in enumerate(spec.tensors):
+            for slot, name in enumerate(self.slots[:self.named_slots]):
                 if name not in passed or name in spec.per_env:
                     continue
                 if name in spec.per_action:

@@ -11,8 +11,10 @@ from rltriton_tune.reference import reference
 
 #: Every valid combination of optional inputs / options, per algorithm.
 FLAG_SETS: dict[str, tuple[str, ...]] = {
-    "gae": ("none", "trunc", "bootstrap", "bootstrap+trunc", "last_value"),
-    "vtrace": ("none", "trunc", "bootstrap", "bootstrap+trunc", "last_value"),
+    "gae": ("none", "trunc", "bootstrap", "bootstrap+trunc", "last_value", "next",
+            "next+trunc"),
+    "vtrace": ("none", "trunc", "bootstrap", "bootstrap+trunc", "last_value", "next",
+               "next+trunc"),
     "retrace": ("trunc",),
     "lambda_returns": ("none", "trunc", "bootstrap", "bootstrap+trunc"),
     "discounted_returns": ("none", "trunc", "bootstrap", "bootstrap+trunc"),

@@ -11,10 +11,13 @@ from rltriton_tune.estimators import prepare_call
 from rltriton_tune.problems import random_inputs
 from rltriton_tune.reference import reference
 
-#: Every valid flag set of each estimator (last_value with truncateds is an error).
+#: Every valid flag set of each estimator (last_value with truncateds, and next_values with
+#: last_value or bootstrap_values, are errors). The last is the richest (tests use it).
 FLAG_SETS: dict[str, list[str]] = {
-    "gae": ["none", "trunc", "bootstrap", "last_value", "bootstrap+trunc"],
-    "vtrace": ["none", "trunc", "bootstrap", "last_value", "bootstrap+trunc"],
+    "gae": ["none", "trunc", "bootstrap", "last_value", "next", "next+trunc",
+            "bootstrap+trunc"],
+    "vtrace": ["none", "trunc", "bootstrap", "last_value", "next", "next+trunc",
+               "bootstrap+trunc"],
     "retrace": ["trunc"],
     "lambda_returns": ["none", "trunc", "bootstrap", "bootstrap+trunc"],
     "discounted_returns": ["none", "trunc", "bootstrap", "bootstrap+trunc"],
