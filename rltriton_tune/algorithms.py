@@ -154,3 +154,49 @@ FLAG_NAMES: dict[str, str] = {
 
 #: Flag for the prefix sum's ``boundary="starts_at"`` option (absent means "ends_at").
 STARTS_AT = "starts_at"
+
+
+# --------------------------------------------------------------------------- adjoint scans
+# The two generic first-order scans that the estimators' backward passes run
+# (rltriton_tune.autograd): the adjoint of y[t] = α[t] + β[t]·y[t±1] with respect to α is
+# the same recurrence in the opposite direction with β read one step over,
+#
+#     adjoint_scan_forward:   z[t] = g[t] + β[t-1]·z[t-1],   β[-1] = 0   (adjoint of a
+#                             backward-in-time estimator: GAE, V-trace, Retrace, returns)
+#     adjoint_scan_backward:  z[t] = g[t] + β[t+1]·z[t+1],   β[T] = 0    (adjoint of a
+#                             forward-in-time estimator: eligibility traces, prefix sums)
+#
+# ``beta`` is the estimator's own (unshifted) β, so no shifted copy is made. They are
+# problems of their own: the dispatcher keys, memoises and looks them up (and the tuner
+# can tune them) like the seven estimators. They have no public function.
+ADJOINT_SCANS: dict[str, str] = {"backward": "adjoint_scan_forward",
+                                 "forward": "adjoint_scan_backward"}
+"""Adjoint-scan algorithm of each estimator scan direction."""
+
+ALGORITHMS.update({
+    spec.name: spec
+    for spec in (
+        AlgorithmSpec(
+            name="adjoint_scan_forward",
+            direction="forward",
+            tensors=("grads", "beta"),
+            optional=(),
+            outputs=("adjoints",),
+            scalars=(),
+            neighbour_step=("beta",),
+        ),
+        AlgorithmSpec(
+            name="adjoint_scan_backward",
+            direction="backward",
+            tensors=("grads", "beta"),
+            optional=(),
+            outputs=("adjoints",),
+            scalars=(),
+            neighbour_step=("beta",),
+        ),
+    )
+})
+
+#: The seven public estimators (every algorithm but the adjoint scans), in table order.
+ESTIMATOR_NAMES: tuple[str, ...] = tuple(
+    name for name in ALGORITHMS if name not in ADJOINT_SCANS.values())

@@ -64,6 +64,8 @@ def random_inputs(
             value = torch.rand(*shape, generator=gen, device=where) * 0.9 + 0.1
         elif name == "actions":
             value = torch.randint(0, max(a, 1), shape, generator=gen, device=where)
+        elif name == "beta":  # an adjoint scan's decay: in [0, 1) like γλ(1 - done)
+            value = torch.rand(*shape, generator=gen, device=where)
         elif name in ("log_pi_target", "log_pi_behavior"):
             value = normal(*shape) * 0.5 - 1.0
         else:

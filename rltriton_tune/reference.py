@@ -222,6 +222,20 @@ def _episodic_prefix_sum(inputs, dones, seed_values=None, boundary="ends_at", *,
     return (_forward(x, keep, _per_env(seed_values, x.shape[1])),)
 
 
+def _adjoint_scan_forward(grads, beta, *, time_major=False):
+    g, b = _steps(grads, time_major), _steps(beta, time_major)
+    # z[t] = g[t] + β[t-1]·z[t-1],  β[-1] = 0
+    shifted = torch.cat([torch.zeros_like(b[:1]), b[:-1]])
+    return (_forward(g, shifted, _zero_row(g)),)
+
+
+def _adjoint_scan_backward(grads, beta, *, time_major=False):
+    g, b = _steps(grads, time_major), _steps(beta, time_major)
+    # z[t] = g[t] + β[t+1]·z[t+1],  β[T] = 0
+    shifted = torch.cat([b[1:], torch.zeros_like(b[:1])])
+    return (_backward(g, shifted, _zero_row(g)),)
+
+
 _IMPLEMENTATIONS: dict[str, Callable[..., tuple[Tensor, ...]]] = {
     "gae": _gae,
     "vtrace": _vtrace,
@@ -230,6 +244,8 @@ _IMPLEMENTATIONS: dict[str, Callable[..., tuple[Tensor, ...]]] = {
     "discounted_returns": _discounted_returns,
     "eligibility_traces": _eligibility_traces,
     "episodic_prefix_sum": _episodic_prefix_sum,
+    "adjoint_scan_forward": _adjoint_scan_forward,
+    "adjoint_scan_backward": _adjoint_scan_backward,
 }
 
 

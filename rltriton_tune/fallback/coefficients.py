@@ -309,6 +309,20 @@ def episodic_prefix_sum(call: Call) -> Coefficients:
     return Coefficients(alpha, beta, False, _identity)
 
 
+def adjoint_scan_forward(call: Call) -> Coefficients:
+    """z[t] = g[t] + β[t-1]·z[t-1] (the adjoint of a backward-in-time estimator)."""
+    inp = _Inputs(call)
+    return Coefficients(inp.fresh("grads"), _shift_prev(inp.value("beta"), 0.0), False,
+                        _identity)
+
+
+def adjoint_scan_backward(call: Call) -> Coefficients:
+    """z[t] = g[t] + β[t+1]·z[t+1] (the adjoint of a forward-in-time estimator)."""
+    inp = _Inputs(call)
+    return Coefficients(inp.fresh("grads"), _shift_next(inp.value("beta"), 0.0), True,
+                        _identity)
+
+
 #: One coefficient builder per algorithm name (see ``rltriton_tune.algorithms``).
 BUILDERS: dict[str, Callable[[Call], Coefficients]] = {
     "gae": gae,
@@ -318,6 +332,8 @@ BUILDERS: dict[str, Callable[[Call], Coefficients]] = {
     "discounted_returns": discounted_returns,
     "eligibility_traces": eligibility_traces,
     "episodic_prefix_sum": episodic_prefix_sum,
+    "adjoint_scan_forward": adjoint_scan_forward,
+    "adjoint_scan_backward": adjoint_scan_backward,
 }
 
 

@@ -388,6 +388,38 @@ def episodic_prefix_sum_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A
     return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, 1.0, F_ENV, F_STARTS, EVEN)
 
 
+# --------------------------------------------------------------------------- adjoint scans
+# slots: grads, beta (the estimator's unshifted beta); no scalars. The backward passes of
+# the estimators (rltriton_tune.autograd) run these: z[t] = g[t] + beta[t-1] * z[t-1]
+# (forward in time) and z[t] = g[t] + beta[t+1] * z[t+1] (backward in time).
+
+
+@triton.jit
+def _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, STEP: tl.constexpr, EVEN: tl.constexpr):
+    m = _valid(rows, ts, N, T, EVEN)
+    g = _ld(P0, rows, ts, sn, st, m)
+    beta = _ld(P1, rows, ts + STEP, sn, st, m & (ts + STEP >= 0) & (ts + STEP < T))
+    return tl.where(m, g, 0.0), tl.where(m, beta, 0.0)
+
+
+@triton.jit
+def adjoint_scan_forward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+                                san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                                F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
+                                EVEN: tl.constexpr):
+    return _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, -1, EVEN)
+
+
+@triton.jit
+def adjoint_scan_backward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+                                 san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                 F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                                 F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
+                                 EVEN: tl.constexpr):
+    return _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, 1, EVEN)
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -411,4 +443,6 @@ BUILDERS: dict[str, Builder] = {
     "discounted_returns": Builder(discounted_returns_coeffs, store_finish, True),
     "eligibility_traces": Builder(eligibility_traces_coeffs, store_finish, False),
     "episodic_prefix_sum": Builder(episodic_prefix_sum_coeffs, store_finish, False),
+    "adjoint_scan_forward": Builder(adjoint_scan_forward_coeffs, store_finish, False),
+    "adjoint_scan_backward": Builder(adjoint_scan_backward_coeffs, store_finish, True),
 }
