@@ -18,12 +18,14 @@ from typing import Any
 
 import torch
 
-from rltriton_tune import dispatch, fallback
+from rltriton_tune import dispatch, fallback, ops
 from rltriton_tune.algorithms import ALGORITHMS, AlgorithmSpec
+from rltriton_tune.autograd import requires_grad as _requires_grad
 from rltriton_tune.call import Call
 
 Tensor = torch.Tensor
 
+_is_compiling = torch.compiler.is_compiling
 _FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _INTEGERS = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
 _FLAGS = _FLOATS | _INTEGERS | {torch.bool}
@@ -302,7 +304,23 @@ def _fallback(call: Call) -> tuple[Tensor, ...]:
 
 def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
          time_major: bool, starts_at: bool = False) -> Tensor | tuple[Tensor, ...]:
+    # Under torch.compile, and when autograd must record the call, the call goes through
+    # its custom operator (rltriton_tune.ops), which runs _direct and has a backward.
+    if _is_compiling():
+        return ops.estimate(plan.algorithm, values, scalar_values, time_major, starts_at)
     call = _build(plan, values, scalar_values, time_major, starts_at)
+    if _requires_grad(call):
+        return ops.estimate(plan.algorithm, values, scalar_values, time_major, starts_at)
+    return _dispatch(plan, call)
+
+
+def _direct(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
+            time_major: bool, starts_at: bool = False) -> Tensor | tuple[Tensor, ...]:
+    """Validate and dispatch, recording nothing for autograd (the operators' forward)."""
+    return _dispatch(plan, _build(plan, values, scalar_values, time_major, starts_at))
+
+
+def _dispatch(plan: _Plan, call: Call) -> Tensor | tuple[Tensor, ...]:
     if call.n == 0 or call.t == 0:
         return _empty(plan, call)
     if call.tensor_scalars:

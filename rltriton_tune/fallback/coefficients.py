@@ -140,6 +140,8 @@ class _Bootstrap:
         if trunc_mask is not None:
             if self.full is None:
                 out.masked_fill_(trunc_mask, 0.0)
+            elif out.requires_grad or self.full.requires_grad:
+                out = torch.where(trunc_mask, self.full, out)  # out= does not record autograd
             else:
                 torch.where(trunc_mask, self.full, out, out=out)
         return out
@@ -149,6 +151,15 @@ class _Bootstrap:
         if trunc is None or self.full is None:
             return None
         return torch.mul(trunc, self.full).mul_(gamma)
+
+
+def _clip_last_use(ratio: Tensor, clip: float) -> Tensor:
+    """min(ratio, clip) at ratio's last use: in place, unless autograd records ``ratio``
+    (the backward pass rebuilds the coefficients with autograd, which saved ``ratio``
+    for the other clip)."""
+    if ratio.requires_grad:
+        return torch.clamp_max(ratio, clip)
+    return ratio.clamp_max_(clip)
 
 
 def _mask(trunc: Tensor | None) -> Tensor | None:
@@ -183,7 +194,7 @@ def vtrace(call: Call) -> Coefficients:
     rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
     not_term = _one_minus(term)
     alpha = _td_error(boot.next_value(v, mask), not_term, r, v, g).mul_(rho)
-    beta = ratio.clamp_max_(inp.scalar("c_bar")).mul_(_not_done(term, trunc, g))
+    beta = _clip_last_use(ratio, inp.scalar("c_bar")).mul_(_not_done(term, trunc, g))
     _fold(alpha, beta, True, None)
 
     def finish(d: Tensor) -> tuple[Tensor, ...]:
@@ -241,7 +252,7 @@ def retrace(call: Call) -> Coefficients:
     pi_a, bad_row = _gather_actions(inp)
     ratio = pi_a.div_(inp.value("action_probs_behavior"))
     rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
-    c = ratio.clamp_max_(inp.scalar("c_bar")).mul_(lam)
+    c = _clip_last_use(ratio, inp.scalar("c_bar")).mul_(lam)
     not_term = _one_minus(term)
     alpha = _td_error(_expected_q(inp), not_term, r, q, g)
     beta = _shift_next(c, 0.0).mul_(_not_done(term, trunc, g))

@@ -1,0 +1,197 @@
+"""The estimators as PyTorch custom operators (``torch.ops.rltriton_tune.<algorithm>``).
+
+Each estimator is one operator whose schema is generated from its row of
+:data:`rltriton_tune.algorithms.ALGORITHMS`: the tensor inputs in canonical order
+(``Tensor?`` for optional ones), the scalars as ``float``, then
+``bool time_major, bool starts_at``; it returns one tensor or a pair. A second
+operator, ``<algorithm>_backward``, computes the input gradients
+(:mod:`rltriton_tune.autograd`). Both have fake-tensor implementations, and the
+forward has its autograd formula registered, so:
+
+- ``torch.compile(fullgraph=True)`` traces a call as one opaque node: dynamo never
+  sees the validation, the ``force`` context variable or the dispatcher, which run
+  when the compiled graph runs;
+- eager calls whose inputs require grad get a ``grad_fn`` (the public functions
+  route them here; calls without grad take the direct path and never touch this).
+
+The implementations run the public functions' own validation and dispatch
+(``rltriton_tune.estimators._direct``), so results and errors are the same as eager.
+Outputs are fresh tensors, never views of inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES, AlgorithmSpec
+from rltriton_tune.autograd import differentiable, gradients
+
+NAMESPACE = "rltriton_tune"
+
+
+def _estimators() -> Any:
+    # Imported late: the estimators module imports this one.
+    from rltriton_tune import estimators
+    return estimators
+
+
+def _schema_inputs(spec: AlgorithmSpec) -> str:
+    tensors = [f"Tensor{'?' if name in spec.optional else ''} {name}" for name in spec.tensors]
+    scalars = [f"float {name}" for name in spec.scalars]
+    return ", ".join([*tensors, *scalars, "bool time_major", "bool starts_at"])
+
+
+def _split(spec: AlgorithmSpec, args: Sequence[Any]
+           ) -> tuple[tuple[Any, ...], tuple[float, ...], bool, bool]:
+    """(tensors, scalars, time_major, starts_at) from an operator's positional arguments."""
+    k, s = len(spec.tensors), len(spec.scalars)
+    return tuple(args[:k]), tuple(args[k:k + s]), bool(args[k + s]), bool(args[k + s + 1])
+
+
+def _shape_source(spec: AlgorithmSpec, tensors: Sequence[Tensor | None]) -> Tensor:
+    """The first required ``[N, T]``-type input: outputs have its shape."""
+    for name, x in zip(spec.tensors, tensors, strict=True):
+        if (name not in spec.optional and name not in spec.per_env
+                and name not in spec.per_action):
+            return x  # type: ignore[return-value]
+    raise AssertionError(spec.name)
+
+
+def _output_dtype(spec: AlgorithmSpec, tensors: Sequence[Tensor | None]) -> torch.dtype:
+    return tensors[spec.tensors.index(spec.first_float)].dtype  # type: ignore[union-attr]
+
+
+class _Operators:
+    """The forward and backward operators of one estimator."""
+
+    def __init__(self, algorithm: str) -> None:
+        spec = ALGORITHMS[algorithm]
+        self.spec = spec
+        self.algorithm = algorithm
+        self.single = len(spec.outputs) == 1
+        self.grad_names = differentiable(algorithm)
+        self.grad_slots = tuple(spec.tensors.index(name) for name in self.grad_names)
+        inputs = _schema_inputs(spec)
+        returns = "Tensor" if self.single else "(Tensor, Tensor)"
+        self.forward = torch.library.custom_op(
+            f"{NAMESPACE}::{algorithm}", self._forward, mutates_args=(),
+            schema=f"({inputs}) -> {returns}")
+        self.forward.register_fake(self._forward_fake)
+        self.backward = torch.library.custom_op(
+            f"{NAMESPACE}::{algorithm}_backward", self._backward, mutates_args=(),
+            schema=f"(Tensor[] grad_outputs, Tensor[] outputs, bool[] needed, {inputs}) "
+                   "-> Tensor[]")
+        self.backward.register_fake(self._backward_fake)
+        self.forward.register_autograd(self._autograd_backward,
+                                       setup_context=self._setup_context)
+
+    # ----------------------------------------------------------------- forward
+
+    def _forward(self, *args: Any) -> Tensor | tuple[Tensor, ...]:
+        tensors, scalars, time_major, starts_at = _split(self.spec, args)
+        est = _estimators()
+        with torch.no_grad():  # the fallback scans in place: nothing here is recorded
+            outputs = est._direct(est._PLANS[self.algorithm], tensors, scalars, time_major,
+                                  starts_at)
+        return outputs if self.single else tuple(outputs)
+
+    def _forward_fake(self, *args: Any) -> Tensor | tuple[Tensor, ...]:
+        tensors, _, _, _ = _split(self.spec, args)
+        like = _shape_source(self.spec, tensors)
+        dtype = _output_dtype(self.spec, tensors)
+        outputs = tuple(like.new_empty(like.shape, dtype=dtype) for _ in self.spec.outputs)
+        return outputs[0] if self.single else outputs
+
+    # ----------------------------------------------------------------- autograd
+
+    def _setup_context(self, ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        tensors, scalars, time_major, starts_at = _split(self.spec, inputs)
+        outputs = (output,) if self.single else tuple(output)
+        present = [i for i, x in enumerate(tensors) if x is not None]
+        ctx.present = present
+        ctx.n_tensors = len(tensors)
+        ctx.rest = (*scalars, time_major, starts_at)
+        ctx.save_for_backward(*(tensors[i] for i in present), *outputs)
+
+    def _autograd_backward(self, ctx: Any, *grad_outputs: Tensor) -> tuple[Any, ...]:
+        saved = ctx.saved_tensors
+        k = len(ctx.present)
+        tensors: list[Tensor | None] = [None] * ctx.n_tensors
+        for i, x in zip(ctx.present, saved[:k], strict=True):
+            tensors[i] = x
+        outputs = list(saved[k:])
+        needs = ctx.needs_input_grad
+        needed = [bool(needs[i]) and tensors[i] is not None for i in self.grad_slots]
+        result: list[Any] = [None] * len(needs)
+        if any(needed):
+            grads_out = [torch.zeros_like(o) if g is None else g
+                         for g, o in zip(grad_outputs, outputs, strict=True)]
+            grads = self.backward(grads_out, outputs, needed, *tensors, *ctx.rest)
+            for slot, wanted, g in zip(self.grad_slots, needed, grads, strict=True):
+                if wanted:
+                    result[slot] = g
+        return tuple(result)
+
+    # ----------------------------------------------------------------- backward op
+
+    def _backward(self, grad_outputs: list[Tensor], outputs: list[Tensor], needed: list[bool],
+                  *args: Any) -> list[Tensor]:
+        tensors, scalars, time_major, starts_at = _split(self.spec, args)
+        est = _estimators()
+        plan = est._PLANS[self.algorithm]
+        wanted = tuple(name for name, w in zip(self.grad_names, needed, strict=True) if w)
+        with torch.no_grad():
+            call = est._build(plan, tensors, scalars, time_major, starts_at)
+        result: list[Tensor] = []
+        if call.n == 0 or call.t == 0:
+            computed: dict[str, Tensor] = {}
+        else:
+            layout = (call.t, call.n) if call.time_major else (call.n, call.t)
+            computed = gradients(call, tuple(o.reshape(layout) for o in outputs),
+                                 tuple(g.reshape(layout) for g in grad_outputs), wanted)
+        for slot, name, w in zip(self.grad_slots, self.grad_names, needed, strict=True):
+            raw = tensors[slot]
+            if not w or raw is None:
+                result.append(torch.empty(0, device=grad_outputs[0].device))
+            elif name in computed:
+                result.append(computed[name].reshape(raw.shape).to(raw.dtype))
+            else:
+                result.append(torch.zeros_like(raw))
+        return result
+
+    def _backward_fake(self, grad_outputs: list[Tensor], outputs: list[Tensor],
+                       needed: list[bool], *args: Any) -> list[Tensor]:
+        tensors, _, _, _ = _split(self.spec, args)
+        result = []
+        for slot, w in zip(self.grad_slots, needed, strict=True):
+            raw = tensors[slot]
+            if not w or raw is None:
+                result.append(grad_outputs[0].new_empty(0))
+            else:
+                result.append(torch.empty_like(raw))
+        return result
+
+
+#: The operators of each estimator, registered at import.
+OPERATORS: dict[str, _Operators] = {name: _Operators(name) for name in ESTIMATOR_NAMES}
+
+
+def _as_float(value: Any) -> Any:
+    """Scalars enter the schema as ``float``: numbers and 0-d tensors are converted,
+    anything else is passed on for the validator to reject with its own message."""
+    if isinstance(value, bool):
+        return value  # the validator names it
+    if isinstance(value, (int, float)) or (isinstance(value, Tensor) and value.dim() == 0):
+        return float(value)
+    return value
+
+
+def estimate(algorithm: str, tensors: Sequence[Tensor | None], scalars: Sequence[Any],
+             time_major: bool, starts_at: bool = False) -> Tensor | tuple[Tensor, ...]:
+    """Run ``algorithm`` through its custom operator (autograd and torch.compile path)."""
+    return OPERATORS[algorithm].forward(*tensors, *map(_as_float, scalars), time_major,
+                                        starts_at)
