@@ -278,7 +278,8 @@ def lambda_returns(call: Call) -> Coefficients:
     extra = boot.trunc_term(trunc, g)
     if extra is not None:
         alpha += extra
-    beta = not_done.mul_(g * lam)
+    # In place unless autograd saved not_done for alpha's product (the backward pass).
+    beta = not_done * (g * lam) if alpha.requires_grad else not_done.mul_(g * lam)
     _fold(alpha, beta, True, boot.last)
     return Coefficients(alpha, beta, True, _identity)
 
