@@ -1,0 +1,172 @@
+"""The estimators as custom operators (rltriton_tune.ops): schemas, fake implementations
+and autograd formulas (torch.library.opcheck), and torch.compile(fullgraph=True)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import rltriton_tune as rt
+from rltriton_tune import ops
+from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES, STARTS_AT
+from rltriton_tune.autograd import differentiable
+from rltriton_tune.call import ProblemKey, parse_flags
+from rltriton_tune.estimators import ESTIMATORS
+from rltriton_tune.problems import random_inputs
+
+#: A flag set with every optional input the estimator can take at once.
+FLAGS = {"gae": "bootstrap+trunc", "vtrace": "last_value", "retrace": "trunc",
+         "lambda_returns": "bootstrap+trunc", "discounted_returns": "bootstrap+trunc",
+         "eligibility_traces": "seed", "episodic_prefix_sum": "seed+starts_at"}
+
+
+def kwargs_for(algorithm: str, n: int = 3, t: int = 5, device: str = "cpu",
+               time_major: bool = False) -> dict:
+    key = ProblemKey(algorithm, n, t, flags=FLAGS[algorithm],
+                     layout="time" if time_major else "env",
+                     a=4 if algorithm == "retrace" else 0)
+    return random_inputs(key, device=device, seed=5)
+
+
+def operator_args(algorithm: str, kwargs: dict) -> tuple:
+    spec = ALGORITHMS[algorithm]
+    return (*(kwargs.get(name) for name in spec.tensors),
+            *(float(kwargs[name]) for name in spec.scalars), kwargs["time_major"],
+            kwargs.get("boundary") == "starts_at")
+
+
+def test_every_estimator_has_an_operator():
+    assert set(ops.OPERATORS) == set(ESTIMATOR_NAMES)
+    for name in ESTIMATOR_NAMES:
+        assert hasattr(torch.ops.rltriton_tune, name)
+        assert hasattr(torch.ops.rltriton_tune, f"{name}_backward")
+
+
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
+def test_opcheck(algorithm):
+    kwargs = kwargs_for(algorithm)
+    for name in differentiable(algorithm):
+        if kwargs.get(name) is not None:
+            kwargs[name].requires_grad_()
+    result = torch.library.opcheck(ops.OPERATORS[algorithm].forward,
+                                   operator_args(algorithm, kwargs))
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
+def test_operator_matches_the_public_function(algorithm):
+    kwargs = kwargs_for(algorithm, time_major=True)
+    expected = ESTIMATORS[algorithm](**kwargs)
+    got = ops.OPERATORS[algorithm].forward(*operator_args(algorithm, kwargs))
+    for a, b in zip(got if isinstance(got, tuple) else (got,),
+                    expected if isinstance(expected, tuple) else (expected,), strict=True):
+        torch.testing.assert_close(a, b)
+        assert a.untyped_storage().data_ptr() not in {
+            x.untyped_storage().data_ptr() for x in kwargs.values() if torch.is_tensor(x)}
+
+
+def test_operator_validates_like_the_public_function():
+    kwargs = kwargs_for("gae")
+    kwargs["values"] = kwargs["values"][:, :-1]
+    with pytest.raises(ValueError, match="values has shape"):
+        ops.estimate("gae", [kwargs.get(n) for n in ALGORITHMS["gae"].tensors], (0.9, 0.9),
+                     False)
+
+
+def _all_seven(tensors: dict[str, dict]) -> list[torch.Tensor]:
+    """Calls every estimator; the graph also holds pointwise work around the calls."""
+    outputs = []
+    for algorithm in ESTIMATOR_NAMES:
+        result = ESTIMATORS[algorithm](**tensors[algorithm])
+        for out in result if isinstance(result, tuple) else (result,):
+            outputs.append(out * 2 + 1)
+    return outputs
+
+
+def _differentiable_inputs(kwargs_by_algorithm: dict[str, dict]) -> list[torch.Tensor]:
+    leaves = []
+    for algorithm, kwargs in kwargs_by_algorithm.items():
+        for name in differentiable(algorithm):
+            if kwargs.get(name) is not None:
+                kwargs[name] = kwargs[name].detach().clone().requires_grad_()
+                leaves.append(kwargs[name])
+    return leaves
+
+
+def compile_check(device: str, backend: str = "inductor") -> None:
+    """torch.compile(fullgraph=True) of a function calling all seven estimators equals eager,
+    forward and backward."""
+    torch._dynamo.reset()
+    base = {a: kwargs_for(a, device=device) for a in ESTIMATOR_NAMES}
+    eager_inputs = {a: dict(k) for a, k in base.items()}
+    compiled_inputs = {a: dict(k) for a, k in base.items()}
+    eager_leaves = _differentiable_inputs(eager_inputs)
+    compiled_leaves = _differentiable_inputs(compiled_inputs)
+    compiled = torch.compile(_all_seven, fullgraph=True, backend=backend)
+    expected = _all_seven(eager_inputs)
+    got = compiled(compiled_inputs)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)
+    weights = [torch.randn(o.shape, device=device, generator=None) for o in expected]
+    sum((o * w).sum() for o, w in zip(expected, weights, strict=True)).backward()
+    sum((o * w).sum() for o, w in zip(got, weights, strict=True)).backward()
+    for a, b in zip(compiled_leaves, eager_leaves, strict=True):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_compile_fullgraph_all_seven_cpu():
+    compile_check("cpu")
+
+
+def test_compile_sees_no_dispatch_state():
+    """The force context is read when the compiled graph runs, not baked in at trace time:
+    the same compiled function follows a force that is entered after compiling."""
+    torch._dynamo.reset()
+    kwargs = kwargs_for("discounted_returns")
+    compiled = torch.compile(lambda kw: rt.compute_discounted_returns(**kw), fullgraph=True,
+                             backend="aot_eager")
+    plain = compiled(kwargs)
+    with rt.force("torch", mode="loop"):
+        torch.testing.assert_close(compiled(kwargs), plain)
+    with rt.force("torch", mode="chunked", chunk=1), pytest.raises(ValueError, match="chunk"):
+        compiled(kwargs)          # a config rejected at run time: the force was read then
+    explanation = torch._dynamo.explain(lambda kw: rt.compute_discounted_returns(**kw))(kwargs)
+    assert explanation.graph_break_count == 0
+
+
+def test_flag_names_in_the_cases_are_valid():
+    for algorithm, flags in FLAGS.items():
+        spec = ALGORITHMS[algorithm]
+        assert parse_flags(flags) <= spec.possible_flags | {STARTS_AT}
+
+
+@pytest.mark.gpu
+def test_compile_fullgraph_all_seven_cuda():
+    compile_check("cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
+def test_cuda_graph_capture_of_forward_and_backward(algorithm):
+    kwargs = kwargs_for(algorithm, n=64, t=96, device="cuda")
+    names = [n for n in differentiable(algorithm) if kwargs.get(n) is not None]
+    leaves = [kwargs[n].detach().clone().requires_grad_() for n in names]
+
+    def step() -> list[torch.Tensor]:
+        result = ESTIMATORS[algorithm](**{**kwargs, **dict(zip(names, leaves, strict=True))})
+        outputs = result if isinstance(result, tuple) else (result,)
+        return list(torch.autograd.grad(sum(o.square().sum() for o in outputs), leaves))
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):            # warm-up: decisions, compilation, allocations
+            expected = step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(captured, expected, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
