@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from rltriton_tune import dispatch, fallback, ops
-from rltriton_tune.algorithms import ALGORITHMS, AlgorithmSpec
+from rltriton_tune.algorithms import ADJOINT_SCANS, ALGORITHMS, AlgorithmSpec
 from rltriton_tune.autograd import requires_grad as _requires_grad
 from rltriton_tune.call import Call
 
@@ -574,6 +574,13 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
     }
     for algorithm, function in ESTIMATORS.items()
 }
+
+
+# The adjoint scans (the estimators' backward passes, rltriton_tune.autograd) have no
+# public function, but the tuner prepares their calls like any estimator's.
+for _scan in ADJOINT_SCANS.values():
+    _PLANS[_scan] = _Plan(ALGORITHMS[_scan], _scan)
+    _PARAMETERS[_scan] = {"grads": _REQUIRED, "beta": _REQUIRED, "time_major": False}
 
 
 def prepare_call(algorithm: str, **kwargs: Any) -> Call | None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rltriton_tune import dispatch
-from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.estimators import ESTIMATORS, prepare_call
 from rltriton_tune.problems import random_inputs
@@ -65,7 +65,7 @@ def step_inputs(algorithm):
             and name not in spec.per_env and name not in spec.per_action]
 
 
-SHAPE_CASES = [(a, name) for a in ALGORITHMS for name in step_inputs(a)]
+SHAPE_CASES = [(a, name) for a in ESTIMATOR_NAMES for name in step_inputs(a)]
 
 
 @pytest.mark.parametrize("time_major", [False, True])
@@ -82,7 +82,7 @@ def test_step_input_shape_mismatch(algorithm, name, time_major):
     assert str(full)[:-1] in str(info.value)
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_first_input_must_be_two_dimensional(algorithm):
     kwargs = inputs(algorithm)
     # The first [N, T] input (Retrace's first argument is [N, T, A]).
@@ -145,7 +145,7 @@ def test_retrace_truncateds_and_gamma_are_required():
         prepare_call("retrace", **kwargs)
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_integer_float_input_is_a_type_error(algorithm):
     name = ALGORITHMS[algorithm].first_float
     kwargs = inputs(algorithm)
@@ -160,7 +160,7 @@ def test_actions_must_be_integer(dtype):
     raises("retrace", kwargs, TypeError, "actions")
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_complex_flags_are_a_type_error(algorithm):
     name = ALGORITHMS[algorithm].flags_inputs[0]
     kwargs = inputs(algorithm)
@@ -168,7 +168,7 @@ def test_complex_flags_are_a_type_error(algorithm):
     raises(algorithm, kwargs, TypeError, name)
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_float64_only_on_cpu(algorithm):
     name = ALGORITHMS[algorithm].first_float
     kwargs = inputs(algorithm, device="meta")
@@ -176,14 +176,14 @@ def test_float64_only_on_cpu(algorithm):
     raises(algorithm, kwargs, TypeError, name, "float64")
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_validation_reads_no_data_off_cpu(algorithm):
     # meta tensors have no data: any .item() / sync in validation would raise here.
     call = prepare_call(algorithm, **inputs(algorithm, device="meta"))
     assert call.device.type == "meta" and (call.n, call.t) == (N, T)
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_device_mismatch(algorithm):
     kwargs = inputs(algorithm)
     name = ALGORITHMS[algorithm].flags_inputs[0]
@@ -191,7 +191,7 @@ def test_device_mismatch(algorithm):
     raises(algorithm, kwargs, ValueError, name, "meta")
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_non_tensor_input(algorithm):
     kwargs = inputs(algorithm)
     name = ALGORITHMS[algorithm].flags_inputs[0]
@@ -199,7 +199,7 @@ def test_non_tensor_input(algorithm):
     raises(algorithm, kwargs, TypeError, name)
 
 
-SCALAR_CASES = [(a, s) for a in ALGORITHMS for s in ALGORITHMS[a].scalars]
+SCALAR_CASES = [(a, s) for a in ESTIMATOR_NAMES for s in ALGORITHMS[a].scalars]
 
 
 @pytest.mark.parametrize(("algorithm", "scalar"), SCALAR_CASES)
@@ -262,7 +262,7 @@ def test_prefix_sum_boundary(boundary):
     raises("episodic_prefix_sum", kwargs, ValueError, "boundary", repr(boundary))
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_time_major_must_be_bool(algorithm):
     kwargs = inputs(algorithm)
     kwargs["time_major"] = 1
