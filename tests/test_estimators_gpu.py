@@ -7,7 +7,7 @@ Skipped without CUDA (tests/conftest.py). Run on the H200 with
 import pytest
 import torch
 
-from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.estimators import ESTIMATORS
 from rltriton_tune.problems import random_inputs
@@ -38,7 +38,7 @@ def relative_error(got, want):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("layout", ["env", "time"])
 @pytest.mark.parametrize("shape", [(1, 1), (3, 8191), (4099, 33), (257, 129)])
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_cuda_matches_reference(algorithm, shape, layout, dtype):
     for flags in (PLAIN[algorithm], RICHEST[algorithm]):
         key = ProblemKey(algorithm, *shape, dtype, layout, flags,
@@ -53,7 +53,7 @@ def test_cuda_matches_reference(algorithm, shape, layout, dtype):
             assert error <= TOLERANCE[dtype], f"{key.as_text()}: relative error {error:.3g}"
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_calls_do_not_synchronise(algorithm):
     kwargs = random_inputs(ProblemKey(algorithm, 64, 48, "float32", "env", RICHEST[algorithm],
                                       3 if algorithm == "retrace" else 0), device="cuda")
@@ -83,7 +83,7 @@ def test_retrace_out_of_range_action_is_nan_not_a_fault():
         torch.testing.assert_close(g[[0, 3]].double(), w[[0, 3]], rtol=2e-5, atol=2e-5)
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_float64_is_refused_on_cuda(algorithm):
     kwargs = random_inputs(ProblemKey(algorithm, 3, 5, "float32", "env", "none",
                                       2 if algorithm == "retrace" else 0), device="cuda")
