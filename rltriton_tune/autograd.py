@@ -110,7 +110,7 @@ def gradients(call: Call, outputs: tuple[Tensor, ...], grad_outputs: tuple[Tenso
 
     def pointwise(y_in: Tensor, *wrt: Tensor) -> tuple[Tensor, ...]:
         """(α, β, outputs from the scan value ``y_in``): the builder and the finisher."""
-        leaf_call = Call(algorithm=call.algorithm, tensors={**fixed, **dict(zip(needed, wrt))},
+        leaf_call = Call(algorithm=call.algorithm, tensors={**fixed, **dict(zip(needed, wrt, strict=True))},
                          scalars=call.scalars, n=call.n, t=call.t, time_major=call.time_major,
                          a=call.a, starts_at=call.starts_at, out_dtype=call.out_dtype)
         coeffs = build(leaf_call)
