@@ -24,6 +24,7 @@ integer actions get none. ``min(clip, ratio)`` has the subgradient of
 from __future__ import annotations
 
 import functools
+import warnings
 
 import torch
 from torch import Tensor
@@ -94,6 +95,90 @@ def _scan_value(call: Call, outputs: tuple[Tensor, ...]) -> Tensor:
     return y - _logical(call.tensors[base], call).to(call.compute_dtype)
 
 
+class _Phases:
+    """The two pointwise phases of a backward pass for one kind of call (algorithm, inputs
+    present and needed, scalars, layout): plain functions of tensors, so that they can
+    be compiled (:data:`FUSE`) and reused for every call of that kind.
+
+    ``before(fixed, y, g_out, wrt) -> (β, g_y, g_from_finish)``: β for the adjoint scan,
+    and the output gradients pulled back through the finisher;
+    ``after(fixed, y, g_alpha, g_from_finish, wrt) -> grads``: the builder's pull-back of
+    ``(g_α, g_α·y[t±1])`` plus the finisher's part.
+    """
+
+    def __init__(self, algorithm: str, scalars: tuple[tuple[str, float], ...],
+                 time_major: bool, a: int, starts_at: bool, out_dtype: torch.dtype,
+                 needed: tuple[str, ...]) -> None:
+        self.algorithm, self.scalars, self.time_major = algorithm, dict(scalars), time_major
+        self.a, self.starts_at, self.out_dtype, self.needed = a, starts_at, out_dtype, needed
+        self.n_out = len(ALGORITHMS[algorithm].outputs)
+        self.reverse = ALGORITHMS[algorithm].direction == "backward"
+
+    def _build(self, fixed: dict[str, Tensor], wrt: tuple[Tensor, ...]):
+        tensors = {**fixed, **dict(zip(self.needed, wrt, strict=True))}
+        shape = next(iter(tensors.values())).shape
+        n, t = (shape[1], shape[0]) if self.time_major else (shape[0], shape[1])
+        return build(Call(algorithm=self.algorithm, tensors=tensors, scalars=self.scalars, n=n,
+                          t=t, time_major=self.time_major, a=self.a, starts_at=self.starts_at,
+                          out_dtype=self.out_dtype))
+
+    def before(self, fixed: dict[str, Tensor], y: Tensor, g_out: list[Tensor],
+               wrt: list[Tensor]) -> tuple[Tensor, Tensor, list[Tensor]]:
+        if self.n_out == 1:
+            return self._build(fixed, tuple(wrt)).beta, g_out[0], []
+
+        def finished(y_in: Tensor, *w: Tensor):
+            coeffs = self._build(fixed, w)
+            return tuple(coeffs.finish(y_in.clone())), coeffs.beta.detach()
+
+        _, pull_back, beta = torch.func.vjp(finished, y, *wrt, has_aux=True)
+        g_y, *from_finish = pull_back(tuple(g_out))
+        return beta, g_y, list(from_finish)
+
+    def after(self, fixed: dict[str, Tensor], y: Tensor, g_alpha: Tensor,
+              from_finish: list[Tensor], wrt: list[Tensor]) -> list[Tensor]:
+        def coefficients(*w: Tensor) -> tuple[Tensor, Tensor]:
+            coeffs = self._build(fixed, w)
+            return coeffs.alpha, coeffs.beta
+
+        _, pull_back = torch.func.vjp(coefficients, *wrt)
+        grads = list(pull_back((g_alpha, g_alpha * _neighbour(y, self.reverse))))
+        if from_finish:
+            grads = [g + f for g, f in zip(grads, from_finish, strict=True)]
+        return grads
+
+
+#: Whether backward passes run their pointwise phases through torch.compile, so that each
+#: is one or two fused kernels instead of dozens of eager ones: "auto" (on CUDA), True
+#: (everywhere: tests) or False. A phase that fails to compile runs eagerly from then on.
+FUSE: bool | str = "auto"
+
+_failed: set[tuple] = set()
+
+
+@functools.lru_cache(maxsize=256)
+def _phases(kind: tuple) -> _Phases:
+    return _Phases(*kind)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(kind: tuple, phase: str):
+    return torch.compile(getattr(_phases(kind), phase), fullgraph=True)
+
+
+def _run_phase(kind: tuple, phase: str, device: torch.device, *args):
+    fuse = FUSE if FUSE != "auto" else device.type == "cuda"
+    if fuse and (kind, phase) not in _failed:
+        try:
+            return _compiled(kind, phase)(*args)
+        except Exception as exc:  # a compile failure costs speed, never the gradient
+            _failed.add((kind, phase))
+            warnings.warn(f"rltriton_tune: the fused {phase} phase of a {kind[0]} backward "
+                          f"pass failed to compile ({type(exc).__name__}: {exc}); it runs "
+                          "eagerly", RuntimeWarning, stacklevel=2)
+    return getattr(_phases(kind), phase)(*args)
+
+
 def gradients(call: Call, outputs: tuple[Tensor, ...], grad_outputs: tuple[Tensor, ...],
               needed: tuple[str, ...]) -> dict[str, Tensor]:
     """Gradients of ``sum(grad_outputs · outputs)`` with respect to the inputs ``needed``.
@@ -102,35 +187,20 @@ def gradients(call: Call, outputs: tuple[Tensor, ...], grad_outputs: tuple[Tenso
     both in the call's layout; ``needed`` names floating inputs of ``call`` (a subset of
     :func:`differentiable`). Returns gradients shaped like the call's tensors, in the
     input's dtype. Needs N >= 1 and T >= 1.
+
+    The pointwise work uses ``torch.func.vjp`` rather than ``torch.autograd.grad``: this
+    runs inside a custom operator's implementation, where autograd's dispatch keys are
+    excluded.
     """
     cd = call.compute_dtype
+    kind = (call.algorithm, tuple(sorted(call.scalars.items())), call.time_major, call.a,
+            call.starts_at, call.out_dtype, needed)
+    device = call.device
     y = _scan_value(call, outputs)
-    n_out = len(outputs)
     fixed = {name: x.detach() for name, x in call.tensors.items() if name not in needed}
-
-    def pointwise(y_in: Tensor, *wrt: Tensor) -> tuple[Tensor, ...]:
-        """(α, β, outputs from the scan value ``y_in``): the builder and the finisher."""
-        leaf_call = Call(algorithm=call.algorithm, tensors={**fixed, **dict(zip(needed, wrt, strict=True))},
-                         scalars=call.scalars, n=call.n, t=call.t, time_major=call.time_major,
-                         a=call.a, starts_at=call.starts_at, out_dtype=call.out_dtype)
-        coeffs = build(leaf_call)
-        finished = coeffs.finish(y_in.clone()) if n_out > 1 else ()
-        return coeffs.alpha, coeffs.beta, *finished
-
-    # torch.func rather than torch.autograd.grad: this runs inside a custom operator's
-    # implementation, where the autograd dispatch keys are excluded.
-    primals = (y, *(call.tensors[name].detach() for name in needed))
-    (alpha, beta, *finished), pull_back = torch.func.vjp(pointwise, *primals)
-    reverse = call.spec.direction == "backward"
-    zeros_ab = (torch.zeros_like(alpha), torch.zeros_like(beta))
+    wrt = [call.tensors[name].detach() for name in needed]
     g_out = [_logical(g, call).to(cd) for g in grad_outputs]
-    if n_out == 1:
-        g_y, from_finish = g_out[0], None
-    else:
-        g_y, *from_finish = pull_back((*zeros_ab, *g_out))
-    g_alpha = adjoint_scan(g_y, beta, reverse, call)
-    g_beta = g_alpha * _neighbour(y, reverse)
-    _, *totals = pull_back((g_alpha, g_beta, *(torch.zeros_like(f) for f in finished)))
-    if from_finish is not None:
-        totals = [a + b for a, b in zip(totals, from_finish, strict=True)]
-    return dict(zip(needed, totals, strict=True))
+    beta, g_y, from_finish = _run_phase(kind, "before", device, fixed, y, g_out, wrt)
+    g_alpha = adjoint_scan(g_y, beta, call.spec.direction == "backward", call)
+    grads = _run_phase(kind, "after", device, fixed, y, g_alpha, from_finish, wrt)
+    return dict(zip(needed, grads, strict=True))

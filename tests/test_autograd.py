@@ -251,3 +251,24 @@ def test_low_precision_gradients_have_the_input_dtype(dtype):
 
 def test_starts_at_is_a_flag_of_the_prefix_sum_cases():
     assert any(STARTS_AT in flags for a, flags in CASES if a == "episodic_prefix_sum")
+
+
+def test_fused_phases_give_the_eager_gradients(monkeypatch):
+    """The torch.compile'd pointwise phases (the default on CUDA) equal the eager ones."""
+    import warnings
+
+    from rltriton_tune import autograd
+
+    kwargs = inputs("vtrace", "bootstrap+trunc", t=7)
+    names = grad_names("vtrace", kwargs)
+    grads = {}
+    for fuse in (False, True):
+        monkeypatch.setattr(autograd, "FUSE", fuse)
+        leaves = [kwargs[name].detach().clone().requires_grad_() for name in names]
+        vs, adv = as_function("vtrace", kwargs, names)(*leaves)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # a phase run eagerly warns
+            (vs.square().sum() + adv.sum()).backward()
+        grads[fuse] = [leaf.grad for leaf in leaves]
+    for a, b in zip(grads[False], grads[True], strict=True):
+        torch.testing.assert_close(a, b)
