@@ -1,0 +1,145 @@
+"""Forward and backward cost of each estimator (issue 33: backward <= 1.5x forward).
+
+For each estimator and shape it measures, with the default dispatch decisions:
+
+* ``forward_us``: one call without autograd;
+* ``backward_us``: ``torch.autograd.grad`` of the outputs with respect to every floating
+  data input, on a graph recorded once (``retain_graph``), i.e. the backward pass alone:
+  the two pointwise phases and the adjoint scan;
+* ``ratio`` = backward_us / forward_us.
+
+On CUDA both are device times: the median of CUDA-graph replays
+(``triton.testing.do_bench_cudagraph``, no host overhead; problems under the 60 MB L2
+run partly from cache) and, as ``*_flushed_us``, ``triton.testing.do_bench`` with L2
+flushed between runs (includes host gaps between a pass's kernels). On CPU they are
+host wall times (median of rounds). Inputs: ``rltriton_tune.problems.random_inputs``
+with float32 flags, the flag set with every optional input the estimator takes.
+
+Usage: python benchmarks/backward_cost.py [--shapes 4096x128,32768x2048]
+       [--algorithms gae,vtrace] [--dtype float32] [--device cuda|cpu] [--output out.json]
+Prints a table last; writes JSON with --output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from rltriton_tune.algorithms import ESTIMATOR_NAMES  # noqa: E402
+from rltriton_tune.autograd import differentiable  # noqa: E402
+from rltriton_tune.call import ProblemKey  # noqa: E402
+from rltriton_tune.estimators import ESTIMATORS  # noqa: E402
+from rltriton_tune.problems import random_inputs  # noqa: E402
+
+#: The flag set with every optional input each estimator can take at once.
+RICHEST = {"gae": "bootstrap+trunc", "vtrace": "bootstrap+trunc", "retrace": "trunc",
+           "lambda_returns": "bootstrap+trunc", "discounted_returns": "bootstrap+trunc",
+           "eligibility_traces": "seed", "episodic_prefix_sum": "seed+starts_at"}
+#: Retrace's action count.
+ACTIONS = 8
+
+
+def _outputs(result: Any) -> tuple[torch.Tensor, ...]:
+    return result if isinstance(result, tuple) else (result,)
+
+
+def host_us(fn, rounds: int, reps: int) -> float:
+    """Median over ``rounds`` of the host wall time per call of ``reps`` calls."""
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        samples.append((time.perf_counter() - start) / reps * 1e6)
+    return statistics.median(samples)
+
+
+def measure(algorithm: str, n: int, t: int, dtype: str, device: str, rounds: int
+            ) -> dict[str, Any]:
+    key = ProblemKey(algorithm, n, t, dtype, "env", RICHEST[algorithm],
+                     ACTIONS if algorithm == "retrace" else 0)
+    kwargs = random_inputs(key, device=device, seed=0, on_device=device != "cpu")
+    function = ESTIMATORS[algorithm]
+    names = [name for name in differentiable(algorithm) if kwargs.get(name) is not None]
+    leaves = {name: kwargs[name].detach().clone().requires_grad_() for name in names}
+    recorded = _outputs(function(**{**kwargs, **leaves}))
+    grads = tuple(torch.randn_like(o) for o in recorded)
+    inputs = tuple(leaves.values())
+
+    def forward() -> None:
+        function(**kwargs)
+
+    def backward() -> None:
+        torch.autograd.grad(recorded, inputs, grads, retain_graph=True)
+
+    for fn in (forward, backward):   # decisions, kernel and phase compilation
+        fn()
+        fn()
+    row: dict[str, Any] = {"algorithm": algorithm, "N": n, "T": t, "dtype": dtype,
+                           "flags": RICHEST[algorithm], "device": device,
+                           "grad_inputs": names}
+    if device == "cpu":
+        reps = max(1, min(50, 2_000_000 // max(1, n * t)))
+        row["forward_us"] = host_us(forward, rounds, reps)
+        row["backward_us"] = host_us(backward, rounds, reps)
+    else:
+        from triton.testing import do_bench, do_bench_cudagraph
+
+        torch.cuda.synchronize()
+        row["forward_us"] = do_bench_cudagraph(forward, rep=100) * 1e3
+        row["backward_us"] = do_bench_cudagraph(backward, rep=100) * 1e3
+        row["forward_flushed_us"] = do_bench(forward, rep=100) * 1e3
+        row["backward_flushed_us"] = do_bench(backward, rep=100) * 1e3
+    row["ratio"] = row["backward_us"] / row["forward_us"]
+    return row
+
+
+def _shape(text: str) -> tuple[int, int]:
+    n, _, t = text.lower().partition("x")
+    return int(n), int(t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--shapes", default=None,
+                   help="comma-separated NxT (default 4096x128,32768x2048 on CUDA, 64x32 on CPU)")
+    p.add_argument("--algorithms", default=",".join(ESTIMATOR_NAMES))
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--output", type=Path, default=None)
+    args = p.parse_args(argv)
+    shapes_text = args.shapes or ("64x32" if args.device == "cpu" else "4096x128,32768x2048")
+    shapes = [_shape(s) for s in shapes_text.split(",") if s]
+    algorithms = [a for a in args.algorithms.split(",") if a]
+    unknown = sorted(set(algorithms) - set(ESTIMATOR_NAMES))
+    if unknown:
+        p.error(f"unknown algorithm(s) {unknown}; expected some of {list(ESTIMATOR_NAMES)}")
+    rows = [measure(a, n, t, args.dtype, args.device, args.rounds)
+            for n, t in shapes for a in algorithms]
+    if args.output is not None:
+        meta = {"torch": torch.__version__, "python": platform.python_version(),
+                "device_name": (torch.cuda.get_device_name() if args.device != "cpu"
+                                else platform.processor() or "cpu")}
+        args.output.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    unit = "host us" if args.device == "cpu" else "device us (CUDA-graph replay)"
+    print(f"backward / forward, {args.dtype}, {unit}")
+    print(f"{'algorithm':20s} {'N x T':>12s} {'forward':>10s} {'backward':>10s} {'ratio':>6s}")
+    for r in rows:
+        print(f"{r['algorithm']:20s} {r['N']:>5d}x{r['T']:<6d} {r['forward_us']:10.1f} "
+              f"{r['backward_us']:10.1f} {r['ratio']:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
