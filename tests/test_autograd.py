@@ -272,3 +272,34 @@ def test_fused_phases_give_the_eager_gradients(monkeypatch):
         grads[fuse] = [leaf.grad for leaf in leaves]
     for a, b in zip(grads[False], grads[True], strict=True):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", [(64, 96), (5, 3000), (2000, 17)])
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
+def test_cuda_gradients_match_the_cpu_fallback(algorithm, shape, dtype):
+    """Default dispatch on CUDA (Triton forward and adjoint scans, fused phases) against
+    the float64 CPU fallback."""
+    n, t = shape
+    flags = flags_string(flag_sets(algorithm)[-1])
+    kwargs = inputs(algorithm, flags, dtype=dtype, n=n, t=t)
+    names = grad_names(algorithm, kwargs)
+    grads = {}
+    for device in ("cuda", "cpu"):
+        moved = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in kwargs.items()}
+        if device == "cpu":
+            moved = {k: (v.double() if torch.is_tensor(v) and v.is_floating_point() else v)
+                     for k, v in moved.items()}
+        leaves = [moved[name].detach().clone().requires_grad_() for name in names]
+        outputs = as_function(algorithm, moved, names)(*leaves)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        g = torch.Generator().manual_seed(7)
+        weights = [torch.randn(o.shape, generator=g, dtype=torch.float64).to(o.device, o.dtype)
+                   for o in outputs]
+        sum((o * w).float().sum() for o, w in zip(outputs, weights, strict=True)).backward()
+        grads[device] = [leaf.grad.double().cpu() for leaf in leaves]
+    tolerance = 2e-2 if dtype == "bfloat16" else 1e-4
+    for name, a, b in zip(names, grads["cuda"], grads["cpu"], strict=True):
+        error = ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+        assert error <= tolerance, f"{algorithm} {shape} {dtype} d/d{name}: {error:.3g}"
