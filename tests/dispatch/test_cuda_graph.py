@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rltriton_tune import dispatch
-from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.algorithms import ESTIMATOR_NAMES
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import memo
 from rltriton_tune.estimators import ESTIMATORS
@@ -39,7 +39,7 @@ def as_tuple(x):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("choice", CHOICES, ids=lambda c: "dispatch" if c is None else c[0])
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_capture_and_replay_with_new_data(algorithm, choice):
     key = KEYS[algorithm]
     if choice is not None and choice[0] == "sequential":

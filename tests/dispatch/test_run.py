@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from rltriton_tune import dispatch
-from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.algorithms import ESTIMATOR_NAMES
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import memo, registry
 from rltriton_tune.dispatch.decide import Decision
@@ -48,7 +48,7 @@ def assert_matches_reference(key, seed=0):
         torch.testing.assert_close(g.double(), w, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_every_estimator_is_correct_through_dispatch(algorithm):
     assert_matches_reference(KEYS[algorithm])
     assert_matches_reference(KEYS[algorithm], seed=1)  # memo hit
