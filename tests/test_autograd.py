@@ -303,3 +303,20 @@ def test_cuda_gradients_match_the_cpu_fallback(algorithm, shape, dtype):
     for name, a, b in zip(names, grads["cuda"], grads["cpu"], strict=True):
         error = ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
         assert error <= tolerance, f"{algorithm} {shape} {dtype} d/d{name}: {error:.3g}"
+
+
+def test_second_order_gradients_are_a_clear_error():
+    kwargs = inputs("vtrace", "trunc", dtype="float32")
+    v = kwargs["values"].requires_grad_()
+    _, adv = rt.compute_vtrace(**kwargs)
+    (g,) = torch.autograd.grad(adv.sum(), v, create_graph=True)
+    with pytest.raises(RuntimeError, match="rltriton_tune.vtrace_backward"):
+        g.sum().backward()
+
+
+def test_one_output_of_two_used():
+    kwargs = inputs("vtrace", "trunc", dtype="float32")
+    v = kwargs["values"].requires_grad_()
+    vs, _ = rt.compute_vtrace(**kwargs)
+    vs.sum().backward()
+    assert v.grad is not None and torch.isfinite(v.grad).all()
