@@ -33,6 +33,7 @@ from rltriton_tune import dispatch
 from rltriton_tune.algorithms import ADJOINT_SCANS, ALGORITHMS
 from rltriton_tune.call import Call
 from rltriton_tune.fallback.coefficients import build
+from rltriton_tune.fallback.compiled import _dynamo_limits
 
 
 @functools.cache
@@ -170,7 +171,11 @@ def _run_phase(kind: tuple, phase: str, device: torch.device, *args):
     fuse = FUSE if FUSE != "auto" else device.type == "cuda"
     if fuse and (kind, phase) not in _failed:
         try:
-            return _compiled(kind, phase)(*args)
+            # Every kind compiles the same code object: lift dynamo's recompile limit (at
+            # the default 8, later kinds would silently run eagerly) and make hitting it an
+            # error, caught below.
+            with torch._dynamo.config.patch(_dynamo_limits()):
+                return _compiled(kind, phase)(*args)
         except Exception as exc:  # a compile failure costs speed, never the gradient
             _failed.add((kind, phase))
             warnings.warn(f"rltriton_tune: the fused {phase} phase of a {kind[0]} backward "
