@@ -25,3 +25,17 @@ def test_neighbour_reads_follow_the_spec():
     assert ALGORITHMS["eligibility_traces"].neighbour_step == ("dones",)
     assert not ALGORITHMS["lambda_returns"].neighbour_step
     assert not ALGORITHMS["discounted_returns"].neighbour_step
+
+
+def test_estimators_and_their_adjoint_scans():
+    from rltriton_tune.algorithms import ADJOINT_SCANS, ESTIMATOR_NAMES
+
+    assert ESTIMATOR_NAMES == ("gae", "vtrace", "retrace", "lambda_returns",
+                               "discounted_returns", "eligibility_traces",
+                               "episodic_prefix_sum")
+    assert set(ALGORITHMS) == set(ESTIMATOR_NAMES) | set(ADJOINT_SCANS.values())
+    for direction, scan in ADJOINT_SCANS.items():
+        spec = ALGORITHMS[scan]
+        assert spec.direction != direction          # the adjoint runs the other way
+        assert spec.tensors == ("grads", "beta") and spec.neighbour_step == ("beta",)
+        assert not spec.possible_flags and not spec.scalars

@@ -299,7 +299,7 @@ def test_cuda_gradients_match_the_cpu_fallback(algorithm, shape, dtype):
                    for o in outputs]
         sum((o * w).float().sum() for o, w in zip(outputs, weights, strict=True)).backward()
         grads[device] = [leaf.grad.double().cpu() for leaf in leaves]
-    tolerance = 2e-2 if dtype == "bfloat16" else 1e-4
+    tolerance = 3e-2 if dtype == "bfloat16" else 1e-4
     for name, a, b in zip(names, grads["cuda"], grads["cpu"], strict=True):
         error = ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
         assert error <= tolerance, f"{algorithm} {shape} {dtype} d/d{name}: {error:.3g}"
