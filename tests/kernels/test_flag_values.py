@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.estimators import prepare_call
 from rltriton_tune.fallback import STRATEGIES as TORCH_STRATEGIES
@@ -36,7 +36,7 @@ ODD_VALUES = {torch.float32: (-1.0, 2.0, 0.5), torch.int32: (2, -3), torch.bool:
 
 def _keys() -> list[ProblemKey]:
     return [ProblemKey(alg, 5, 7, flags=FLAGS[alg], a=3 if alg == "retrace" else 0)
-            for alg in ALGORITHMS]
+            for alg in ESTIMATOR_NAMES]
 
 
 def _odd(flag: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
