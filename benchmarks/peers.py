@@ -55,7 +55,7 @@ from peer_adapters import (  # noqa: E402
 )
 
 from rltriton_tune import explain  # noqa: E402
-from rltriton_tune.algorithms import ALGORITHMS  # noqa: E402
+from rltriton_tune.algorithms import ESTIMATOR_NAMES  # noqa: E402
 from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.estimators import ESTIMATORS  # noqa: E402
 from rltriton_tune.problems import data_bytes, random_inputs  # noqa: E402
@@ -380,8 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--output", type=Path, help="results folder (default: benchmarks/results/"
                    "<gpu>/); rows go to peers.jsonl and peers.csv there")
-    p.add_argument("--estimators", nargs="+", choices=sorted(ALGORITHMS),
-                   default=sorted(ALGORITHMS))
+    p.add_argument("--estimators", nargs="+", choices=sorted(ESTIMATOR_NAMES),
+                   default=sorted(ESTIMATOR_NAMES))
     p.add_argument("--shapes", choices=("grid", "off-grid", "all"), default="all")
     p.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     p.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))

@@ -117,7 +117,7 @@ def test_next_values_on_cuda_match_reference(algorithm, flags, layout, dtype):
             assert error <= TOLERANCE[dtype], f"{key.as_text()}: relative error {error:.3g}"
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_batch_dims_on_cuda_equal_the_flattened_call(algorithm):
     key = ProblemKey(algorithm, 6, 77, "float32", "env", RICHEST[algorithm],
                      3 if algorithm == "retrace" else 0)
