@@ -21,7 +21,8 @@ N, T = 3, 5
 
 
 def flag_sets(algorithm: str) -> list[frozenset[str]]:
-    """Every flag set a call of ``algorithm`` can have (last_value excludes the others)."""
+    """Every flag set a call of ``algorithm`` can have (last_value and next_values exclude
+    the bootstrap options they replace)."""
     spec = ALGORITHMS[algorithm]
     optional = sorted(spec.possible_flags - spec.required_flags)
     found = []
@@ -29,6 +30,8 @@ def flag_sets(algorithm: str) -> list[frozenset[str]]:
         for extra in itertools.combinations(optional, k):
             flags = spec.required_flags | set(extra)
             if "last_value" in flags and ("bootstrap" in flags or "trunc" in flags):
+                continue
+            if "next" in flags and ("bootstrap" in flags or "last_value" in flags):
                 continue
             found.append(frozenset(flags))
     return found
@@ -320,3 +323,30 @@ def test_one_output_of_two_used():
     vs, _ = rt.compute_vtrace(**kwargs)
     vs.sum().backward()
     assert v.grad is not None and torch.isfinite(v.grad).all()
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+def test_gradcheck_batch_dims(time_major):
+    """[*B, T] inputs ([T, *B] time-major): gradients come back in the caller's shape."""
+    g = torch.Generator().manual_seed(4)
+    shape = (T, 2, 3) if time_major else (2, 3, T)
+    r = torch.randn(shape, dtype=torch.float64, generator=g, requires_grad=True)
+    v = torch.randn(shape, dtype=torch.float64, generator=g, requires_grad=True)
+    term = (torch.rand(shape, generator=g) < 0.3).double()
+    last = torch.randn(2, 3, dtype=torch.float64, generator=g, requires_grad=True)
+
+    def f(r, v, last):
+        return rt.compute_gae(r, v, term, gamma=0.9, lambda_=0.8, last_value=last,
+                              time_major=time_major)
+
+    assert torch.autograd.gradcheck(f, (r, v, last))
+
+
+def test_zero_dim_tensor_scalars_with_grad():
+    kwargs = inputs("gae", "trunc", dtype="float32")
+    grads = []
+    for gamma in (0.9, torch.tensor(0.9)):
+        r = kwargs["rewards"].detach().clone().requires_grad_()
+        rt.compute_gae(**{**kwargs, "rewards": r, "gamma": gamma}).sum().backward()
+        grads.append(r.grad)
+    torch.testing.assert_close(grads[0], grads[1])
