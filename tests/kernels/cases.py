@@ -23,6 +23,8 @@ FLAG_SETS: dict[str, list[str]] = {
     "discounted_returns": ["none", "trunc", "bootstrap", "bootstrap+trunc"],
     "eligibility_traces": ["none", "seed"],
     "episodic_prefix_sum": ["none", "seed", "starts_at", "seed+starts_at"],
+    "adjoint_scan_forward": ["none"],
+    "adjoint_scan_backward": ["none"],
 }
 
 DTYPES = ("float32", "float16", "bfloat16")
