@@ -8,7 +8,13 @@ baselines (associative scan, doubling scan) for benchmarks.
 from __future__ import annotations
 
 from rltriton_tune.fallback.compiled import BASELINE_SCANS, compile_usable, compiled_launcher
-from rltriton_tune.fallback.strategy import CPU_MODES, MODES, TorchStrategy, default_mode, launch
+from rltriton_tune.fallback.torch_strategy import (
+    CPU_MODES,
+    MODES,
+    TorchStrategy,
+    default_mode,
+    launch,
+)
 from rltriton_tune.strategy import Strategy
 
 STRATEGIES: dict[str, Strategy] = {"torch": TorchStrategy()}

@@ -1,5 +1,5 @@
 """Time every torch mode on this device over an (N, T) grid: the data behind
-:func:`rltriton_tune.fallback.strategy.default_mode`.
+:func:`rltriton_tune.fallback.torch_strategy.default_mode`.
 
     python -m rltriton_tune.tune.cpu_modes [--algorithm gae] [--layout env]
         [--threads 1] [--compile] [--json out.json]
@@ -21,7 +21,7 @@ import torch
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.estimators import prepare_call
 from rltriton_tune.fallback.compiled import compiled_launcher
-from rltriton_tune.fallback.strategy import CPU_MODES, default_mode, launch
+from rltriton_tune.fallback.torch_strategy import CPU_MODES, default_mode, launch
 from rltriton_tune.problems import random_inputs
 
 GRID = ((1, 1024), (1, 16384), (1, 10**6), (16, 512), (16, 8192), (256, 8), (256, 128),

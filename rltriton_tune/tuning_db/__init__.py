@@ -10,6 +10,13 @@ is written down in ``docs/database.md``.
 The file format is documented in ``SCHEMA.md`` next to this module.
 """
 
+from rltriton_tune.tuning_db.exchange import (
+    ExportError,
+    check_export_destination,
+    export_profiles,
+    import_profiles,
+    known_fingerprints,
+)
 from rltriton_tune.tuning_db.fingerprint import device_fingerprint, fingerprint_id
 from rltriton_tune.tuning_db.loading import FileReport, ProfileSet, load_profiles, loaded_once
 from rltriton_tune.tuning_db.locations import DB_ENV, profile_path, shipped_dir, user_dir
@@ -31,13 +38,6 @@ from rltriton_tune.tuning_db.store import (
     read_profiles,
     record,
     remove_profile,
-)
-from rltriton_tune.tuning_db.transfer import (
-    ExportError,
-    check_export_destination,
-    export_profiles,
-    import_profiles,
-    known_fingerprints,
 )
 
 __all__ = [

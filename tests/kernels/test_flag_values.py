@@ -16,7 +16,7 @@ from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.estimators import prepare_call
 from rltriton_tune.fallback import STRATEGIES as TORCH_STRATEGIES
-from rltriton_tune.fallback.strategy import CPU_MODES
+from rltriton_tune.fallback.torch_strategy import CPU_MODES
 from rltriton_tune.kernels import strategies
 from rltriton_tune.problems import random_inputs
 from rltriton_tune.reference import reference

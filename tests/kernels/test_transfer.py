@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.fallback.strategy import TorchStrategy
+from rltriton_tune.fallback.torch_strategy import TorchStrategy
 from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.launch import rescale_tile
 
