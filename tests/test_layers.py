@@ -90,16 +90,18 @@ def test_imports_point_down_the_layers(module):
     assert not bad, f"{module} ({own}) imports {bad}"
 
 
-def test_import_and_a_first_call_load_no_tuning_libraries():
-    """``import rltriton_tune`` and a first call load neither Optuna, matplotlib nor tqdm
-    beyond what torch itself loads."""
+def test_import_and_first_calls_load_no_tooling():
+    """``import rltriton_tune``, a first call and ``explain`` load neither the tuner nor the
+    CLI, nor Optuna, matplotlib or tqdm beyond what torch itself loads."""
     code = ("import sys, torch\n"
             "before = set(sys.modules)\n"
             "import rltriton_tune as R\n"
             "R.compute_gae(torch.randn(3, 5), torch.randn(3, 5), torch.zeros(3, 5))\n"
+            "R.explain('vtrace', 64, 64)\n"
             "new = set(sys.modules) - before\n"
             "print(sorted(m for m in new if m.split('.')[0] in ('optuna', 'matplotlib', "
-            "'tqdm', 'sqlalchemy', 'alembic')))\n")
+            "'tqdm', 'sqlalchemy', 'alembic') or m.startswith(('rltriton_tune.tune', "
+            "'rltriton_tune.cli'))))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "RLTRITON_TUNE_ONLINE": "0"})
     assert out.stdout.strip() == "[]"
