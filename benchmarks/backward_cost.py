@@ -1,4 +1,4 @@
-"""Forward and backward cost of each estimator (issue 33: backward <= 1.5x forward).
+"""Forward and backward cost of each estimator (the target: backward within 1.5x of forward).
 
 For each estimator and shape it measures, with the default dispatch decisions:
 

@@ -1,6 +1,6 @@
 """torch.compile baselines: the associative scan and the doubling scan, compiled.
 
-Benchmarks compare the Triton strategies against these (DESIGN.md, issue 3):
+Benchmarks compare the Triton strategies against these:
 ``compiled_launcher(key, "associative")`` is torch.compile of
 ``torch._higher_order_ops.associative_scan`` over the (α, β) pairs,
 ``compiled_launcher(key, "doubling")`` is the compiled log-depth doubling scan.
@@ -26,7 +26,7 @@ BASELINE_SCANS = ("associative", "doubling")
 #: Every compiled graph shares one code object (``whole`` below), so dynamo counts
 #: each (key, scan, scalars) as a recompile of it. At its default limit of 8, the
 #: 9th baseline silently ran *eagerly* and was timed as if compiled (seen on the
-#: H200: benchmarks/NOTES.md). The baselines lift the limit for their own calls and
+#: H200). The baselines lift the limit for their own calls and
 #: make hitting it an error, so a timing is a compiled timing or no timing at all.
 RECOMPILE_LIMIT = 4096
 

@@ -8,7 +8,7 @@ process occupies a core, one of the threads is often descheduled, and the
 barrier waits for the scheduler to run it again: milliseconds per region, for
 regions of microseconds of work. On this project's 2-core CPU with one busy-loop
 neighbour, GAE 16x8192 with ``last_value`` in the doubling mode took 364 ms with
-2 threads against 1.3 ms with one (issue 33); ``benchmarks/cpu_busy.py`` measures
+2 threads against 1.3 ms with one; ``benchmarks/cpu_busy.py`` measures
 every mode both ways. With one thread nothing waits for anyone, and the quiet
 machine loses little: 2 threads saved 0-30% on these sizes.
 

@@ -501,7 +501,7 @@ def write_report(report: dict[str, Any], output: Path) -> list[Path]:
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The report's headline numbers (issue criteria) over ``rows``.
+    """The report's headline numbers over ``rows``.
 
     ``within_5pct_of_oracle``: share of rows with an oracle whose dispatched time
     is at most 5% above it; speedups are geometric means of dispatched over the
