@@ -60,9 +60,13 @@ def _ld(ptr, rows, ts, sn, st, mask):
 
 
 @triton.jit
-def _ld_env(ptr, rows, se, mask):
-    """Load a per-env ``[N]`` input (broadcast over time) as float32."""
-    return tl.load(ptr + rows * se, mask=mask, other=0).to(tl.float32)
+def _ld_env(ptr, rows, se, N):
+    """Load a per-env ``[N]`` input as float32, one value a row (``[BLOCK_N, 1]``; callers
+    broadcast it over time). Masked by the rows alone: a mask over the tile's steps would
+    make a ``[BLOCK_N, BLOCK_T]`` load of one address a row, for which Triton 3.6 picks
+    another register layout than the tile's and converts every input tile through shared
+    memory (flat GAE 24000x300 with ``last_value``: 11 barriers instead of 1)."""
+    return tl.load(ptr + rows * se, mask=rows < N, other=0).to(tl.float32)
 
 
 @triton.jit
@@ -87,7 +91,7 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
     if F_BOOT:
         b = _ld(P_BOOT, rows, ts, sn, st, m)
     elif F_ENV:
-        b = tl.where(ts == T - 1, _ld_env(P_LAST, rows, se, m), 0.0)
+        b = tl.where(ts == T - 1, _ld_env(P_LAST, rows, se, N), 0.0)
     else:
         b = tl.zeros_like(term)
     done = tl.maximum(term, trunc)
@@ -344,7 +348,7 @@ def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.con
     beta = decay * (1.0 - done)
     if F_ENV:
         first = ts == 0
-        x = tl.where(first, x + beta * _ld_env(P2, rows, se, m), x)
+        x = tl.where(first, x + beta * _ld_env(P2, rows, se, N), x)
         beta = tl.where(first, 0.0, beta)
     return tl.where(m, x, 0.0), tl.where(m, beta, 0.0)
 

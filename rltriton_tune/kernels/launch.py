@@ -122,6 +122,12 @@ def even_tiles(key: ProblemKey, block_n: int, block_t: int) -> bool:
     return EVEN_TILES and key.n % block_n == 0 and key.t % block_t == 0
 
 
+def descend_tiles(key: ProblemKey) -> bool:
+    """Whether a backward scan's tiles hold their steps last to first (``scan.time_block``):
+    for time-major keys, whose steps are not contiguous in memory anyway."""
+    return key.time_major and BUILDERS[key.algorithm].reverse
+
+
 def pow2_divisor(x: int, cap: int = MAX_ALIGN) -> int:
     """Largest power of two, at most ``cap``, that divides ``x`` (``cap`` for 0)."""
     x = int(x)
