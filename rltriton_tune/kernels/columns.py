@@ -19,8 +19,8 @@ BLOCK_N programs no longer fill it (H200, GAE 32768x2048 float32: ``sequential``
 from __future__ import annotations
 
 from rltriton_tune.call import DTYPES_BY_NAME, ProblemKey
-from rltriton_tune.kernels.launch import TILE_BUDGET, next_pow2, pow2_range, require
 from rltriton_tune.kernels import lookback
+from rltriton_tune.kernels.launch import TILE_BUDGET, next_pow2, pow2_range, require
 from rltriton_tune.kernels.lookback import LookbackStrategy
 from rltriton_tune.strategy import Params
 

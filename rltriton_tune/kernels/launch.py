@@ -122,10 +122,13 @@ def even_tiles(key: ProblemKey, block_n: int, block_t: int) -> bool:
     return EVEN_TILES and key.n % block_n == 0 and key.t % block_t == 0
 
 
-def descend_tiles(key: ProblemKey) -> bool:
-    """Whether a backward scan's tiles hold their steps last to first (``scan.time_block``):
-    for time-major keys, whose steps are not contiguous in memory anyway."""
-    return key.time_major and BUILDERS[key.algorithm].reverse
+def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int) -> bool:
+    """Whether a backward scan's tiles hold their steps last to first, so that the cores
+    scan them forward (``scan.time_block``): where that costs the loads nothing, for
+    time-major keys (steps not contiguous in memory) and for tiles of fewer than two
+    elements a thread (no vector to lose; ``scan_run`` finds no run to flip there)."""
+    return BUILDERS[key.algorithm].reverse and (
+        key.time_major or tile_elems < 2 * 32 * num_warps)
 
 
 def pow2_divisor(x: int, cap: int = MAX_ALIGN) -> int:
@@ -197,6 +200,7 @@ class Packer:
             ALIGN_T=self.align_t,
             ALIGN_A=self.align_a,
             RUN=scan_run(key, tile_elems, num_warps),
+            DESCEND=descend_tiles(key, tile_elems, num_warps),
         )
 
     def prefetch_slots(self) -> dict[str, int]:

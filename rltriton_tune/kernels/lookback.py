@@ -55,7 +55,6 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
-    descend_tiles,
     even_tiles,
     next_pow2,
     pow2_range,
@@ -193,11 +192,11 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                     ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                    RUN: tl.constexpr,
+                    RUN: tl.constexpr, DESCEND: tl.constexpr,
                     EVEN: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
                     PUBLISH_INCLUSIVE: tl.constexpr, WINDOW: tl.constexpr,
-                    TICKET_ORDER: tl.constexpr, DESCEND: tl.constexpr):
+                    TICKET_ORDER: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     # STATE (int64): [0] launch counter, never reset; then two [NC, N] planes of tagged
@@ -312,8 +311,7 @@ class LookbackStrategy(TritonStrategy):
         words = 2 * n_chunks * key.n
         consts = dict(pack.constexprs, EVEN=even_tiles(key, bn, bt), BLOCK_N=bn, BLOCK_T=bt,
                       MAX_SPINS=MAX_SPINS, PUBLISH_INCLUSIVE=inclusive, WINDOW=window,
-                      TICKET_ORDER=TICKET_ORDER, DESCEND=descend_tiles(key),
-                      num_warps=params["num_warps"])
+                      TICKET_ORDER=TICKET_ORDER, num_warps=params["num_warps"])
         # Word offsets reach 2 * chunks * N, past the inputs' N * T when chunks are 1 step.
         consts["BIG"] = consts["BIG"] or words >= INT32_LIMIT
         kernel = FastLaunch(lookback_kernel, grid, consts)

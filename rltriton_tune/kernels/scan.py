@@ -231,21 +231,25 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, 
               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
               BLOCK_T: tl.constexpr, NEXT: tl.constexpr, RUN: tl.constexpr,
-              EVEN: tl.constexpr, PF_ROWS: tl.constexpr, PF_ACTIONS: tl.constexpr):
+              DESCEND: tl.constexpr, EVEN: tl.constexpr, PF_ROWS: tl.constexpr,
+              PF_ACTIONS: tl.constexpr):
     """Scan ``n_tiles`` BLOCK_T tiles from time ``base`` starting from ``carry``, storing
     the outputs of each tile; returns the carry leaving the span. With slot bitmasks
     ``PF_ROWS`` / ``PF_ACTIONS``, each tile first asks L2 for the next one's inputs, so
-    that they arrive while this one is scanned (the last tile asks for itself again)."""
-    feed, out = edges(BLOCK_T, REVERSE)
+    that they arrive while this one is scanned (the last tile asks for itself again).
+    Tiles are visited in scan order; with DESCEND each holds its steps last to first and
+    is scanned forward."""
+    SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND
+    feed, out = edges(BLOCK_T, SCAN_REVERSE)
     for i in range(0, n_tiles):
         if PF_ROWS | PF_ACTIONS:
             nxt = tile_start(tl.minimum(i + 1, n_tiles - 1), n_tiles, base, BLOCK_T, REVERSE)
             prefetch_tile(P0, P1, P2, P3, P4, P5, P6, P7, rows, nxt, N, T, A, sn, st, san, sat,
                           saa, BLOCK_T, BLOCK_A, PF_ROWS, PF_ACTIONS)
-        ts = time_block(tile_start(i, n_tiles, base, BLOCK_T, REVERSE), BLOCK_T, BIG)
+        ts = time_block(tile_start(i, n_tiles, base, BLOCK_T, REVERSE), BLOCK_T, BIG, DESCEND)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
-        y, _, y_next, _ = scan_tile_next(a, b, carry, feed, REVERSE, NEXT, RUN)
+        y, _, y_next, _ = scan_tile_next(a, b, carry, feed, SCAN_REVERSE, NEXT, RUN)
         FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
                san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
                BLOCK_A, EVEN)

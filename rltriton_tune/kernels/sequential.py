@@ -31,7 +31,7 @@ def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                       ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                      RUN: tl.constexpr,
+                      RUN: tl.constexpr, DESCEND: tl.constexpr,
                       EVEN: tl.constexpr,
                       BLOCK_N: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(

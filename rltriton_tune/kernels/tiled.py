@@ -35,7 +35,7 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, sa
                  F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                  F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                  ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                 RUN: tl.constexpr,
+                 RUN: tl.constexpr, DESCEND: tl.constexpr,
                  EVEN: tl.constexpr, PF_ROWS: tl.constexpr, PF_ACTIONS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
@@ -44,7 +44,7 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, sa
     scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn,
               ost, S0, S1, S2, S3, rows, tl.zeros([BLOCK_N], tl.float32), 0,
               tl.cdiv(T, BLOCK_T), COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
-              BLOCK_A, BIG, BLOCK_T, NEXT, RUN, EVEN, PF_ROWS, PF_ACTIONS)
+              BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND, EVEN, PF_ROWS, PF_ACTIONS)
 
 
 #: Steps from which an env-major key with fewer rows than SMs is left to the look-back

@@ -32,7 +32,7 @@ def small_params(strategy: str, t: int) -> dict[str, int]:
         if t > 16:   # 5 chunks, carry composed 2 at a time
             return {"BLOCK_N": 2, "CHUNK_T": 8, "BLOCK_T": 8, "CARRY_BLOCK": 2, "num_warps": 1}
         return {"BLOCK_N": 2, "CHUNK_T": 4, "BLOCK_T": 2, "CARRY_BLOCK": 2, "num_warps": 1}
-    if strategy == "lookback":  # 5 chunks (1 x 33), or 4 (x 7): the look-back walks them
+    if strategy in ("lookback", "columns"):  # 5 chunks (1 x 33), or 4 (x 7): look-backs
         return {"BLOCK_N": 2, "BLOCK_T": 8 if t > 16 else 2, "num_warps": 1}
     return {"BLOCK_N": 8 if t > 16 else 2, "num_warps": 1}
 
