@@ -9,14 +9,10 @@
 * ``action``: whether Retrace's per-action loads want whole action vectors per step
   (``launch.ACTION_TILE_BUDGET`` 2^14 instead of 2^12, so ``BLOCK_A`` = 8 up to
   T = 2048), same A/B method as ``align``.
-* ``tiles``: what compiling whole tiles without bounds masks (``launch.EVEN_TILES``) and
-  prefetching the tile loop's next tile into L2 (``launch.PREFETCH_L2``) buy, each on its
-  own, float32 and bfloat16, at issue 3's Retrace cells and grid shapes of the other
-  estimators (every tile whole there), same A/B method.
 
 Writes ``align_probe.json`` and ``align_probe.md`` under ``--output``.
 
-    python benchmarks/align_probe.py --output DIR [--sections align,wide,action,tiles]
+    python benchmarks/align_probe.py --output DIR [--sections align,wide,action]
 """
 
 from __future__ import annotations
@@ -53,14 +49,8 @@ WIDE_ROWS = (32, 64, 128, 256, 512)
 #: instead of 2); at 4096x512 both budgets give BLOCK_A = 8 (a null A/B: the noise level).
 ACTION_SHAPES = [(32768, 2048), (6000, 3000), (600, 2500), (4096, 512), (12000, 160),
                  (777, 77)]
-#: Powers of two (whole tiles for every config): issue 3's bfloat16 Retrace cells first.
-TILE_SHAPES = {"retrace": [(256, 32768), (32768, 128), (4096, 2048)],
-               "vtrace": [(256, 32768), (32768, 512)],
-               "gae": [(32768, 8), (16, 32768), (32768, 2048)],
-               "eligibility_traces": [(4096, 8192)]}
 #: Kernel variants compared with the shipping kernels: tag -> (``launch`` attribute, value).
-VARIANTS = {"no-hints": ("ALIGN_HINTS", False), "action-tile-16k": ("ACTION_TILE_BUDGET", 1 << 14),
-            "even-tiles": ("EVEN_TILES", True), "prefetch-l2": ("PREFETCH_L2", True)}
+VARIANTS = {"no-hints": ("ALIGN_HINTS", False), "action-tile-16k": ("ACTION_TILE_BUDGET", 1 << 14)}
 
 
 def fresh_strategies() -> dict:
@@ -212,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                    default="gae,eligibility_traces,vtrace,discounted_returns,retrace")
     p.add_argument("--wide-algorithms", default="gae,vtrace,eligibility_traces")
     p.add_argument("--sections", default="align,wide,action",
-                   help="any of align, wide, action, tiles")
+                   help="any of align, wide, action")
     p.add_argument("--budget-s", type=float, default=0.03, help="timing seconds per config")
     p.add_argument("--max-seconds", type=float, default=400.0)
     args = p.parse_args(argv)
@@ -227,11 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     if "action" in sections:
         jobs += [(partial(ab_rows, tag="action-tile-16k"), probe_key("retrace", n, t, "env"))
                  for n, t in ACTION_SHAPES]
-    if "tiles" in sections:
-        jobs += [(partial(ab_rows, tag=tag), probe_key(a, n, t, "env", dtype))
-                 for tag in ("even-tiles", "prefetch-l2")
-                 for a, shapes in TILE_SHAPES.items() for n, t in shapes
-                 for dtype in ("float32", "bfloat16")]
     return run_jobs("align_probe", jobs, args.output, report, args.budget_s,
                     args.max_seconds)
 

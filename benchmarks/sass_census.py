@@ -12,7 +12,7 @@ It says where a dtype's per-element cost goes (bfloat16 needs a PRMT and an IMAD
 value to widen, float32 none) and what a kernel change removes, before a device call
 measures what that is worth.
 
-    python benchmarks/sass_census.py --output DIR [--cases CASE ...] [--variants even-tiles]
+    python benchmarks/sass_census.py --output DIR [--cases CASE ...] [--variants no-hints]
 
 CASE is ``ALGORITHM:NxT:DTYPE:STRATEGY:k=v,...`` (Retrace with 8 actions and
 truncations, as the bench uses; other estimators without flags).
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="ALGORITHM:NxT:DTYPE:STRATEGY:k=v,... (default: issue 3's cells)")
     p.add_argument("--dtypes", default="float32,bfloat16",
                    help="dtypes the default cases are compiled for")
-    p.add_argument("--variants", default="even-tiles,prefetch-l2",
+    p.add_argument("--variants", default="no-hints",
                    help=f"kernel variants besides the shipping one ({', '.join(VARIANTS)})")
     p.add_argument("--arch", type=int, default=90, help="CUDA compute capability x 10")
     args = p.parse_args(argv)

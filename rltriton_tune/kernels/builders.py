@@ -27,9 +27,7 @@ Pointer slots ``P0..P7`` hold the algorithm's tensors in the order of
 strides ``(sn, st)``, ``[N]`` inputs use ``se``, ``[N, T, A]`` inputs use
 ``(san, sat, saa)``, outputs ``(osn, ost)``. Flags: ``F_TRUNC`` (truncateds
 given), ``F_BOOT`` (bootstrap_values given), ``F_ENV`` (last_value or
-seed_values given), ``F_STARTS`` (prefix sum with boundary="starts_at"). ``EVEN``:
-the tile lies inside ``[0, N) x [0, T)``, so its own positions need no bounds mask
-(reads one step off the tile keep theirs).
+seed_values given), ``F_STARTS`` (prefix sum with boundary="starts_at").
 """
 
 from __future__ import annotations
@@ -43,13 +41,8 @@ import triton.language as tl
 
 
 @triton.jit
-def _valid(rows, ts, N, T, EVEN: tl.constexpr):
-    """Whether (rows, ts) lies inside ``[0, N) x [0, T)``. With ``EVEN`` the launcher
-    promises that every position of the tile does (``launch.even_tiles``): the mask is
-    then all true at compile time, and so are the masks, selects and predicated loads
-    and stores that it guards, which the compiler drops."""
-    if EVEN:
-        return (rows * 0 + ts * 0) == 0
+def _valid(rows, ts, N, T):
+    """Whether (rows, ts) lies inside ``[0, N) x [0, T)``."""
     return (rows < N) & (ts >= 0) & (ts < T)
 
 
@@ -106,8 +99,8 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
 def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
                san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-               BLOCK_A: tl.constexpr, EVEN: tl.constexpr):
-    _store(O0, rows, ts, osn, ost, y, _valid(rows, ts, N, T, EVEN))
+               BLOCK_A: tl.constexpr):
+    _store(O0, rows, ts, osn, ost, y, _valid(rows, ts, N, T))
 
 
 # --------------------------------------------------------------------------- GAE
@@ -118,9 +111,8 @@ def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N,
 @triton.jit
 def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
                S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-               F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-               EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+               F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     v = _ld(P1, rows, ts, sn, st, m)
     v_next = _ld(P1, rows, ts + 1, sn, st, m & (ts + 1 < T))
@@ -141,9 +133,8 @@ def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, sa
 
 @triton.jit
 def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
-                  F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                  EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+                  F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     ratio = tl.exp(_ld(P0, rows, ts, sn, st, m) - _ld(P1, rows, ts, sn, st, m))
     rho = _clip(ratio, S1)
     c = _clip(ratio, S2)
@@ -163,12 +154,11 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
 @triton.jit
 def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
                   S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-                  F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                  EVEN: tl.constexpr):
+                  F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # D[t] = vs[t] - values[t] = delta[t] + beta[t] * D[t+1]; finish gets D[t+1] too.
     delta, beta, _, _, _, _, _, _, _, _ = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
-        F_TRUNC, F_BOOT, F_ENV, EVEN)
+        F_TRUNC, F_BOOT, F_ENV)
     return delta, beta
 
 
@@ -176,10 +166,10 @@ def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
 def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
                   san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                  BLOCK_A: tl.constexpr, EVEN: tl.constexpr):
+                  BLOCK_A: tl.constexpr):
     _, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
-        F_TRUNC, F_BOOT, F_ENV, EVEN)
+        F_TRUNC, F_BOOT, F_ENV)
     vs = v + y                                     # y = D[t], y_next = D[t+1]
     nvs = tl.where(cut, b, v_next + y_next)        # vs[t+1] = values[t+1] + D[t+1]
     adv = rho * (r + S0 * (1.0 - term) * nvs - v)
@@ -207,9 +197,8 @@ def _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa):
 
 @triton.jit
 def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, san, sat, saa,
-                   S0, S1, S2, S3, F_TRUNC: tl.constexpr, BLOCK_A: tl.constexpr,
-                   EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+                   S0, S1, S2, S3, F_TRUNC: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     # EQ[t] = sum_a pi[t, a] * next_q[t, a], over A in chunks of BLOCK_A.
     base = (rows * san + ts * sat)[:, :, None]
     m3 = m[:, :, None]
@@ -239,13 +228,12 @@ def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, sa
 @triton.jit
 def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                    saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                   EVEN: tl.constexpr):
+                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # Unshifted (D itself): the per-action rows are read here only; finish gets D[t+1]
     # from the core (``next_value``).
     delta, beta, _, _, _, _ = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
                                              sn, st, san, sat, saa, S0, S1, S2, S3, F_TRUNC,
-                                             BLOCK_A, EVEN)
+                                             BLOCK_A)
     return delta, beta
 
 
@@ -253,9 +241,9 @@ def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se
 def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
                    se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                   BLOCK_A: tl.constexpr, EVEN: tl.constexpr):
+                   BLOCK_A: tl.constexpr):
     # y = D[t], y_next = D[t+1]: q_ret[t] = q[t] + D[t], q_ret[t+1] = q[t+1] + D[t+1].
-    m = _valid(rows, ts, N, T, EVEN)
+    m = _valid(rows, ts, N, T)
     q = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P5, rows, ts, sn, st, m)
     term = _ld(P6, rows, ts, sn, st, m)
@@ -299,8 +287,8 @@ def _returns_boundary(P_TRUNC, P_BOOT, rows, ts, N, T, sn, st, term, m,
 def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san,
                           sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                           F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                          BLOCK_A: tl.constexpr, EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+                          BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     nv = _ld(P1, rows, ts, sn, st, m)
     term = _ld(P2, rows, ts, sn, st, m)
@@ -319,9 +307,8 @@ def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn,
 def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                              EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     term = _ld(P1, rows, ts, sn, st, m)
     trunc, b, done = _returns_boundary(P2, P3, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
@@ -337,9 +324,9 @@ def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
 
 @triton.jit
 def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.constexpr,
-                    F_STARTS: tl.constexpr, EVEN: tl.constexpr):
+                    F_STARTS: tl.constexpr):
     """alpha = x[t], beta = decay*(1 - done[t-1]) (done[t] for starts_at); seed folded at t=0."""
-    m = _valid(rows, ts, N, T, EVEN)
+    m = _valid(rows, ts, N, T)
     x = _ld(P0, rows, ts, sn, st, m)
     if F_STARTS:
         done = _ld(P1, rows, ts, sn, st, m)
@@ -357,18 +344,16 @@ def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.con
 def eligibility_traces_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                              EVEN: tl.constexpr):
-    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, S0 * S1, F_ENV, False, EVEN)
+                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, S0 * S1, F_ENV, False)
 
 
 @triton.jit
 def episodic_prefix_sum_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
                                san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                               EVEN: tl.constexpr):
-    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, 1.0, F_ENV, F_STARTS, EVEN)
+                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, 1.0, F_ENV, F_STARTS)
 
 
 # --------------------------------------------------------------------------- registry

@@ -55,7 +55,6 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
-    even_tiles,
     next_pow2,
     pow2_range,
     require,
@@ -193,7 +192,6 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                     ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
                     RUN: tl.constexpr, DESCEND: tl.constexpr,
-                    EVEN: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
                     PUBLISH_INCLUSIVE: tl.constexpr, WINDOW: tl.constexpr,
                     TICKET_ORDER: tl.constexpr):
@@ -228,8 +226,14 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND
     ts = time_block(chunk * BLOCK_T, BLOCK_T, BIG, DESCEND)
     feed, out = edges(BLOCK_T, SCAN_REVERSE)
-    a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
-                  saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
+    # Per-env inputs (last_value at T-1, seeds at t = 0) act on the first chunk in scan
+    # order only: other chunks compile and run without their load and select.
+    if F_ENV and k == 0:
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS, BLOCK_A)
+    else:
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, False, F_STARTS, BLOCK_A)
     zero = tl.zeros([BLOCK_N], tl.float32)
     y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, SCAN_REVERSE, NEXT, RUN)
     agg_a = take(y, out)
@@ -257,8 +261,14 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
         y_next = y_next + p_next * carry[:, None]
     else:
         y_next = y
-    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
-           san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
+    if F_ENV and k == 0:
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
+               se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS,
+               BLOCK_A)
+    else:
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
+               se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, False, F_STARTS,
+               BLOCK_A)
     if not TICKET_ORDER:
         tl.atomic_add(STATE, 1, sem="relaxed")  # finished (a fire-and-forget reduction)
 
@@ -309,7 +319,7 @@ class LookbackStrategy(TritonStrategy):
         # Inclusive values shorten a look-back only past one window of predecessors.
         inclusive = PUBLISH_INCLUSIVE and n_chunks > window
         words = 2 * n_chunks * key.n
-        consts = dict(pack.constexprs, EVEN=even_tiles(key, bn, bt), BLOCK_N=bn, BLOCK_T=bt,
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       MAX_SPINS=MAX_SPINS, PUBLISH_INCLUSIVE=inclusive, WINDOW=window,
                       TICKET_ORDER=TICKET_ORDER, num_warps=params["num_warps"])
         # Word offsets reach 2 * chunks * N, past the inputs' N * T when chunks are 1 step.

@@ -64,8 +64,14 @@ def test_searched_for_time_major_keys_with_whole_columns_per_thread():
     # Fewer environments than a full block: the narrower block is all there is.
     assert impl.skip_reason(ProblemKey("gae", 20, 4096, "float32", "time", "none"),
                             {"BLOCK_N": 32, "BLOCK_T": 8, "num_warps": 1}) is None
-    assert impl.default_params(time_major) == wide
-    assert impl.default_params(half) == {"BLOCK_N": 256, "BLOCK_T": 4, "num_warps": 1}
+    # Per-action keys lay tiles out by actions: narrow blocks stay searched.
+    retrace = ProblemKey("retrace", 4096, 1024, "float32", "time", "trunc", 8)
+    assert impl.skip_reason(retrace, {"BLOCK_N": 64, "BLOCK_T": 8, "num_warps": 1}) is None
+    # 64 values a thread; 32 where finish reads the neighbour's value (V-trace).
+    assert impl.default_params(time_major) == {**wide, "BLOCK_T": 16}
+    assert impl.default_params(half) == {"BLOCK_N": 256, "BLOCK_T": 8, "num_warps": 1}
+    vtrace = ProblemKey("vtrace", 32768, 2048, "float32", "time", "none")
+    assert impl.default_params(vtrace) == wide
     space = impl.space(time_major)
     assert 128 in space["BLOCK_N"] and 8 in space["BLOCK_T"] and space["num_warps"] == [1, 2, 4]
 
