@@ -467,7 +467,7 @@ def cmd_doctor(args) -> int:
     for line in _software_report(profiles):
         print(line)
     print("sample decisions (N=4096, T=128, float32, env-major; GAE also with last_value):")
-    samples = [(alg, None) for alg in ALGORITHMS] + [("gae", "last_value")]
+    samples = [(alg, None) for alg in ESTIMATOR_NAMES] + [("gae", "last_value")]
     for alg, flags in samples:
         d = explain(alg, 4096, 128, A=DEFAULT_ACTIONS if alg == "retrace" else 0, flags=flags,
                     device=device)

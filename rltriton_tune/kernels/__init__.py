@@ -6,7 +6,8 @@ Triton modules lazily and returns ``{}`` when Triton is missing.
 * ``builders``: per-estimator ``coeffs``/``finish`` jit functions (alpha, beta,
   boundary carry, second output), shared by every core.
 * ``scan``: the combine operator and carry helpers.
-* ``flat``, ``tiled``, ``split``, ``sequential``, ``lookback``: one core + its Strategy each.
+* ``flat``, ``tiled``, ``split``, ``sequential``, ``lookback``: one core + its Strategy each;
+  ``columns``: the look-back core's configs for time-major inputs.
 * ``launch``: host-side argument packing and the strategy base class.
 """
 
@@ -20,7 +21,7 @@ from rltriton_tune.strategy import Strategy
 __all__ = ["KERNEL_ABI", "STRATEGY_NAMES", "strategies", "triton_available"]
 
 #: Names of the Triton strategies, in the order they are listed everywhere.
-STRATEGY_NAMES = ("flat", "tiled", "split", "sequential", "lookback")
+STRATEGY_NAMES = ("flat", "tiled", "split", "sequential", "lookback", "columns")
 
 
 @lru_cache(maxsize=1)
@@ -36,6 +37,7 @@ def triton_available() -> bool:
 
 @lru_cache(maxsize=1)
 def _load() -> dict[str, Strategy]:
+    from rltriton_tune.kernels.columns import ColumnsStrategy
     from rltriton_tune.kernels.flat import FlatStrategy
     from rltriton_tune.kernels.lookback import LookbackStrategy
     from rltriton_tune.kernels.sequential import SequentialStrategy
@@ -43,7 +45,7 @@ def _load() -> dict[str, Strategy]:
     from rltriton_tune.kernels.tiled import TiledStrategy
 
     found = [FlatStrategy(), TiledStrategy(), SplitStrategy(), SequentialStrategy(),
-             LookbackStrategy()]
+             LookbackStrategy(), ColumnsStrategy()]
     return {s.name: s for s in found}
 
 

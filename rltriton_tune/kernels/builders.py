@@ -30,9 +30,7 @@ given), ``F_BOOT`` (bootstrap_values given), ``F_ENV`` (last_value or
 seed_values given), ``F_STARTS`` (prefix sum with boundary="starts_at"). GAE's and
 V-trace's ``next_values`` excludes ``bootstrap_values`` and ``last_value``: the
 launcher passes it in the ``bootstrap_values`` slot with ``F_BOOT`` and ``F_ENV``
-both set, a pair the other two never make (:func:`_next_given`). ``EVEN``:
-the tile lies inside ``[0, N) x [0, T)``, so its own positions need no bounds mask
-(reads one step off the tile keep theirs).
+both set, a pair the other two never make (:func:`_next_given`).
 """
 
 from __future__ import annotations
@@ -46,13 +44,8 @@ import triton.language as tl
 
 
 @triton.jit
-def _valid(rows, ts, N, T, EVEN: tl.constexpr):
-    """Whether (rows, ts) lies inside ``[0, N) x [0, T)``. With ``EVEN`` the launcher
-    promises that every position of the tile does (``launch.even_tiles``): the mask is
-    then all true at compile time, and so are the masks, selects and predicated loads
-    and stores that it guards, which the compiler drops."""
-    if EVEN:
-        return (rows * 0 + ts * 0) == 0
+def _valid(rows, ts, N, T):
+    """Whether (rows, ts) lies inside ``[0, N) x [0, T)``."""
     return (rows < N) & (ts >= 0) & (ts < T)
 
 
@@ -69,9 +62,13 @@ def _flag(ptr, rows, ts, sn, st, mask):
 
 
 @triton.jit
-def _ld_env(ptr, rows, se, mask):
-    """Load a per-env ``[N]`` input (broadcast over time) as float32."""
-    return tl.load(ptr + rows * se, mask=mask, other=0).to(tl.float32)
+def _ld_env(ptr, rows, se, N):
+    """Load a per-env ``[N]`` input as float32, one value a row (``[BLOCK_N, 1]``; callers
+    broadcast it over time). Masked by the rows alone: a mask over the tile's steps would
+    make a ``[BLOCK_N, BLOCK_T]`` load of one address a row, for which Triton 3.6 picks
+    another register layout than the tile's and converts every input tile through shared
+    memory (flat GAE 24000x300 with ``last_value``: 11 barriers instead of 1)."""
+    return tl.load(ptr + rows * se, mask=rows < N, other=0).to(tl.float32)
 
 
 @triton.jit
@@ -102,7 +99,7 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
     if F_BOOT:
         b = _ld(P_BOOT, rows, ts, sn, st, m)
     elif F_ENV:
-        b = tl.where(ts == T - 1, _ld_env(P_LAST, rows, se, m), 0.0)
+        b = tl.where(ts == T - 1, _ld_env(P_LAST, rows, se, N), 0.0)
     else:
         b = tl.zeros_like(term)
     done = tl.maximum(term, trunc)
@@ -117,8 +114,8 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
 def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
                san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-               BLOCK_A: tl.constexpr, EVEN: tl.constexpr):
-    _store(O0, rows, ts, osn, ost, y, _valid(rows, ts, N, T, EVEN))
+               BLOCK_A: tl.constexpr):
+    _store(O0, rows, ts, osn, ost, y, _valid(rows, ts, N, T))
 
 
 # --------------------------------------------------------------------------- GAE
@@ -129,9 +126,8 @@ def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N,
 @triton.jit
 def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
                S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-               F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-               EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+               F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     v = _ld(P1, rows, ts, sn, st, m)
     term = _flag(P2, rows, ts, sn, st, m)
@@ -154,9 +150,8 @@ def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, sa
 
 @triton.jit
 def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
-                  F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                  EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+                  F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     ratio = tl.exp(_ld(P0, rows, ts, sn, st, m) - _ld(P1, rows, ts, sn, st, m))
     rho = _clip(ratio, S1)
     c = _clip(ratio, S2)
@@ -180,12 +175,11 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
 @triton.jit
 def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
                   S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-                  F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                  EVEN: tl.constexpr):
+                  F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # D[t] = vs[t] - values[t] = delta[t] + beta[t] * D[t+1]; finish gets D[t+1] too.
     delta, beta, _, _, _, _, _, _, _, _ = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
-        F_TRUNC, F_BOOT, F_ENV, EVEN)
+        F_TRUNC, F_BOOT, F_ENV)
     return delta, beta
 
 
@@ -193,10 +187,10 @@ def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
 def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
                   san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                  BLOCK_A: tl.constexpr, EVEN: tl.constexpr):
+                  BLOCK_A: tl.constexpr):
     _, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
-        F_TRUNC, F_BOOT, F_ENV, EVEN)
+        F_TRUNC, F_BOOT, F_ENV)
     vs = v + y                                     # y = D[t], y_next = D[t+1]
     nvs = tl.where(cut, b, v_next + y_next)        # vs[t+1] = values[t+1] + D[t+1]
     adv = rho * (r + S0 * (1.0 - term) * nvs - v)
@@ -224,9 +218,8 @@ def _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa):
 
 @triton.jit
 def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, san, sat, saa,
-                   S0, S1, S2, S3, F_TRUNC: tl.constexpr, BLOCK_A: tl.constexpr,
-                   EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+                   S0, S1, S2, S3, F_TRUNC: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     # EQ[t] = sum_a pi[t, a] * next_q[t, a], over A in chunks of BLOCK_A.
     base = (rows * san + ts * sat)[:, :, None]
     m3 = m[:, :, None]
@@ -256,13 +249,12 @@ def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, sa
 @triton.jit
 def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
                    saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                   EVEN: tl.constexpr):
+                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # Unshifted (D itself): the per-action rows are read here only; finish gets D[t+1]
     # from the core (``next_value``).
     delta, beta, _, _, _, _ = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
                                              sn, st, san, sat, saa, S0, S1, S2, S3, F_TRUNC,
-                                             BLOCK_A, EVEN)
+                                             BLOCK_A)
     return delta, beta
 
 
@@ -270,9 +262,9 @@ def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se
 def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
                    se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                   BLOCK_A: tl.constexpr, EVEN: tl.constexpr):
+                   BLOCK_A: tl.constexpr):
     # y = D[t], y_next = D[t+1]: q_ret[t] = q[t] + D[t], q_ret[t+1] = q[t+1] + D[t+1].
-    m = _valid(rows, ts, N, T, EVEN)
+    m = _valid(rows, ts, N, T)
     q = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P5, rows, ts, sn, st, m)
     term = _flag(P6, rows, ts, sn, st, m)
@@ -316,8 +308,8 @@ def _returns_boundary(P_TRUNC, P_BOOT, rows, ts, N, T, sn, st, term, m,
 def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san,
                           sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                           F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                          BLOCK_A: tl.constexpr, EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+                          BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     nv = _ld(P1, rows, ts, sn, st, m)
     term = _flag(P2, rows, ts, sn, st, m)
@@ -336,9 +328,8 @@ def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn,
 def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                              EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     term = _flag(P1, rows, ts, sn, st, m)
     trunc, b, done = _returns_boundary(P2, P3, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
@@ -354,9 +345,9 @@ def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
 
 @triton.jit
 def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.constexpr,
-                    F_STARTS: tl.constexpr, EVEN: tl.constexpr):
+                    F_STARTS: tl.constexpr):
     """alpha = x[t], beta = decay*(1 - done[t-1]) (done[t] for starts_at); seed folded at t=0."""
-    m = _valid(rows, ts, N, T, EVEN)
+    m = _valid(rows, ts, N, T)
     x = _ld(P0, rows, ts, sn, st, m)
     if F_STARTS:
         done = _flag(P1, rows, ts, sn, st, m)
@@ -365,7 +356,7 @@ def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.con
     beta = decay * (1.0 - done)
     if F_ENV:
         first = ts == 0
-        x = tl.where(first, x + beta * _ld_env(P2, rows, se, m), x)
+        x = tl.where(first, x + beta * _ld_env(P2, rows, se, N), x)
         beta = tl.where(first, 0.0, beta)
     return tl.where(m, x, 0.0), tl.where(m, beta, 0.0)
 
@@ -374,18 +365,16 @@ def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.con
 def eligibility_traces_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                              EVEN: tl.constexpr):
-    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, S0 * S1, F_ENV, False, EVEN)
+                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, S0 * S1, F_ENV, False)
 
 
 @triton.jit
 def episodic_prefix_sum_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
                                san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                               EVEN: tl.constexpr):
-    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, 1.0, F_ENV, F_STARTS, EVEN)
+                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, 1.0, F_ENV, F_STARTS)
 
 
 # --------------------------------------------------------------------------- adjoint scans
@@ -395,8 +384,8 @@ def episodic_prefix_sum_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A
 
 
 @triton.jit
-def _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, STEP: tl.constexpr, EVEN: tl.constexpr):
-    m = _valid(rows, ts, N, T, EVEN)
+def _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, STEP: tl.constexpr):
+    m = _valid(rows, ts, N, T)
     g = _ld(P0, rows, ts, sn, st, m)
     beta = _ld(P1, rows, ts + STEP, sn, st, m & (ts + STEP >= 0) & (ts + STEP < T))
     return tl.where(m, g, 0.0), tl.where(m, beta, 0.0)
@@ -406,18 +395,16 @@ def _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, STEP: tl.constexpr, EVEN: tl
 def adjoint_scan_forward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
                                 san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                 F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                                F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                                EVEN: tl.constexpr):
-    return _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, -1, EVEN)
+                                F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, -1)
 
 
 @triton.jit
 def adjoint_scan_backward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
                                  san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                  F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                                 F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr,
-                                 EVEN: tl.constexpr):
-    return _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, 1, EVEN)
+                                 F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, 1)
 
 
 # --------------------------------------------------------------------------- registry

@@ -16,7 +16,6 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
-    even_tiles,
     next_pow2,
     pow2_range,
     require,
@@ -41,24 +40,24 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san
                 F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                 F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                 ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                RUN: tl.constexpr,
-                EVEN: tl.constexpr,
+                RUN: tl.constexpr, DESCEND: tl.constexpr,
                 BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows = row_block(tl.program_id(0), BLOCK_N, BIG)
-    ts = time_block(0, BLOCK_T, BIG)
+    ts = time_block(0, BLOCK_T, BIG, DESCEND)
+    SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND  # see scan.time_block
     a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
-                  S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
+                  S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
     if NEXT:
-        feed, _ = edges(BLOCK_T, REVERSE)
-        y, _, y_next, _ = scan_tile_next(a, b, tl.zeros([BLOCK_N], tl.float32), feed, REVERSE,
-                                         NEXT, RUN)
+        feed, _ = edges(BLOCK_T, SCAN_REVERSE)
+        y, _, y_next, _ = scan_tile_next(a, b, tl.zeros([BLOCK_N], tl.float32), feed,
+                                         SCAN_REVERSE, NEXT, RUN)
     else:
-        y, _ = scan_pairs(a, b, REVERSE, RUN)
+        y, _ = scan_pairs(a, b, SCAN_REVERSE, RUN)
         y_next = y
     FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se, san,
-           sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
+           sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
 
 
 def rl_triton_params(t: int) -> dict[str, int]:
@@ -118,7 +117,7 @@ class FlatStrategy(TritonStrategy):
         bn, bt = params["BLOCK_N"], next_pow2(key.t)
         pack = Packer(key, bn * bt, params["num_warps"])
         grid = (triton.cdiv(key.n, bn),)
-        consts = dict(pack.constexprs, EVEN=even_tiles(key, bn, bt), BLOCK_N=bn, BLOCK_T=bt,
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
         kernel = FastLaunch(flat_kernel, grid, consts)
 

@@ -98,28 +98,13 @@ FLIP_RUNS = True
 #: The same for per-action estimators (Retrace), whose coefficients come out of sums
 #: over the action axis, in another register layout than their loads.
 FLIP_ACTION_RUNS = True
-#: Whether launchers tell the kernels (``EVEN``, ``builders._valid``) that every tile lies
-#: inside the problem where it does, so that they compile without bounds masks. Compiled
-#: for sm_90 without a GPU, issue 3's Retrace kernels lose 6-14% of their instructions that
-#: way (bfloat16 look-back (1, 512, 4) at 256x32768: 1176 -> 1104;
-#: benchmarks/results/session24/sass_census/); off until an H200 A/B
-#: (benchmarks/align_probe.py, section ``tiles``) shows the time it saves.
-EVEN_TILES = False
-
-
-#: Whether the tile loops of ``tiled`` ask L2 for the next tile's inputs before they scan
-#: the current one (``scan.prefetch_tile``), env-major keys only. With few rows a program
-#: loads a tile, then scans it, then stores it: the H200 strategy table's bfloat16 Retrace
-#: 256x32768 tiled (1, 1024, 8) cell, two programs a SM, reads 1.60x its HBM floor where
-#: 4096x2048, 31 programs a SM, reads 1.17x. Off until an H200 A/B
-#: (benchmarks/align_probe.py, section ``tiles``) shows what the overlap is worth.
-PREFETCH_L2 = False
-
-
-def even_tiles(key: ProblemKey, block_n: int, block_t: int) -> bool:
-    """Whether ``EVEN_TILES`` is on and every ``block_n`` x ``block_t`` tile of ``key``
-    lies inside ``[0, N) x [0, T)`` (rows and steps, in either layout)."""
-    return EVEN_TILES and key.n % block_n == 0 and key.t % block_t == 0
+def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int) -> bool:
+    """Whether a backward scan's tiles hold their steps last to first, so that the cores
+    scan them forward (``scan.time_block``): where that costs the loads nothing, for
+    time-major keys (steps not contiguous in memory) and for tiles of fewer than two
+    elements a thread (no vector to lose; ``scan_run`` finds no run to flip there)."""
+    return BUILDERS[key.algorithm].reverse and (
+        key.time_major or tile_elems < 2 * 32 * num_warps)
 
 
 def pow2_divisor(x: int, cap: int = MAX_ALIGN) -> int:
@@ -197,23 +182,8 @@ class Packer:
             ALIGN_T=self.align_t,
             ALIGN_A=self.align_a,
             RUN=scan_run(key, tile_elems, num_warps),
+            DESCEND=descend_tiles(key, tile_elems, num_warps),
         )
-
-    def prefetch_slots(self) -> dict[str, int]:
-        """``PF_ROWS`` / ``PF_ACTIONS``: bitmasks of the pointer slots holding [N, T] and
-        [N, T, A] inputs this key passes, whose next tile the tile loop prefetches into L2
-        (``PREFETCH_L2``; env-major, compiled kernels: the interpreter runs no PTX)."""
-        rows = actions = 0
-        if PREFETCH_L2 and not self.time_major and not interpreting():
-            spec, passed = self.key.spec, self.key.passed_tensors
-            for slot, name in enumerate(self.slots[:self.named_slots]):
-                if name not in passed or name in spec.per_env:
-                    continue
-                if name in spec.per_action:
-                    actions |= 1 << slot
-                else:
-                    rows |= 1 << slot
-        return {"PF_ROWS": rows, "PF_ACTIONS": actions}
 
     def args(self, call: Call) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
         """Positional arguments common to every core, and the freshly allocated outputs."""

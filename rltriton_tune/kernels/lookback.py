@@ -55,7 +55,6 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
-    even_tiles,
     next_pow2,
     pow2_range,
     require,
@@ -144,7 +143,11 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
                MAX_SPINS: tl.constexpr):
     """The carry into chunk ``k`` of rows ``r``: predecessors' aggregates composed,
     WINDOW chunks a step, back to each row's nearest inclusive value (or its start)."""
+    # Lane WINDOW-1 holds the nearest predecessor, lane 0 the farthest: composing them
+    # is then a forward scan over lanes (Triton's reverse scan adds a lane-reversing
+    # butterfly on every element).
     lane = tl.arange(0, WINDOW)[None, :]
+    back = WINDOW - 1 - lane  # chunks before the nearest one
     acc_a = tl.zeros(r.shape, tl.float32)
     acc_b = acc_a + 1.0
     done = ~m  # rows past N look for nothing
@@ -154,7 +157,7 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
     looking = j >= 0
     gave_up = k < 0  # False, as a tensor the loop can carry
     while looking:
-        win = j - lane                                  # chunks j, j-1, ... (scan order back)
+        win = j - back                                  # chunks j-W+1, ..., j-1, j
         at = _word_at(win, r[:, None], N, BIG)
         live = (win >= 0) & ~done[:, None]
         wa, wb, ready = _poll(WORDS, plane, at, live, aggregate, inclusive)
@@ -164,14 +167,14 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
             spins += 1
         gave_up = tl.min(ready.to(tl.int32)) == 0
         ends = live & (_tag(wa) == inclusive)
-        pos = tl.min(tl.where(ends, lane, WINDOW), axis=1)  # each row's nearest inclusive
-        used = live & (lane <= pos[:, None])
-        last = lane == pos[:, None]
+        pos = tl.min(tl.where(ends, back, WINDOW), axis=1)  # each row's nearest inclusive
+        used = live & (back <= pos[:, None])
+        last = back == pos[:, None]
         # Unused lanes are the identity (0, 1); an inclusive value ends the chain (b = 0).
         step_a = tl.where(used, _value(wa), 0.0)
         step_b = tl.where(used, tl.where(last, 0.0, _value(wb)), 1.0)
-        ya, yb = tl.associative_scan((step_a, step_b), 1, combine, reverse=True)
-        nearest = lane == 0
+        ya, yb = tl.associative_scan((step_a, step_b), 1, combine)
+        nearest = back == 0
         acc_a = acc_a + acc_b * take(ya, nearest)
         acc_b = acc_b * take(yb, nearest)
         done = done | (pos < WINDOW)
@@ -188,8 +191,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                     ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                    RUN: tl.constexpr,
-                    EVEN: tl.constexpr,
+                    RUN: tl.constexpr, DESCEND: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
                     PUBLISH_INCLUSIVE: tl.constexpr, WINDOW: tl.constexpr,
                     TICKET_ORDER: tl.constexpr):
@@ -219,12 +221,24 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     else:
         chunk = k
     rows = row_block(rb, BLOCK_N, BIG)
-    ts = time_block(chunk * BLOCK_T, BLOCK_T, BIG)
-    feed, out = edges(BLOCK_T, REVERSE)
-    a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
-                  saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
+    # DESCEND: a backward scan's tile holds its steps last to first, so that the tile is
+    # scanned forward (no lane-reversing shuffles; see ``scan.time_block``).
+    SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND
+    ts = time_block(chunk * BLOCK_T, BLOCK_T, BIG, DESCEND)
+    feed, out = edges(BLOCK_T, SCAN_REVERSE)
+    # Per-env inputs (last_value at T-1, seeds at t = 0) act on the first chunk in scan
+    # order only: other chunks compile and run without their load and select. GAE's and
+    # V-trace's next_values ride in the bootstrap slot with F_ENV set and are read at
+    # every step (ENV_REST).
+    ENV_REST: tl.constexpr = F_ENV and F_BOOT
+    if F_ENV and k == 0:
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS, BLOCK_A)
+    else:
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST, F_STARTS, BLOCK_A)
     zero = tl.zeros([BLOCK_N], tl.float32)
-    y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, REVERSE, NEXT, RUN)
+    y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, SCAN_REVERSE, NEXT, RUN)
     agg_a = take(y, out)
     agg_b = take(p, out)
     r = tl.reshape(rows, [BLOCK_N])
@@ -250,8 +264,14 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
         y_next = y_next + p_next * carry[:, None]
     else:
         y_next = y
-    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
-           san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
+    if F_ENV and k == 0:
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
+               se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS,
+               BLOCK_A)
+    else:
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
+               se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST, F_STARTS,
+               BLOCK_A)
     if not TICKET_ORDER:
         tl.atomic_add(STATE, 1, sem="relaxed")  # finished (a fire-and-forget reduction)
 
@@ -289,16 +309,21 @@ class LookbackStrategy(TritonStrategy):
         # from T = 9000 to 300000 all have one warp; benchmarks/NOTES.md, session 9).
         return {"BLOCK_N": 1, "BLOCK_T": min(1024, max(next_pow2(key.t), 1)), "num_warps": 1}
 
+    def window(self, key: ProblemKey, params: Params) -> int:
+        """Predecessor chunks a program reads per look-back step (a power of two)."""
+        return LOOK_WINDOW
+
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
         pack = Packer(key, bn * bt, params["num_warps"])
         n_blocks, n_chunks = triton.cdiv(key.n, bn), triton.cdiv(key.t, bt)
         grid = (n_blocks * n_chunks,)
+        window = self.window(key, params)
         # Inclusive values shorten a look-back only past one window of predecessors.
-        inclusive = PUBLISH_INCLUSIVE and n_chunks > LOOK_WINDOW
+        inclusive = PUBLISH_INCLUSIVE and n_chunks > window
         words = 2 * n_chunks * key.n
-        consts = dict(pack.constexprs, EVEN=even_tiles(key, bn, bt), BLOCK_N=bn, BLOCK_T=bt,
-                      MAX_SPINS=MAX_SPINS, PUBLISH_INCLUSIVE=inclusive, WINDOW=LOOK_WINDOW,
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
+                      MAX_SPINS=MAX_SPINS, PUBLISH_INCLUSIVE=inclusive, WINDOW=window,
                       TICKET_ORDER=TICKET_ORDER, num_warps=params["num_warps"])
         # Word offsets reach 2 * chunks * N, past the inputs' N * T when chunks are 1 step.
         consts["BIG"] = consts["BIG"] or words >= INT32_LIMIT

@@ -14,7 +14,6 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
-    even_tiles,
     next_pow2,
     pow2_range,
     require,
@@ -31,8 +30,7 @@ def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                       ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                      RUN: tl.constexpr,
-                      EVEN: tl.constexpr,
+                      RUN: tl.constexpr, DESCEND: tl.constexpr,
                       BLOCK_N: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
@@ -41,12 +39,12 @@ def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
     for i in range(0, T):
         ts = time_block(tile_start(i, T, 0, 1, REVERSE), 1, BIG)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
-                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
         before = carry                      # the neighbour's value (y[t+1] backward)
         carry = a + b * carry
         FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, carry, before, N, T, A, sn, st,
                se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
-               BLOCK_A, EVEN)
+               BLOCK_A)
 
 
 class SequentialStrategy(TritonStrategy):
@@ -81,7 +79,7 @@ class SequentialStrategy(TritonStrategy):
         bn = params["BLOCK_N"]
         pack = Packer(key, bn, params["num_warps"])
         grid = (triton.cdiv(key.n, bn),)
-        consts = dict(pack.constexprs, EVEN=even_tiles(key, bn, 1), BLOCK_N=bn,
+        consts = dict(pack.constexprs, BLOCK_N=bn,
                       num_warps=params["num_warps"])
         kernel = FastLaunch(sequential_kernel, grid, consts)
 

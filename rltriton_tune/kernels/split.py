@@ -22,7 +22,6 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
-    even_tiles,
     next_pow2,
     pow2_range,
     require,
@@ -65,22 +64,22 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st,
                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                         F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                         ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                        RUN: tl.constexpr,
-                        EVEN: tl.constexpr,
+                        RUN: tl.constexpr, DESCEND: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
                         CARRY_BLOCK: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
-    feed, out = edges(BLOCK_T, REVERSE)
+    SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND  # see scan.time_block
+    feed, out = edges(BLOCK_T, SCAN_REVERSE)
     n_tiles = tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T)
     agg_a = tl.zeros([BLOCK_N], tl.float32)
     agg_b = tl.zeros([BLOCK_N], tl.float32) + 1.0
     for i in range(0, n_tiles):
-        ts = time_block(tile_start(i, n_tiles, c0, BLOCK_T, REVERSE), BLOCK_T, BIG)
+        ts = time_block(tile_start(i, n_tiles, c0, BLOCK_T, REVERSE), BLOCK_T, BIG, DESCEND)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
-                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, EVEN)
-        y, p = scan_tile(a, b, agg_a, feed, REVERSE, RUN)
+                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+        y, p = scan_tile(a, b, agg_a, feed, SCAN_REVERSE, RUN)
         agg_a = take(y, out)
         agg_b = take(p, out) * agg_b
     r = tl.reshape(rows, [BLOCK_N])
@@ -98,8 +97,7 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                       ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                      RUN: tl.constexpr,
-                      EVEN: tl.constexpr,
+                      RUN: tl.constexpr, DESCEND: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
                       CARRY_BLOCK: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
@@ -133,7 +131,7 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
     scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn,
               ost, S0, S1, S2, S3, rows, carry, c0, tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T),
               COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, BIG, BLOCK_T,
-              NEXT, RUN, EVEN, 0, 0)
+              NEXT, RUN, DESCEND)
 
 
 class SplitStrategy(TritonStrategy):
@@ -190,7 +188,7 @@ class SplitStrategy(TritonStrategy):
         pack = Packer(key, bn * bt, params["num_warps"])
         n_chunks = triton.cdiv(key.t, chunk)
         grid = (triton.cdiv(key.n, bn) * n_chunks,)
-        consts = dict(pack.constexprs, EVEN=even_tiles(key, bn, bt), BLOCK_N=bn, BLOCK_T=bt,
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       CHUNK_T=chunk, CARRY_BLOCK=params["CARRY_BLOCK"],
                       num_warps=params["num_warps"])
         agg_shape = (2, n_chunks, key.n)

@@ -17,7 +17,6 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
-    even_tiles,
     next_pow2,
     pow2_range,
     require,
@@ -35,8 +34,7 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, sa
                  F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                  F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                  ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                 RUN: tl.constexpr,
-                 EVEN: tl.constexpr, PF_ROWS: tl.constexpr, PF_ACTIONS: tl.constexpr,
+                 RUN: tl.constexpr, DESCEND: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
@@ -44,7 +42,7 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, sa
     scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn,
               ost, S0, S1, S2, S3, rows, tl.zeros([BLOCK_N], tl.float32), 0,
               tl.cdiv(T, BLOCK_T), COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
-              BLOCK_A, BIG, BLOCK_T, NEXT, RUN, EVEN, PF_ROWS, PF_ACTIONS)
+              BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND)
 
 
 #: Steps from which an env-major key with fewer rows than SMs is left to the look-back
@@ -116,8 +114,7 @@ class TiledStrategy(TritonStrategy):
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
         pack = Packer(key, bn * bt, params["num_warps"])
         grid = (triton.cdiv(key.n, bn),)
-        consts = dict(pack.constexprs, EVEN=even_tiles(key, bn, bt), **pack.prefetch_slots(),
-                      BLOCK_N=bn, BLOCK_T=bt,
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
         kernel = FastLaunch(tiled_kernel, grid, consts)
 

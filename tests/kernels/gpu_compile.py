@@ -70,7 +70,7 @@ def recorded_launches(strategy: str, key: Any, params: dict[str, Any]) -> list[t
             launches.append((self.kernel, list(args), dict(self.consts)))
 
     impl = strategies()[strategy]
-    module = sys.modules[type(impl).__module__]
+    module = sys.modules[type(impl)._launcher.__module__]  # where the launcher is defined
     saved = module.FastLaunch, launch.FastLaunch
     module.FastLaunch = launch.FastLaunch = Recorder
     try:

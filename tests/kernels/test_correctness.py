@@ -32,7 +32,7 @@ def small_params(strategy: str, t: int) -> dict[str, int]:
         if t > 16:   # 5 chunks, carry composed 2 at a time
             return {"BLOCK_N": 2, "CHUNK_T": 8, "BLOCK_T": 8, "CARRY_BLOCK": 2, "num_warps": 1}
         return {"BLOCK_N": 2, "CHUNK_T": 4, "BLOCK_T": 2, "CARRY_BLOCK": 2, "num_warps": 1}
-    if strategy == "lookback":  # 5 chunks (1 x 33), or 4 (x 7): the look-back walks them
+    if strategy in ("lookback", "columns"):  # 5 chunks (1 x 33), or 4 (x 7): look-backs
         return {"BLOCK_N": 2, "BLOCK_T": 8 if t > 16 else 2, "num_warps": 1}
     return {"BLOCK_N": 8 if t > 16 else 2, "num_warps": 1}
 
@@ -116,31 +116,17 @@ def test_alignment_hints(strategy, layout, n, t, hints, monkeypatch):
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @pytest.mark.parametrize(("layout", "n", "t"), [("env", 8, 32), ("time", 8, 32), ("env", 6, 30)])
-def test_even_tiles(strategy, layout, n, t, monkeypatch):
-    """With ``EVEN_TILES`` on, tiles that fill the problem compile without bounds masks
-    (8 x 32 with every strategy's small blocks) and the rest keep them (6 x 30): both
-    give the reference's numbers, boundary values and neighbour reads included."""
-    monkeypatch.setattr(launch, "EVEN_TILES", True)
+def test_whole_and_partial_tiles(strategy, layout, n, t):
+    """Tiles that fill the problem exactly (8 x 32 with every strategy's small blocks) and
+    tiles cut by its edges (6 x 30) give the reference's numbers, boundary values and
+    neighbour reads included."""
     params = small_params(strategy, t)
-    block_t = launch.next_pow2(t) if strategy == "flat" else params.get("BLOCK_T", 1)
     for algorithm in FLAG_SETS:
         key = ProblemKey(algorithm, n, t, "float32", layout, FLAG_SETS[algorithm][-1],
                          a=6 if algorithm == "retrace" else 0)
-        assert launch.even_tiles(key, params["BLOCK_N"], block_t) == ((n, t) == (8, 32))
         call, kwargs = make_call(key, seed=n + t)
         outs = type(strategies()[strategy])().prepare(key, params)(call)
         check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
-
-
-def test_even_tiles_needs_the_switch_and_whole_tiles(monkeypatch):
-    key = ProblemKey("gae", 8, 32)
-    assert not launch.even_tiles(key, 2, 16)        # off by default
-    monkeypatch.setattr(launch, "EVEN_TILES", True)
-    assert launch.even_tiles(key, 2, 16) and launch.even_tiles(key, 8, 32)
-    assert not launch.even_tiles(key, 16, 16)       # a row block past N
-    assert not launch.even_tiles(key, 2, 64)        # a tile past T
-    assert launch.even_tiles(ProblemKey("gae", 8, 30), 1, 2)
-    assert not launch.even_tiles(ProblemKey("gae", 8, 30), 1, 4)
 
 
 @pytest.mark.parametrize(("x", "want"), [(1, 1), (6, 2), (12, 4), (40, 8), (48, 16),
@@ -194,23 +180,3 @@ def test_scan_runs_only_for_env_major_backward_scans(monkeypatch):
     assert run("retrace", a=4) == 8
     monkeypatch.setattr(launch, "FLIP_ACTION_RUNS", False)
     assert run("retrace", a=4) == 1 and run("gae") == 8
-
-
-def test_prefetch_slots_name_the_inputs_a_key_passes(monkeypatch):
-    """``PF_ROWS`` / ``PF_ACTIONS`` mark the slots of the [N, T] and [N, T, A] inputs
-    present in the key (absent optional ones and [N] ones are not prefetched), only with
-    ``PREFETCH_L2`` on, env-major keys and compiled kernels."""
-    retrace = ProblemKey("retrace", 256, 4096, "bfloat16", "env", "trunc", 8)
-    gae = ProblemKey("gae", 64, 512, "float32", "env", "bootstrap")
-    assert launch.Packer(retrace, 1, 1).prefetch_slots() == {"PF_ROWS": 0, "PF_ACTIONS": 0}
-    monkeypatch.setattr(launch, "PREFETCH_L2", True)
-    monkeypatch.setattr(launch, "interpreting", lambda: False)
-    # action_probs_target and next_q_values_all are [N, T, A]; the other six [N, T].
-    assert launch.Packer(retrace, 1, 1).prefetch_slots() == {
-        "PF_ROWS": 0b11110110, "PF_ACTIONS": 0b00001001}
-    # rewards, values, terminateds, bootstrap_values (no truncateds, no last_value).
-    assert launch.Packer(gae, 1, 1).prefetch_slots() == {"PF_ROWS": 0b10111, "PF_ACTIONS": 0}
-    assert launch.Packer(ProblemKey("gae", 64, 512, layout="time"), 1, 1).prefetch_slots() == {
-        "PF_ROWS": 0, "PF_ACTIONS": 0}
-    monkeypatch.setattr(launch, "interpreting", lambda: True)  # no PTX in the interpreter
-    assert launch.Packer(gae, 1, 1).prefetch_slots() == {"PF_ROWS": 0, "PF_ACTIONS": 0}

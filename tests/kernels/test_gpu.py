@@ -61,19 +61,16 @@ def test_matches_reference_on_gpu(algorithm, strategy, n, t, flags, layout, dtyp
     assert ran == 2, f"fewer than two valid configs among {configs}"
 
 
-#: Power-of-two shapes, so that every config's tiles are whole (``launch.EVEN_TILES``).
-EVEN_SIZES = [(256, 32768), (32768, 128), (16, 8192)]
+#: Power-of-two shapes, so that every default config's tiles are whole.
+WHOLE_TILE_SIZES = [(256, 32768), (32768, 128), (16, 8192)]
 
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGY_NAMES if s != "sequential"])
-@pytest.mark.parametrize(("n", "t"), EVEN_SIZES)
+@pytest.mark.parametrize(("n", "t"), WHOLE_TILE_SIZES)
 @pytest.mark.parametrize("algorithm", ["retrace", "vtrace", "gae", "eligibility_traces"])
-def test_even_tiles_on_gpu(algorithm, n, t, strategy, monkeypatch):
-    """Kernels compiled without bounds masks for whole tiles match the reference on the
-    device, bfloat16 inputs and truncations included."""
-    from rltriton_tune.kernels import launch
-
-    monkeypatch.setattr(launch, "EVEN_TILES", True)
+def test_whole_tiles_on_gpu(algorithm, n, t, strategy):
+    """Whole tiles match the reference on the device, bfloat16 inputs and truncations
+    included."""
     flags = FLAG_SETS[algorithm][-1]
     key = ProblemKey(algorithm, n, t, "bfloat16", "env", flags,
                      a=8 if algorithm == "retrace" else 0)
@@ -83,30 +80,6 @@ def test_even_tiles_on_gpu(algorithm, n, t, strategy, monkeypatch):
         launcher = impl.prepare(key, params)
     except InvalidConfig:
         pytest.skip(f"{strategy} has no default config at {n}x{t}")
-    assert launch.even_tiles(key, params["BLOCK_N"], params.get("BLOCK_T", launch.next_pow2(t)))
     call, kwargs = make_call(key, device="cuda", seed=n)
     check_outputs(launcher(call), expected(algorithm, kwargs), call,
-                  f"{strategy} even {key.as_text()}")
-
-
-@pytest.mark.parametrize(("n", "t", "params"), [
-    (256, 32768, {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8}),
-    (257, 3000, {"BLOCK_N": 4, "BLOCK_T": 256, "num_warps": 4}),   # partial row block, tile
-    (5, 70001, {"BLOCK_N": 2, "BLOCK_T": 4096, "num_warps": 8}),
-])
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("algorithm", list(FLAG_SETS))
-def test_prefetch_l2_on_gpu(algorithm, dtype, n, t, params, monkeypatch):
-    """The tiled loop's L2 prefetches of the next tile (``launch.PREFETCH_L2``) change no
-    output and stay inside the inputs, at the last row block and the last partial tile."""
-    from rltriton_tune.kernels import launch
-
-    monkeypatch.setattr(launch, "PREFETCH_L2", True)
-    flags = FLAG_SETS[algorithm][-1]
-    key = ProblemKey(algorithm, n, t, dtype, "env", flags, a=8 if algorithm == "retrace" else 0)
-    impl = type(strategies()["tiled"])()
-    launcher = impl.prepare(key, params)
-    assert launch.Packer(key, 1, 1).prefetch_slots()["PF_ROWS"]
-    call, kwargs = make_call(key, device="cuda", seed=t)
-    check_outputs(launcher(call), expected(algorithm, kwargs), call,
-                  f"tiled prefetch {params} {key.as_text()}")
+                  f"{strategy} whole tiles {key.as_text()}")

@@ -114,63 +114,33 @@ def test_the_gates_small_copy_specialises_like_the_key(key_text, strategy, param
     assert specialisations(small_key(key)) == specialisations(key)
 
 
-SETP = """
+SYNC = """
 import json, re, sys
 sys.path.insert(0, {here!r})
 from gpu_compile import compiled_launches
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.kernels import launch
 out = {{}}
-for even in (False, True):
-    launch.EVEN_TILES = even
-    ptx = [k.asm["ptx"] for k in compiled_launches({strategy!r}, ProblemKey.from_text({key!r}),
-                                                   {params!r})]
-    out[str(even)] = [len(re.findall(r"\\bsetp\\.", p)) for p in ptx]
+for strategy, key, params in {cases!r}:
+    ptx = compiled_launches(strategy, ProblemKey.from_text(key), params)[0].asm["ptx"]
+    out[key] = [len(re.findall(r"\\bbar\\.sync", ptx)), len(re.findall(r"\\bshfl\\.", ptx))]
 print(json.dumps(out))
 """
 
 
 @pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
-@pytest.mark.parametrize(("key", "strategy", "params"), [
-    ("retrace|trunc|bfloat16|env|N=64|T=1024|A=8", "lookback",
-     {"BLOCK_N": 1, "BLOCK_T": 256, "num_warps": 2}),
-    ("gae|none|float32|time|N=256|T=64", "flat", {"BLOCK_N": 2, "num_warps": 2}),
-])
-def test_even_tiles_compile_without_bounds_checks(key, strategy, params, tmp_path):
-    """Whole tiles under ``EVEN_TILES`` compile to fewer comparisons: the bounds masks
-    fold away (benchmarks/sass_census.py counts the instructions this saves)."""
-    code = SETP.format(here=str(SCRIPT.parent), key=key, strategy=strategy, params=params)
-    found = _compiled_json(code, tmp_path)
-    for masked, even in zip(found["False"], found["True"], strict=True):
-        assert even < masked, found
-
-
-PREFETCH = """
-import json, sys
-sys.path.insert(0, {here!r})
-from gpu_compile import compiled_launches
-from rltriton_tune.call import ProblemKey
-from rltriton_tune.kernels import launch
-out = {{}}
-for on in (False, True):
-    launch.PREFETCH_L2 = on
-    for key in {keys!r}:
-        ptx = [k.asm["ptx"] for k in compiled_launches("tiled", ProblemKey.from_text(key),
-                                                       {{"BLOCK_N": 1, "BLOCK_T": 256}})]
-        out[f"{{on}} {{key}}"] = sum(p.count("prefetch.global.L2") for p in ptx)
-print(json.dumps(out))
-"""
-
-
-@pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
-def test_prefetch_l2_compiles_for_env_major_tile_loops(tmp_path):
-    """With ``PREFETCH_L2`` the tiled kernel asks L2 for the next tile of every input
-    the key passes (one prefetch a slot in the PTX), env-major only; off, none."""
-    keys = ["retrace|trunc|bfloat16|env|N=64|T=1000|A=8", "gae|none|float32|env|N=64|T=1000",
-            "gae|none|float32|time|N=64|T=1000"]
-    found = _compiled_json(PREFETCH.format(here=str(SCRIPT.parent), keys=keys), tmp_path)
-    assert all(found[f"False {key}"] == 0 for key in keys), found
-    # Retrace: 8 slots (6 [N, T], 2 [N, T, A]); GAE without flags: rewards, values,
-    # terminateds; time-major rows are not contiguous along T: no prefetch.
-    assert found[f"True {keys[0]}"] == 8 and found[f"True {keys[1]}"] == 3, found
-    assert found[f"True {keys[2]}"] == 0, found
+def test_per_env_inputs_and_column_scans_stay_in_registers(tmp_path):
+    """``last_value`` and seeds add no barrier to the flat kernel (a [BLOCK_N, BLOCK_T]
+    load of one address a row made Triton 3.6 move every input tile through shared
+    memory), and time-major column tiles scan without shuffles (descending tiles, the
+    look-back's window composed by a forward scan)."""
+    flat = {"BLOCK_N": 1, "num_warps": 4}
+    cols = {"BLOCK_N": 128, "BLOCK_T": 8, "num_warps": 1}
+    cases = [("flat", "gae|none|float32|env|N=24000|T=300", flat),
+             ("flat", "gae|last_value|float32|env|N=24000|T=300", flat),
+             ("flat", "eligibility_traces|none|float32|env|N=24000|T=300", flat),
+             ("flat", "eligibility_traces|seed|float32|env|N=24000|T=300", flat),
+             ("columns", "gae|last_value|float32|time|N=32768|T=2048", cols)]
+    found = _compiled_json(SYNC.format(here=str(SCRIPT.parent), cases=cases), tmp_path)
+    assert found[cases[1][1]][0] == found[cases[0][1]][0], found
+    assert found[cases[3][1]][0] == found[cases[2][1]][0], found
+    assert found[cases[4][1]][1] == 0, found
