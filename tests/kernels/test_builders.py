@@ -17,7 +17,7 @@ from rltriton_tune.call import ProblemKey
 from rltriton_tune.estimators import ESTIMATORS
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
 
-from .cases import LAYOUTS, check_outputs, expected, make_call, small_params
+from .cases import check_outputs, expected, make_call, small_params
 
 pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
 
@@ -42,11 +42,12 @@ def _scalars(algorithm: str, which: int) -> dict[str, float]:
     return {name: SCALARS[which][name] for name in ALGORITHMS[algorithm].scalars}
 
 
-@pytest.mark.parametrize("which", [0, 1], ids=["rho>c", "c>rho"])
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(("layout", "which"), [("env", 0), ("time", 1)],
+                         ids=["env-rho>c", "time-c>rho"])
 @pytest.mark.parametrize("algorithm", ["vtrace", "retrace"])
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_clip_levels_gamma_and_lambda(strategy, algorithm, layout, which):
+    """Each strategy and estimator, on both layouts, with each order of the clip levels."""
     key = _key(algorithm, layout, which)
     call, kwargs = make_call(key, seed=11 + which, **_scalars(algorithm, which))
     params = small_params(strategy, key.t)
@@ -55,10 +56,11 @@ def test_clip_levels_gamma_and_lambda(strategy, algorithm, layout, which):
                   f"{strategy} {params} {key.as_text()} {_scalars(algorithm, which)}")
 
 
-@pytest.mark.parametrize("algorithm", ["vtrace", "retrace"])
-@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize(("strategy", "algorithm"), [
+    (strategy, ("vtrace", "retrace")[i % 2]) for i, strategy in enumerate(STRATEGY_NAMES)])
 def test_scalars_through_the_public_function(strategy, algorithm):
-    """The same through ``force``: keyword scalars reach the kernel in their places."""
+    """The same through ``force`` (each strategy once, the estimators taking turns):
+    keyword scalars reach the kernel in their places."""
     from rltriton_tune import force
 
     key = _key(algorithm, "env", 0, "bfloat16")

@@ -198,8 +198,7 @@ def direct_on_cpu(monkeypatch):
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @pytest.mark.parametrize(("algorithm", "flags", "layout"), [
-    ("vtrace", "bootstrap+trunc", "env"), ("retrace", "trunc", "time"),
-    ("episodic_prefix_sum", "seed+starts_at", "env")])
+    ("vtrace", "bootstrap+trunc", "env"), ("retrace", "trunc", "time")])
 def test_direct_path_packs_the_arguments_of_real_kernels(direct_on_cpu, strategy, algorithm,
                                                          flags, layout):
     """The real kernels launched through the direct path (runtime arguments, then the
