@@ -27,6 +27,8 @@ def random_inputs(
     seed: int = 0,
     flag_dtype: torch.dtype = torch.float32,
     on_device: bool = False,
+    *,
+    every_flag: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for the public function of ``key.algorithm``.
 
@@ -35,6 +37,12 @@ def random_inputs(
     They are drawn on the CPU, the same for a seed on every device, unless
     ``on_device``: then ``device``'s own generator draws them there (other values,
     but gigabytes in milliseconds instead of seconds).
+
+    Flags are set at random (:data:`FLAG_RATE`), so a small problem may have none.
+    With ``every_flag`` each row also gets set flags of its own (see
+    :func:`_plant_flags`): a termination and an effective truncation (when the key has
+    truncations), hence an episode boundary, some on the first and last steps. These
+    are drawn after everything else, so the other inputs stay those of the seed.
     """
     spec = key.spec
     dtype = DTYPES_BY_NAME[key.dtype]
@@ -73,12 +81,50 @@ def random_inputs(
         if value.is_floating_point() and name not in spec.flags_inputs:
             value = value.to(dtype)
         kwargs[name] = value.to(device)
+    if every_flag:
+        _plant_flags(kwargs, key, gen, where)
     for name in spec.scalars:
         kwargs[name] = DEFAULT_SCALARS[name]
     if key.algorithm == "episodic_prefix_sum":
         kwargs["boundary"] = "starts_at" if STARTS_AT in flags else "ends_at"
     kwargs["time_major"] = key.time_major
     return kwargs
+
+
+def _plant_flags(kwargs: dict[str, Any], key: ProblemKey, gen: torch.Generator,
+                 where: torch.device) -> None:
+    """Set a flag in every row of each flag input of ``kwargs`` (in place).
+
+    The first flag input (terminations, or the forward estimators' ``dones``) gets one
+    at step 0 of rows 0, 3, 6..., at step T-1 of rows 1, 4, 7... and at a random step of
+    the others; truncations go to another step of the same row (T-1, 0 and random), and
+    the termination there is cleared so that the truncation counts. With T = 1 and both
+    inputs the rows take turns: terminations in even rows, truncations in odd ones.
+    """
+    names = [name for name in key.passed_tensors if name in key.spec.flags_inputs]
+    n, t = key.n, key.t
+    if not names or n == 0 or t == 0:
+        return
+    rows = torch.arange(n, device=where)
+    if t == 1:   # one step: a truncation there would be no truncation in the same row
+        steps = torch.zeros(2, n, dtype=torch.long, device=where)
+        chosen = [rows % len(names) == 0, rows % 2 == 1]
+    else:
+        edge = rows % 3
+        first = torch.where(edge == 0, 0, torch.where(edge == 1, t - 1, torch.randint(
+            0, t, (n,), generator=gen, device=where)))
+        shift = torch.where(edge == 0, t - 1, torch.where(edge == 1, 1, torch.randint(
+            1, t, (n,), generator=gen, device=where)))
+        steps = torch.stack([first, (first + shift) % t])
+        chosen = [rows >= 0, rows >= 0]
+    by_row = {name: kwargs[name].t() if key.time_major else kwargs[name]   # [N, T] views
+              for name in names}
+    for i, name in enumerate(names):
+        device = kwargs[name].device
+        at_rows, at_steps = rows[chosen[i]].to(device), steps[i][chosen[i]].to(device)
+        by_row[name][at_rows, at_steps] = 1
+        for earlier in names[:i]:   # a truncation where no termination is
+            by_row[earlier][at_rows, at_steps] = 0
 
 
 def data_bytes(key: ProblemKey, flag_itemsize: int = 4) -> int:

@@ -5,6 +5,14 @@ import os
 import pytest
 import torch
 
+try:  # property tests draw the same examples on every run (no seed, no example database)
+    from hypothesis import settings
+
+    settings.register_profile("reproducible", derandomize=True, database=None)
+    settings.load_profile("reproducible")
+except ImportError:  # hypothesis is a test extra; the tests that need it import it
+    pass
+
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     # Must be set before triton is imported anywhere: kernels then run on CPU tensors.

@@ -18,12 +18,18 @@ pytestmark = pytest.mark.gpu
 TOLERANCE = {"float32": 2e-5, "float16": 3e-3, "bfloat16": 3e-2}
 
 RICHEST = {
-    "gae": "bootstrap+trunc", "vtrace": "bootstrap+trunc", "retrace": "none",
+    "gae": "bootstrap+trunc", "vtrace": "bootstrap+trunc", "retrace": "trunc",
     "lambda_returns": "bootstrap+trunc", "discounted_returns": "bootstrap+trunc",
     "eligibility_traces": "seed", "episodic_prefix_sum": "seed+starts_at",
 }
 PLAIN = {name: "none" for name in ALGORITHMS}
 PLAIN["gae"] = "last_value"
+PLAIN["retrace"] = "trunc"  # Retrace always takes truncations: its one flag set runs once
+FLAG_SETS = {name: tuple(dict.fromkeys((PLAIN[name], RICHEST[name]))) for name in ALGORITHMS}
+#: Scalars of each flag set (those an estimator takes): the clip levels unequal and away
+#: from 1, in both orders, gamma and lambda off their defaults.
+SCALARS = ({"gamma": 0.9, "lambda_": 0.8, "rho_bar": 1.7, "c_bar": 0.6},
+           {"gamma": 0.8, "lambda_": 0.6, "rho_bar": 0.6, "c_bar": 1.7})
 
 
 def as_tuple(outputs):
@@ -40,10 +46,11 @@ def relative_error(got, want):
 @pytest.mark.parametrize("shape", [(1, 1), (3, 8191), (4099, 33), (257, 129)])
 @pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_cuda_matches_reference(algorithm, shape, layout, dtype):
-    for flags in (PLAIN[algorithm], RICHEST[algorithm]):
+    for i, flags in enumerate(FLAG_SETS[algorithm]):
         key = ProblemKey(algorithm, *shape, dtype, layout, flags,
                          5 if algorithm == "retrace" else 0)
-        kwargs = random_inputs(key, device="cuda", seed=1)
+        kwargs = random_inputs(key, device="cuda", seed=1, every_flag=True)
+        kwargs.update({k: v for k, v in SCALARS[i].items() if k in key.spec.scalars})
         got = as_tuple(ESTIMATORS[algorithm](**kwargs))
         want = as_tuple(reference(algorithm, **kwargs))
         for g, w in zip(got, want, strict=True):

@@ -1,5 +1,6 @@
 """Synthetic problems: the byte counts behind every HBM floor, and the random inputs."""
 
+import pytest
 import torch
 
 from rltriton_tune.call import ProblemKey
@@ -47,3 +48,63 @@ def test_inputs_drawn_on_the_device_keep_shapes_dtypes_and_flags():
             assert (value.shape, value.dtype) == (dev[name].shape, dev[name].dtype), name
     assert set(dev["terminateds"].unique().tolist()) <= {0.0, 1.0}
     assert int(dev["actions"].max()) < 3
+
+
+def _by_row(kwargs, name, key):
+    """``kwargs[name]`` as float [N, T]."""
+    value = kwargs[name].float()
+    return value.t() if key.time_major else value
+
+
+@pytest.mark.parametrize("layout", ["env", "time"])
+@pytest.mark.parametrize("flag_dtype", [torch.float32, torch.bool, torch.int32])
+@pytest.mark.parametrize(("n", "t"), [(1, 1), (2, 1), (5, 1), (1, 2), (3, 7), (7, 3), (1, 33),
+                                      (12, 6), (4, 200)])
+def test_every_flag_puts_each_flag_in_every_row(n, t, layout, flag_dtype):
+    """Each row has a termination, an effective truncation (no termination at that step)
+    and so an episode boundary; rows 0 and 1 have them on the first and last steps."""
+    for seed in range(3):
+        for algorithm, flags in (("vtrace", "trunc"), ("retrace", "trunc"), ("gae", "none"),
+                                 ("eligibility_traces", "none"),
+                                 ("episodic_prefix_sum", "starts_at")):
+            key = ProblemKey(algorithm, n, t, "float32", layout, flags,
+                             3 if algorithm == "retrace" else 0)
+            kwargs = random_inputs(key, seed=seed, flag_dtype=flag_dtype, every_flag=True)
+            what = f"{key.as_text()} seed {seed}"
+            if algorithm in ("eligibility_traces", "episodic_prefix_sum"):
+                dones = _by_row(kwargs, "dones", key)
+                assert (dones.sum(1) >= 1).all(), what
+                assert dones[0, 0] == 1 and (n < 2 or dones[1, t - 1] == 1), what
+                continue
+            term = _by_row(kwargs, "terminateds", key)
+            assert kwargs["terminateds"].dtype == flag_dtype
+            if "truncateds" not in kwargs:
+                assert (term.sum(1) >= 1).all(), what
+                continue
+            trunc = _by_row(kwargs, "truncateds", key) * (1 - term)
+            done = torch.maximum(term, trunc)
+            if t == 1:   # one step per row: the rows take turns
+                assert (term[0::2].sum(1) >= 1).all() and (trunc[1::2].sum(1) >= 1).all(), what
+            else:
+                assert (term.sum(1) >= 1).all() and (trunc.sum(1) >= 1).all(), what
+                assert term[0, 0] == 1 and trunc[0, t - 1] == 1, what
+                if n > 1:
+                    assert term[1, t - 1] == 1 and trunc[1, 0] == 1, what
+            assert (done.sum(1) >= 1).all(), what
+
+
+def test_every_flag_keeps_the_seeds_other_inputs():
+    """The planted flags are drawn last: every other input is the seed's usual one, and
+    the random flags are kept (planting only adds flags, or moves a termination)."""
+    key = ProblemKey("vtrace", 6, 40, "bfloat16", "time", "bootstrap+trunc")
+    plain, planted = random_inputs(key, seed=4), random_inputs(key, seed=4, every_flag=True)
+    for name, value in plain.items():
+        if name in ("terminateds", "truncateds"):
+            continue
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(value, planted[name]), name
+        else:
+            assert value == planted[name], name
+    assert bool((planted["truncateds"] >= plain["truncateds"]).all())
+    assert int((planted["terminateds"] != plain["terminateds"]).sum()) <= 2 * key.n
+    assert not torch.equal(planted["terminateds"], plain["terminateds"])

@@ -1,7 +1,8 @@
 """Correctness gate: a candidate is timed only after it reproduces the reference.
 
 Each check runs the candidate on fresh random inputs (a rotating pool of seeds
-the timing inputs never use) and compares with ``reference.py``. Keys too big
+the timing inputs never use, with every flag in every row and the clip levels
+unequal) and compares with ``reference.py`` at the test suite's tolerance. Keys too big
 for the float64 Python reference are checked on a small copy of the key (same
 algorithm, flags, dtype and layout at a capped size) and, at the real shape,
 against a trusted strategy (the torch fallback) on the same device.
@@ -23,10 +24,20 @@ from rltriton_tune.strategy import InvalidConfig, Params, Strategy
 CAP_ELEMS = 1 << 16
 #: Longest T of the small copy of a huge key.
 T_CAP = 2048
-#: Relative tolerance per output dtype (scaled by the output's magnitude).
-TOLERANCE = {"float64": 1e-9, "float32": 1e-3, "float16": 1e-2, "bfloat16": 3e-2}
+#: Relative tolerance per output dtype (scaled by the output's magnitude): the kernel
+#: tests' own (tests/kernels/cases.py), so a config the tuner ships is as exact as the
+#: kernels are tested to be. A float32 error of 1e-4 of the outputs' scale fails.
+TOLERANCE = {"float64": 1e-9, "float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
+#: Against a trusted strategy instead of the float64 reference both sides carry the
+#: dtype's rounding: the tolerance is this many times wider.
+TRUSTED_SLACK = 2.0
 #: Seeds of the gate's inputs (timing inputs use seed 0).
 GATE_SEEDS = (1001, 1002)
+#: Scalar arguments of the gate's inputs, one set per seed (those an estimator takes):
+#: the clip levels unequal, away from 1 and in both orders, so a config that mixes
+#: them up fails at every check; gamma and lambda off their defaults.
+GATE_SCALARS = ({"rho_bar": 1.7, "c_bar": 0.6, "gamma": 0.9, "lambda_": 0.8},
+                {"rho_bar": 0.6, "c_bar": 1.7, "gamma": 0.8, "lambda_": 0.6})
 
 
 class GateFailure(Exception):
@@ -70,11 +81,12 @@ def _as_tuple(x: torch.Tensor | tuple[torch.Tensor, ...]) -> tuple[torch.Tensor,
 
 
 def compare(outputs: tuple[torch.Tensor, ...], expected: tuple[torch.Tensor, ...],
-            dtype: str, what: str) -> None:
-    """Raise :class:`GateFailure` unless ``outputs`` match ``expected`` within tolerance."""
+            dtype: str, what: str, slack: float = 1.0) -> None:
+    """Raise :class:`GateFailure` unless ``outputs`` match ``expected`` within ``dtype``'s
+    tolerance (times ``slack``): ``|out - ref| <= tol * (max(1, max|ref|) + |ref|)``."""
     if len(outputs) != len(expected):
         raise GateFailure(f"{what}: {len(outputs)} outputs, expected {len(expected)}")
-    tol = TOLERANCE.get(dtype, 1e-3)
+    tol = TOLERANCE.get(dtype, TOLERANCE["float32"]) * slack
     for i, (out, ref) in enumerate(zip(outputs, expected, strict=False)):
         if tuple(out.shape) != tuple(ref.shape):
             raise GateFailure(f"{what}: output {i} has shape {tuple(out.shape)}, "
@@ -113,12 +125,20 @@ class Gate:
         from rltriton_tune.reference import reference
 
         cases = []
-        for seed in GATE_SEEDS:
-            cpu_kwargs = random_inputs(self.small, "cpu", seed)
+        for seed, scalars in zip(GATE_SEEDS, GATE_SCALARS, strict=True):
+            cpu_kwargs = self._inputs(self.small, "cpu", seed, scalars)
             expected = _as_tuple(reference(self.small.algorithm, **cpu_kwargs))
-            kwargs = random_inputs(self.small, self.device, seed)
+            kwargs = self._inputs(self.small, self.device, seed, scalars)
             cases.append((prepare_call(self.small.algorithm, **kwargs), expected))
         return cases
+
+    @staticmethod
+    def _inputs(key: ProblemKey, device: torch.device | str, seed: int,
+                scalars: dict[str, float], on_device: bool = False) -> dict:
+        """``random_inputs`` with every flag in every row and the given scalars."""
+        kwargs = random_inputs(key, device, seed, on_device=on_device, every_flag=True)
+        kwargs.update({k: v for k, v in scalars.items() if k in key.spec.scalars})
+        return kwargs
 
     def _full_case(self) -> tuple[Call, tuple[torch.Tensor, ...]]:
         from rltriton_tune.estimators import prepare_call
@@ -129,7 +149,8 @@ class Gate:
             torch_strategy = STRATEGIES["torch"]
             self._trusted = (torch_strategy, torch_strategy.default_params(self.key))
         strategy, params = self._trusted
-        kwargs = random_inputs(self.key, self.device, GATE_SEEDS[0], on_device=True)
+        kwargs = self._inputs(self.key, self.device, GATE_SEEDS[0], GATE_SCALARS[0],
+                              on_device=True)
         call = prepare_call(self.key.algorithm, **kwargs)
         expected = tuple(o.clone() for o in strategy.prepare(self.key, params)(call))
         return call, expected
@@ -163,4 +184,5 @@ class Gate:
                 self._full = self._full_case()
             full_call, full_expected = self._full
         out = _as_tuple(strategy.prepare(self.key, params)(full_call))
-        compare(out, full_expected, self.key.dtype, "vs trusted strategy at full size")
+        compare(out, full_expected, self.key.dtype, "vs trusted strategy at full size",
+                TRUSTED_SLACK)

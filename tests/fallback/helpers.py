@@ -40,8 +40,9 @@ def make_key(algorithm: str, n: int, t: int, flags: str = "none", layout: str = 
 
 
 def make_case(key: ProblemKey, seed: int = 0, **overrides):
-    """(kwargs, call) for ``key``: random valid inputs and the validated call."""
-    kwargs = random_inputs(key, seed=seed)
+    """(kwargs, call) for ``key``: random valid inputs, each flag in every row, and the
+    validated call."""
+    kwargs = random_inputs(key, seed=seed, every_flag=True)
     kwargs.update(overrides)
     return kwargs, prepare_call(key.algorithm, **kwargs)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import zlib
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ MODE_PARAMS = {"loop": {}, "chunked": {"chunk": 3}, "doubling": {}}
 @pytest.mark.parametrize("mode", CPU_MODES)
 def test_mode_matches_reference(mode, algorithm, flags, layout, dtype):
     key = make_key(algorithm, 5, 37, flags, layout, dtype)
-    kwargs, call = make_case(key, seed=hash((algorithm, flags)) % 1000)
+    kwargs, call = make_case(key, seed=zlib.crc32(f"{algorithm}|{flags}".encode()) % 1000)
     outputs = launch(call, mode, **MODE_PARAMS[mode])
     assert_matches(outputs, expected(algorithm, kwargs), dtype)
     for out in outputs:

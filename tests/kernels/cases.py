@@ -37,12 +37,33 @@ FLAG_DTYPE = {"float32": torch.float32, "float16": torch.bool, "bfloat16": torch
 TOLERANCE = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 
 
-def make_call(key: ProblemKey, device: str = "cpu", seed: int = 0
+def small_params(strategy: str, t: int) -> dict[str, int]:
+    """Block sizes that force several programs / tiles / chunks at the tests' tiny shapes."""
+    if strategy == "flat":
+        return {"BLOCK_N": 2, "num_warps": 1}
+    if strategy == "tiled":
+        return {"BLOCK_N": 2, "BLOCK_T": 16 if t > 16 else 4, "num_warps": 1}
+    if strategy == "split":
+        if t > 16:   # 5 chunks, carry composed 2 at a time
+            return {"BLOCK_N": 2, "CHUNK_T": 8, "BLOCK_T": 8, "CARRY_BLOCK": 2, "num_warps": 1}
+        return {"BLOCK_N": 2, "CHUNK_T": 4, "BLOCK_T": 2, "CARRY_BLOCK": 2, "num_warps": 1}
+    if strategy in ("lookback", "columns"):  # 5 chunks (1 x 33), or 4 (x 7): look-backs
+        return {"BLOCK_N": 2, "BLOCK_T": 8 if t > 16 else 2, "num_warps": 1}
+    return {"BLOCK_N": 8 if t > 16 else 2, "num_warps": 1}
+
+
+def make_call(key: ProblemKey, device: str = "cpu", seed: int = 0, **scalars: float
               ) -> tuple[Call, dict[str, Any]]:
-    """A validated Call for ``key`` on ``device`` and the public kwargs it came from."""
-    kwargs = random_inputs(key, device=device, seed=seed, flag_dtype=FLAG_DTYPE[key.dtype])
+    """A validated Call for ``key`` on ``device`` and the public kwargs it came from.
+
+    Every row holds each of the key's flags (``every_flag``): a case named "trunc" has
+    truncations, and every row group of a kernel sees an episode boundary. ``scalars``
+    replace the default scalar arguments."""
+    kwargs = random_inputs(key, device=device, seed=seed, flag_dtype=FLAG_DTYPE[key.dtype],
+                           every_flag=True)
     if key.algorithm == "retrace":
         kwargs["gamma"] = 0.95
+    kwargs.update(scalars)
     call = prepare_call(key.algorithm, **kwargs)
     assert call is not None and call.key == key, (call and call.key, key)
     return call, kwargs

@@ -13,28 +13,13 @@ import pytest
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import STRATEGY_NAMES, launch, strategies
 
-from .cases import DTYPES, FLAG_SETS, LAYOUTS, check_outputs, expected, make_call
+from .cases import DTYPES, FLAG_SETS, LAYOUTS, check_outputs, expected, make_call, small_params
 
 pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
 
 #: (N, T) cycled over the combinations (long T only with one row, to keep the interpreter fast).
 #: Sizes with power-of-two factors (12, 20; 8, 12 rows) take the alignment-hint path.
 SHAPES = [(3, 7), (1, 33), (5, 7), (3, 1), (1, 7), (5, 12), (8, 20), (12, 6)]
-
-
-def small_params(strategy: str, t: int) -> dict[str, int]:
-    """Block sizes that force several programs / tiles / chunks at these shapes."""
-    if strategy == "flat":
-        return {"BLOCK_N": 2, "num_warps": 1}
-    if strategy == "tiled":
-        return {"BLOCK_N": 2, "BLOCK_T": 16 if t > 16 else 4, "num_warps": 1}
-    if strategy == "split":
-        if t > 16:   # 5 chunks, carry composed 2 at a time
-            return {"BLOCK_N": 2, "CHUNK_T": 8, "BLOCK_T": 8, "CARRY_BLOCK": 2, "num_warps": 1}
-        return {"BLOCK_N": 2, "CHUNK_T": 4, "BLOCK_T": 2, "CARRY_BLOCK": 2, "num_warps": 1}
-    if strategy in ("lookback", "columns"):  # 5 chunks (1 x 33), or 4 (x 7): look-backs
-        return {"BLOCK_N": 2, "BLOCK_T": 8 if t > 16 else 2, "num_warps": 1}
-    return {"BLOCK_N": 8 if t > 16 else 2, "num_warps": 1}
 
 
 CASES = [

@@ -132,3 +132,87 @@ def test_misaligned_input_takes_the_generic_path():
     assert shifted.data_ptr() % 16
     call.tensors["rewards"] = shifted
     check_outputs(launcher(call), expected("gae", kwargs), call, "misaligned")
+
+
+class InterpretedBinary:
+    """A real kernel behind Triton's compiled-launch interface, run by the interpreter:
+    ``run`` takes the direct path's positional arguments and binds them to the kernel's
+    parameter names, so an argument out of place shows as wrong numbers or an error."""
+
+    function, packed_metadata = "fn", "meta"
+
+    def __init__(self, kernel, options, log):
+        self.kernel, self.options, self.log = kernel, options, log
+
+    def run(self, gx, gy, gz, stream, function, metadata, launch_metadata, enter, exit_,
+            *args):
+        assert (stream, function, metadata) == (0, "fn", "meta")
+        assert (launch_metadata, enter, exit_) == (None, None, None)
+        self.log.append("direct")
+        named = dict(zip(self.kernel.arg_names, args, strict=True))
+        self.kernel[(gx, gy, gz)](**named, **self.options)
+
+
+class Interpreted:
+    """A JIT kernel whose generic launch runs in the interpreter and returns a binary."""
+
+    def __init__(self, kernel, log):
+        self.kernel, self.log = kernel, log
+        self.arg_names = kernel.arg_names
+
+    def __getitem__(self, grid):
+        def generic(*args, **consts):
+            self.log.append("generic")
+            self.kernel[grid](*args, **consts)
+            options = {k: v for k, v in consts.items() if k not in self.arg_names}
+            return InterpretedBinary(self.kernel, options, self.log)
+        return generic
+
+
+@pytest.fixture
+def direct_on_cpu(monkeypatch):
+    """Every strategy's FastLaunch takes its direct path on CPU tensors (the kernels run
+    in the interpreter either way); returns the launch log of each FastLaunch made."""
+    logs = []
+
+    class DirectOnCpu(FastLaunch):
+        def __init__(self, kernel, grid, consts):
+            logs.append([])
+            interpreting = launch_module.interpreting
+            launch_module.interpreting = lambda: False   # only while deciding the path
+            try:
+                super().__init__(Interpreted(kernel, logs[-1]), grid, consts)
+            finally:
+                launch_module.interpreting = interpreting
+            assert self._direct, "the kernel's constexprs are not the signature's tail"
+
+    import importlib
+
+    for name in STRATEGY_NAMES:
+        module = importlib.import_module(f"rltriton_tune.kernels.{name}")
+        monkeypatch.setattr(module, "FastLaunch", DirectOnCpu)
+    monkeypatch.setattr(launch_module, "current_stream", lambda device: 0)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return logs
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize(("algorithm", "flags", "layout"), [
+    ("vtrace", "bootstrap+trunc", "env"), ("retrace", "trunc", "time")])
+def test_direct_path_packs_the_arguments_of_real_kernels(direct_on_cpu, strategy, algorithm,
+                                                         flags, layout):
+    """The real kernels launched through the direct path (runtime arguments, then the
+    constexprs in signature order) give the reference's numbers, call after call."""
+    from rltriton_tune.algorithms import ALGORITHMS
+
+    from .cases import small_params
+
+    scalars = {k: v for k, v in {"gamma": 0.9, "lambda_": 0.8, "rho_bar": 1.7, "c_bar": 0.6}
+               .items() if k in ALGORITHMS[algorithm].scalars}
+    key = ProblemKey(algorithm, 3, 9, "float32", layout, flags,
+                     a=3 if algorithm == "retrace" else 0)
+    launcher = type(strategies()[strategy])().prepare(key, small_params(strategy, key.t))
+    for seed in range(2):
+        call, kwargs = make_call(key, seed=seed, **scalars)
+        check_outputs(launcher(call), expected(algorithm, kwargs), call, f"call {seed}")
+    assert direct_on_cpu and all(log == ["generic", "direct"] for log in direct_on_cpu)

@@ -181,3 +181,63 @@ def test_word_offsets_take_64_bits_when_the_words_outgrow_the_inputs(monkeypatch
                                                          "num_warps": 1})(call)
         check_outputs(outs, expected("gae", kwargs), call, f"{n_rows} rows")
         assert seen[-1] is big
+
+
+class FakeStream:
+    """A CUDA stream stand-in that records which streams it was made to wait for."""
+
+    def __init__(self, name):
+        self.name, self.waited = name, []
+
+    def wait_stream(self, other):
+        self.waited.append(other.name)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """Tickets on a "cuda" device, with the stream and capture state set by the test
+    (buffers are CPU tensors)."""
+    import torch
+
+    state = {"stream": FakeStream("a"), "capturing": False}
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: state["stream"])
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state["capturing"])
+    tickets = lookback.Tickets(5)
+    tickets._zeros = lambda device: torch.zeros(5, dtype=torch.int64)
+    return tickets, state, torch.device("cuda", 0)
+
+
+def test_tickets_order_launches_on_different_streams(fake_cuda):
+    """A launch on another stream than the previous one waits for that stream first; on
+    the same stream it does not; the buffer is kept (its epochs continue)."""
+    tickets, state, cuda = fake_cuda
+    a, b = state["stream"], FakeStream("b")
+    first = tickets.buffer(cuda)
+    first[0] = 3
+    assert tickets.buffer(cuda) is first and a.waited == []
+    state["stream"] = b
+    assert tickets.buffer(cuda) is first and b.waited == ["a"]
+    state["stream"] = a
+    assert tickets.buffer(cuda) is first and a.waited == ["b"]
+    assert int(first[0]) == 3
+
+
+def test_tickets_during_graph_capture(fake_cuda):
+    """While a graph is captured: no wait on the previous stream (the graph replays
+    later, in its own stream's order), the stream is not remembered, and a device
+    without a buffer gets fresh zeros that are not kept."""
+    tickets, state, cuda = fake_cuda
+    state["capturing"] = True
+    fresh = tickets.buffer(cuda)
+    assert fresh.tolist() == [0] * 5
+    fresh[0] = 9
+    assert tickets.buffer(cuda) is not fresh and not tickets._buffers
+    state["capturing"] = False
+    kept = tickets.buffer(cuda)         # outside capture: allocated and kept
+    assert kept is not fresh and tickets.buffer(cuda) is kept
+    state["capturing"], state["stream"] = True, FakeStream("capture")
+    assert tickets.buffer(cuda) is kept and state["stream"].waited == []
+    state["capturing"], b = False, FakeStream("b")
+    state["stream"] = b
+    tickets.buffer(cuda)
+    assert b.waited == ["a"]            # the captured stream was not recorded

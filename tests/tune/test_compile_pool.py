@@ -1,5 +1,6 @@
 """The compile pool: candidates gated in worker processes; dead workers fail only their own."""
 
+import multiprocessing as mp
 import textwrap
 
 import pytest
@@ -61,40 +62,54 @@ def test_started_checks_give_the_same_verdicts_at_any_limit(crashy, limit):
 
 @pytest.fixture
 def recording(tmp_path, monkeypatch):
-    """A worker task that sleeps ``params["s"]`` seconds and logs its start and end times."""
+    """A worker task that marks itself running (a file in ``running/``) and records how
+    many checks it saw running, itself included, when it started and before it ended.
+    A check whose params hold ``wait`` waits for that event first (up to a minute: the
+    check fails if it never comes); one holding ``done`` sets it as it ends."""
+    (tmp_path / "running").mkdir()
     (tmp_path / "recording_task.py").write_text(textwrap.dedent("""
-        import os, time
+        import os
 
         def task(key, device, strategy, params):
-            start = time.time()
-            time.sleep(params["s"])
-            with open(os.path.join(os.environ["RECORD_DIR"], strategy), "w") as f:
-                f.write(f"{start} {time.time()}")
+            record = os.environ["RECORD_DIR"]
+            mine = os.path.join(record, "running", strategy)
+            open(mine, "w").close()
+            seen = [len(os.listdir(os.path.join(record, "running")))]
+            if "wait" in params and not params["wait"].wait(60):
+                return f"{strategy} waited in vain"
+            seen.append(len(os.listdir(os.path.join(record, "running"))))
+            os.remove(mine)
+            with open(os.path.join(record, strategy), "w") as f:
+                f.write(" ".join(map(str, seen)))
+            if "done" in params:
+                params["done"].set()
             return None
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("RECORD_DIR", str(tmp_path))
     import recording_task
 
-    def spans() -> dict[str, tuple[float, float]]:
-        return {p.name: tuple(map(float, p.read_text().split()))
+    def seen() -> dict[str, list[int]]:
+        return {p.name: [int(x) for x in p.read_text().split()]
                 for p in tmp_path.iterdir() if p.name.startswith("c")}
 
-    return recording_task.task, spans
+    return recording_task.task, seen
 
 
 def test_a_slow_check_holds_one_slot_not_the_group(recording):
-    """limit 2: while c0 is slow, c1, c2 and c3 run one after another in the other slot
-    (checks go out in groups no more), and never more than two run at once."""
-    task, spans = recording
-    cands = [Candidate("c0", {"s": 3.0})] + [Candidate(f"c{i}", {"s": 0.05}) for i in (1, 2, 3)]
-    with CompilePool(workers=4, task=task) as pool:
-        assert pool.start(KEY, CPU, cands, limit=2).results() == [None] * 4
-    span = spans()
-    slow_start, slow_end = span["c0"]
-    assert span["c2"][0] < slow_end and span["c3"][0] < slow_end
-    for t in (s for s, _e in span.values()):
-        assert sum(s <= t < e for s, e in span.values()) <= 2
+    """limit 2: c0 cannot end before c3 has (it waits for c3's event), so c1, c2 and c3
+    must run one after another in the other slot while c0 holds its own (checks going
+    out in groups would leave c0 waiting in vain); never more than two run at once."""
+    task, seen = recording
+    with mp.get_context("spawn").Manager() as manager:
+        c3_done = manager.Event()
+        cands = ([Candidate("c0", {"wait": c3_done})]
+                 + [Candidate(f"c{i}", {}) for i in (1, 2)] + [Candidate("c3", {"done": c3_done})])
+        with CompilePool(workers=4, task=task) as pool:
+            assert pool.start(KEY, CPU, cands, limit=2).results() == [None] * 4
+    counts = seen()
+    assert sorted(counts) == ["c0", "c1", "c2", "c3"]
+    assert all(1 <= n <= 2 for each in counts.values() for n in each), counts
 
 
 def test_evaluator_takes_verdicts_gated_elsewhere(misbehaving):

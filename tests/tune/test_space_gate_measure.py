@@ -148,20 +148,41 @@ def test_gate_on_huge_key_checks_small_copy_and_full_shape(monkeypatch, misbehav
         gate.check(misbehaving, {"mode": "chunked", "chunk": 16})
 
 
-def test_cpu_timing_is_positive_and_ranks_a_slow_launcher_slower():
+def test_cpu_timing_is_the_median_launch_time_and_ranks_a_slow_launcher_slower(monkeypatch):
+    """On a clock that only the launchers move (100 us and 2 ms a launch), CPU timing
+    gives exactly their times, and the budget bounds the repetitions."""
+    from types import SimpleNamespace
+
+    from rltriton_tune.tune import measure
+
+    now = [0.0]
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     bench = Bench(KEY, torch.device("cpu"))
     assert copies_needed(KEY, torch.device("cpu")) == 1
-    fast = STRATEGIES["torch"].prepare(KEY, {"mode": "doubling"})
+    real = STRATEGIES["torch"].prepare(KEY, {"mode": "doubling"})
+    launches = {"fast": 0, "slow": 0}
 
-    def slow(call):
-        import time
+    def launcher(name: str, seconds: float):
+        def launch(call):
+            launches[name] += 1
+            now[0] += seconds
+            return real(call)
+        return launch
 
-        time.sleep(0.002)
-        return fast(call)
-
-    t_fast, t_slow = bench.time(fast, 0.02), bench.time(slow, 0.02)
+    t_fast = bench.time(launcher("fast", 100e-6), 0.02)
+    t_slow = bench.time(launcher("slow", 2e-3), 0.02)
+    assert t_fast.device_us == pytest.approx(100) and t_slow.device_us == pytest.approx(2000)
     assert 0 < t_fast.device_us < t_slow.device_us
-    assert t_slow.device_us >= 2000
+    # One warm-up, then launches until the budget (20 ms) is spent.
+    assert launches == {"fast": 1 + 200, "slow": 1 + 10}
+
+
+def test_cpu_timing_of_a_real_launcher_is_positive_and_finite():
+    import math
+
+    timing = Bench(KEY, torch.device("cpu")).time(
+        STRATEGIES["torch"].prepare(KEY, {"mode": "doubling"}), 0.01)
+    assert 0 < timing.device_us < math.inf
 
 
 def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():

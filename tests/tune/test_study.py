@@ -114,19 +114,51 @@ def test_isolated_worker_survives_a_crashing_config(tmp_path):
     assert not outs[1].ok and "worker process died (exit status 139" in outs[1].error
 
 
-def test_online_tune_key_is_bounded_and_recorded():
-    import time
+def test_online_tune_key_is_bounded_and_recorded(monkeypatch):
+    """The trials stop at two thirds of the budget and the re-measure gets a share of
+    the rest, on a clock the test moves (0.1 s at each reading), so a loaded machine
+    changes nothing; the entry is recorded."""
+    from types import SimpleNamespace
 
     from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune import online
+    from rltriton_tune.tune import study as study_mod
     from rltriton_tune.tune.online import tune_key
     from rltriton_tune.tuning_db import load_profiles
 
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.1
+        return now[0]
+
+    fake_time = SimpleNamespace(monotonic=clock)
+    monkeypatch.setattr(online, "time", fake_time)
+    monkeypatch.setattr(study_mod, "time", fake_time)
+    seen = {}
+
+    def run_trials(*args, **kwargs):
+        seen["timeout_s"] = kwargs["timeout_s"]
+        seen["done"] = done = real_run_trials(*args, **kwargs)
+        return done
+
+    def finalize(*args, **kwargs):
+        seen["remeasure_s"] = kwargs["remeasure_s"]
+        return real_finalize(*args, **kwargs)
+
+    real_run_trials, real_finalize = study_mod.run_trials, study_mod.finalize
+    monkeypatch.setattr(study_mod, "run_trials", run_trials)
+    monkeypatch.setattr(study_mod, "finalize", finalize)
     key = ProblemKey("discounted_returns", 8, 16)
-    start = time.monotonic()
     entry = tune_key(key, CPU, budget_s=1.0)
-    assert time.monotonic() - start < 3.0
     assert entry is not None and entry.key == key
     assert key.as_text() in load_profiles(device_fingerprint(CPU)).entries
+    assert seen["timeout_s"] == pytest.approx(2 / 3)
+    # Start at 0.1 s, deadline set at 0.2 s (0.87 s): the loop's readings at 0.3 ... 0.8 s
+    # run a trial each, the one at 0.9 s stops it, far below the 64-trial cap; at 1.0 s
+    # 0.1 s of the budget is left, an eighth of it for the re-measure.
+    assert 1 <= seen["done"] <= 6 < online.MAX_TRIALS
+    assert seen["remeasure_s"] == pytest.approx(0.1 / 8)
 
 
 def test_online_tune_key_never_raises(monkeypatch):

@@ -1,0 +1,87 @@
+"""V-trace's and Retrace's scalars on every Triton strategy, under the interpreter.
+
+The other kernel tests keep ``rho_bar = c_bar = 1``, where a swap of the two clip
+levels changes nothing. Here they are unequal and away from 1, in both orders, and
+gamma and lambda are away from their defaults: the importance ratios (about 0.2 to 6)
+cross both levels, so a scalar read in the wrong place anywhere between the public
+call and the builders' ``_clip`` calls is an error of order 1.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.estimators import ESTIMATORS
+from rltriton_tune.kernels import STRATEGY_NAMES, strategies
+
+from .cases import check_outputs, expected, make_call, small_params
+
+pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
+
+#: Two scalar sets: the clip levels in both orders, gamma and lambda off their defaults.
+SCALARS = (
+    {"rho_bar": 1.7, "c_bar": 0.6, "gamma": 0.9, "lambda_": 0.8},
+    {"rho_bar": 0.6, "c_bar": 1.7, "gamma": 0.8, "lambda_": 0.6},
+)
+#: V-trace with bootstrap values and truncations in one set, a last value in the other.
+VTRACE_FLAGS = ("bootstrap+trunc", "last_value")
+#: 2 row groups of 2, and 3-5 tiles or chunks per row with the strategies' small blocks.
+N, T = 3, 9
+
+
+def _key(algorithm: str, layout: str, which: int, dtype: str = "float32") -> ProblemKey:
+    flags = VTRACE_FLAGS[which] if algorithm == "vtrace" else "trunc"
+    return ProblemKey(algorithm, N, T, dtype, layout, flags, a=5 if algorithm == "retrace" else 0)
+
+
+def _scalars(algorithm: str, which: int) -> dict[str, float]:
+    """The scalars of set ``which`` that ``algorithm`` takes."""
+    return {name: SCALARS[which][name] for name in ALGORITHMS[algorithm].scalars}
+
+
+@pytest.mark.parametrize(("layout", "which"), [("env", 0), ("time", 1)],
+                         ids=["env-rho>c", "time-c>rho"])
+@pytest.mark.parametrize("algorithm", ["vtrace", "retrace"])
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_clip_levels_gamma_and_lambda(strategy, algorithm, layout, which):
+    """Each strategy and estimator, on both layouts, with each order of the clip levels."""
+    key = _key(algorithm, layout, which)
+    call, kwargs = make_call(key, seed=11 + which, **_scalars(algorithm, which))
+    params = small_params(strategy, key.t)
+    outs = strategies()[strategy].prepare(key, params)(call)
+    check_outputs(outs, expected(algorithm, kwargs), call,
+                  f"{strategy} {params} {key.as_text()} {_scalars(algorithm, which)}")
+
+
+@pytest.mark.parametrize(("strategy", "algorithm"), [
+    (strategy, ("vtrace", "retrace")[i % 2]) for i, strategy in enumerate(STRATEGY_NAMES)])
+def test_scalars_through_the_public_function(strategy, algorithm):
+    """The same through ``force`` (each strategy once, the estimators taking turns):
+    keyword scalars reach the kernel in their places."""
+    from rltriton_tune import force
+
+    key = _key(algorithm, "env", 0, "bfloat16")
+    call, kwargs = make_call(key, seed=5, **_scalars(algorithm, 0))
+    with force(strategy, **small_params(strategy, key.t)):
+        outs = ESTIMATORS[algorithm](**kwargs)
+    check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
+
+
+@pytest.mark.parametrize("algorithm", ["vtrace", "retrace"])
+def test_the_scalar_sets_tell_a_swap(algorithm):
+    """The cases above can fail: with rho_bar and c_bar swapped (or gamma and lambda for
+    Retrace) the reference moves far outside any dtype's tolerance."""
+    for which in (0, 1):
+        _, kwargs = make_call(_key(algorithm, "env", which), seed=11 + which,
+                              **_scalars(algorithm, which))
+        right = expected(algorithm, kwargs)
+        swaps = [("rho_bar", "c_bar")] + ([("gamma", "lambda_")] if algorithm == "retrace"
+                                          else [])
+        for x, y in swaps:
+            wrong = expected(algorithm, dict(kwargs, **{x: kwargs[y], y: kwargs[x]}))
+            gap = max(float((w - r).abs().max()) for w, r in zip(wrong, right, strict=True))
+            assert gap > 0.3, (which, x, y, gap)
+        assert all(torch.isfinite(r).all() for r in right)
