@@ -67,6 +67,8 @@ def empty_kernel_launch(device: torch.device) -> Callable[[], object]:
     import triton
     import triton.language as tl
 
+    globals()["tl"] = tl  # Triton resolves the annotation in the module's globals
+
     @triton.jit
     def empty(x_ptr, n, BLOCK: tl.constexpr):  # the body is empty on purpose
         pass

@@ -22,10 +22,11 @@ RICHEST = {
     "lambda_returns": "bootstrap+trunc", "discounted_returns": "bootstrap+trunc",
     "eligibility_traces": "seed", "episodic_prefix_sum": "seed+starts_at",
 }
-PLAIN = {name: "none" for name in ALGORITHMS}
+PLAIN = {name: "none" for name in ESTIMATOR_NAMES}
 PLAIN["gae"] = "last_value"
 PLAIN["retrace"] = "trunc"  # Retrace always takes truncations: its one flag set runs once
-FLAG_SETS = {name: tuple(dict.fromkeys((PLAIN[name], RICHEST[name]))) for name in ALGORITHMS}
+FLAG_SETS = {name: tuple(dict.fromkeys((PLAIN[name], RICHEST[name])))
+             for name in ESTIMATOR_NAMES}
 #: Scalars of each flag set (those an estimator takes): the clip levels unequal and away
 #: from 1, in both orders, gamma and lambda off their defaults.
 SCALARS = ({"gamma": 0.9, "lambda_": 0.8, "rho_bar": 1.7, "c_bar": 0.6},
