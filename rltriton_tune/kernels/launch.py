@@ -246,7 +246,7 @@ class TritonStrategy:
                     sm_count: int | None = None) -> str | None:
         """Configs with more threads than tile elements are not searched: the extra threads
         hold copies of the same elements. In all 56 H200 sweep tables (12 exhaustive, 44
-        partial; benchmarks/NOTES.md, session 10) the fastest config kept none idle, and
+        partial) the fastest config kept none idle, and
         leaving them out removed 9-56% of each table."""
         threads = 32 * params["num_warps"]
         elems = self.tile_elems(key, params)

@@ -19,7 +19,7 @@ values): the float's bits below a 32-bit tag of the launch's epoch and the word'
 status (aggregate or inclusive). A reader that sees the tag has the value, so a
 publish needs no fence and a poll no second load (the H200 probe: GAE 16x32768
 7.4 us with one-warp chunks, 9.1 before with a flag word, release fence and separate
-aggregate loads; benchmarks/NOTES.md, session 9).
+aggregate loads).
 
 The words and a launch counter live in a buffer the launcher keeps and zeroes once,
 so a launch (and a CUDA-graph replay) runs no memset: every program adds one to the
@@ -32,9 +32,9 @@ Configs with 1 < BLOCK_N < num_warps are invalid: there the window's [BLOCK_N,
 WINDOW] words are loaded by several warps per row, copies that may see a word before
 and after it is published, and the cross-warp reduction that decides "every word is
 ready" treats copies as equal. On the H200 exactly those configs gave wrong carries
-(session 10 sweeps of this kernel: 48 of 164 such configs failed the correctness gate,
-none of 533 others; 280 of 684 against none of 1,915 with two look-back variants tried
-that session; benchmarks/NOTES.md). With BLOCK_N = 1 every warp holds the whole
+(sweeps of this kernel: 48 of 164 such configs failed the correctness gate, none of
+533 others; 280 of 684 against none of 1,915 with two earlier look-back variants). With
+BLOCK_N = 1 every warp holds the whole
 window; with num_warps <= BLOCK_N each row's words belong to one warp.
 
 A program waits only on chunks of lower index, started before it, so the chain
@@ -280,7 +280,7 @@ class LookbackStrategy(TritonStrategy):
     name = "lookback"
     #: In the tuner's search space: its `gpu` tests pass on the H200, CUDA-graph capture
     #: included, and its best config beat split's on every few-row shape probed there
-    #: (N = 1-64, T = 8192-10^6; benchmarks/NOTES.md, session 8).
+    #: (N = 1-64, T = 8192-10^6).
     searchable = True
 
     def space(self, key: ProblemKey) -> dict[str, list[int]]:
@@ -306,7 +306,7 @@ class LookbackStrategy(TritonStrategy):
 
     def default_params(self, key: ProblemKey) -> Params:
         # One warp: its lanes are the look-back window (the H200 probe's best configs
-        # from T = 9000 to 300000 all have one warp; benchmarks/NOTES.md, session 9).
+        # from T = 9000 to 300000 all have one warp).
         return {"BLOCK_N": 1, "BLOCK_T": min(1024, max(next_pow2(key.t), 1)), "num_warps": 1}
 
     def window(self, key: ProblemKey, params: Params) -> int:

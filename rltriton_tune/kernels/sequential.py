@@ -62,7 +62,7 @@ class SequentialStrategy(TritonStrategy):
     def skip_reason(self, key: ProblemKey, params: Params,
                     sm_count: int | None = None) -> str | None:
         """Env-major keys are not searched: a thread walks one row, so each step's loads
-        are T elements apart (H200 exhaustive sweeps, session 10: 1.23-935x off the best
+        are T elements apart (H200 exhaustive sweeps: 1.23-935x off the best
         config in every swept env-major key). It serves time-major rollouts."""
         if not key.time_major:
             return "env-major: one thread per row reads uncoalesced"

@@ -153,7 +153,7 @@ class SplitStrategy(TritonStrategy):
     def skip_reason(self, key: ProblemKey, params: Params,
                     sm_count: int | None = None) -> str | None:
         """Env-major keys are not searched: ``lookback`` splits time the same way in one
-        pass where split reads the inputs twice. H200 (benchmarks/NOTES.md, session 10):
+        pass where split reads the inputs twice. H200:
         split's best was 1.12-2.23x off the best config in all 12 sweeps (10 complete) of
         GAE and eligibility traces, 1.4-1.9x off the look-back scan on 10 few-row,
         long-T probes; it won no cell of the strategy table. Time-major keys keep it

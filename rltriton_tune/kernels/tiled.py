@@ -73,7 +73,7 @@ class TiledStrategy(TritonStrategy):
         """Env-major keys with fewer rows than SMs and at least FEW_ROWS_LONG_T steps are not
         searched (when the SM count is known): a program walks its rows' whole length, so
         at most N programs run, where the look-back scan splits time into N * T / chunk
-        of them. H200 oracle sweeps (benchmarks/NOTES.md, session 11): tiled's best was
+        of them. H200 exhaustive sweeps: tiled's best was
         1.44-13.1x off the best config at all 16 such keys of four estimators (GAE,
         eligibility traces, V-trace, lambda returns; 258-430 configs a key, the largest
         share of each table). Per-action keys (Retrace) keep it: no sweep says otherwise."""

@@ -2,7 +2,7 @@
 
 The interpreter suite cannot catch GPU compile errors; ``gpu_compile.py`` compiles
 the real launches (ptxas ships with Triton's wheel, no GPU needed). It runs in a
-subprocess because this session's kernels were created under TRITON_INTERPRET=1.
+subprocess because the test process's kernels were created under TRITON_INTERPRET=1.
 """
 
 import os
