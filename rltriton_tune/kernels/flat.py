@@ -88,7 +88,7 @@ class FlatStrategy(TritonStrategy):
             "num_warps": pow2_range(1, 32),
             # The kernel has no loop for Triton to pipeline, so stages change nothing: the
             # H200 exhaustive tables show 0.2-1% between stage counts, their noise level
-            # (benchmarks/NOTES.md). Searched at 1; any 1-8 is accepted (rl-triton uses 3).
+            # Searched at 1; any 1-8 is accepted (rl-triton uses 3).
             "num_stages": [1],
         }
 

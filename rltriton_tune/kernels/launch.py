@@ -44,7 +44,7 @@ MIN_PROGRAMS = 256
 #: Warps a moved config grows to at most. On the H200 held-out bench (2026-11-30), flat
 #: configs moved from 16 to 32 warps ran > 3% slower than at 16 in 10 of 15 cells (up to
 #: 1.8x, at 100x3000, 6000x3000, 24x12000) and > 3% faster in 4 (V-trace, Retrace; up to
-#: 1.27x); benchmarks/NOTES.md.
+#: 1.27x).
 MAX_MOVED_WARPS = 16
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 SLOTS = 8
