@@ -87,7 +87,7 @@ class FlatStrategy(TritonStrategy):
             "BLOCK_N": pow2_range(1, max(1, min(MAX_BLOCK_N, next_pow2(key.n), TILE_BUDGET // bt))),
             "num_warps": pow2_range(1, 32),
             # The kernel has no loop for Triton to pipeline, so stages change nothing: the
-            # H200 exhaustive tables show 0.2-1% between stage counts, their noise level
+            # H200 exhaustive tables show 0.2-1% between stage counts, their noise level.
             # Searched at 1; any 1-8 is accepted (rl-triton uses 3).
             "num_stages": [1],
         }
