@@ -15,7 +15,7 @@ import torch
 
 from rltriton_tune.call import Call
 from rltriton_tune.fallback import STRATEGIES, compiled
-from rltriton_tune.fallback import strategy as fallback_strategy
+from rltriton_tune.fallback import torch_strategy as fallback_strategy
 
 from .helpers import FLAG_SETS, assert_matches, expected, make_case, make_key
 
