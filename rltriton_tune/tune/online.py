@@ -30,10 +30,10 @@ def install() -> None:
     """Let dispatch tune keys on first use (while ``RLTRITON_TUNE_ONLINE`` is on)."""
     from rltriton_tune.state import STATE
 
-    STATE.online_tuner = _tune_and_record
+    STATE.online_tuner = tune_and_record
 
 
-def _tune_and_record(key: ProblemKey, device: torch.device, fingerprint: dict[str, Any],
+def tune_and_record(key: ProblemKey, device: torch.device, fingerprint: dict[str, Any],
                      budget_s: float) -> Any | None:
     entry = tune_key(key, device, budget_s)
     if entry is not None:

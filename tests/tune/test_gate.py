@@ -124,6 +124,7 @@ TRITON_PARAMS = {
     "split": {"BLOCK_N": 2, "CHUNK_T": 4, "BLOCK_T": 2, "CARRY_BLOCK": 2, "num_warps": 1},
     "sequential": {"BLOCK_N": 2, "num_warps": 1},
     "lookback": {"BLOCK_N": 2, "BLOCK_T": 4, "num_warps": 1},
+    "columns": {"BLOCK_N": 2, "BLOCK_T": 4, "num_warps": 1},
 }
 
 

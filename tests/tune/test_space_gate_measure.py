@@ -185,27 +185,22 @@ def test_cpu_timing_of_a_real_launcher_is_positive_and_finite():
     assert 0 < timing.device_us < math.inf
 
 
-def test_builtin_choice_follows_the_heuristic_without_a_gpu_or_profile():
+def test_builtin_choice_follows_the_rules_without_a_gpu_or_profile():
+    """A study starts from the built-in rules' choice, valid in its space, with no GPU."""
     from rltriton_tune.tune.space import builtin_choice
 
     cuda = torch.device("cuda")  # the space only needs Triton, not a GPU
     few_rows_long_t = ProblemKey("gae", 16, 32768)
-    assert builtin_choice(few_rows_long_t,
-                          SearchSpace(few_rows_long_t, cuda)).strategy == "lookback"
-    shorter = ProblemKey("lambda_returns", 24, 12000)  # look-back too, with shorter chunks
-    choice = builtin_choice(shorter, SearchSpace(shorter, cuda))
-    assert choice.strategy == "lookback" and choice.params["BLOCK_T"] == 512
-    time_major = ProblemKey("gae", 24, 12000, layout="time")  # steps not contiguous: split
-    assert builtin_choice(time_major, SearchSpace(time_major, cuda)).strategy == "split"
+    choice = builtin_choice(few_rows_long_t, SearchSpace(few_rows_long_t, cuda))
+    assert (choice.strategy, choice.params["BLOCK_T"]) == ("lookback", 1024)
+    time_major = ProblemKey("gae", 24, 12000, layout="time")  # too long for one flat row
+    choice = builtin_choice(time_major, SearchSpace(time_major, cuda))
+    assert (choice.strategy, choice.params["BLOCK_N"], choice.params["BLOCK_T"]) == \
+        ("tiled", 1, 256)
     short = ProblemKey("vtrace", 32768, 8)
     choice = builtin_choice(short, SearchSpace(short, cuda))
-    assert choice.strategy == "flat" and choice.params["BLOCK_N"] == 64  # many short rows
-    assert choice.params["num_warps"] == 8  # 5-8 steps: 8 warps (4 up to 4 steps)
-    tiny = ProblemKey("vtrace", 32768, 4)
-    choice = builtin_choice(tiny, SearchSpace(tiny, cuda))
-    assert choice.params["BLOCK_N"] == 128 and choice.params["num_warps"] == 4
-    longer = ProblemKey("vtrace", 32768, 28)
-    assert builtin_choice(longer, SearchSpace(longer, cuda)).params["num_warps"] == 8
+    assert (choice.strategy, choice.params["BLOCK_N"], choice.params["num_warps"]) == \
+        ("flat", 16, 4)  # whole short rows, 512 elements a program
     cpu_space = SearchSpace(short, torch.device("cpu"))  # GPU rules only: none applies
     assert builtin_choice(short, cpu_space) is None
 

@@ -123,7 +123,6 @@ def test_online_tune_key_is_bounded_and_recorded(monkeypatch):
     from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune import online
     from rltriton_tune.tune import study as study_mod
-    from rltriton_tune.tune.online import tune_key
     from rltriton_tune.tuning_db import load_profiles
 
     now = [0.0]
@@ -150,7 +149,7 @@ def test_online_tune_key_is_bounded_and_recorded(monkeypatch):
     monkeypatch.setattr(study_mod, "run_trials", run_trials)
     monkeypatch.setattr(study_mod, "finalize", finalize)
     key = ProblemKey("discounted_returns", 8, 16)
-    entry = tune_key(key, CPU, budget_s=1.0)
+    entry = online.tune_and_record(key, CPU, device_fingerprint(CPU), 1.0)
     assert entry is not None and entry.key == key
     assert key.as_text() in load_profiles(device_fingerprint(CPU)).entries
     assert seen["timeout_s"] == pytest.approx(2 / 3)
