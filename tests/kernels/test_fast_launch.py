@@ -190,7 +190,8 @@ def direct_on_cpu(monkeypatch):
 
     for name in STRATEGY_NAMES:
         module = importlib.import_module(f"rltriton_tune.kernels.{name}")
-        monkeypatch.setattr(module, "FastLaunch", DirectOnCpu)
+        if hasattr(module, "FastLaunch"):  # columns launches through lookback's launcher
+            monkeypatch.setattr(module, "FastLaunch", DirectOnCpu)
     monkeypatch.setattr(launch_module, "current_stream", lambda device: 0)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     return logs
