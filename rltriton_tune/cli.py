@@ -621,7 +621,7 @@ def cmd_tune(args) -> int:
 
 
 def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
-    from rltriton_tune.dispatch.decide import _usable, load_profiles
+    from rltriton_tune.dispatch.decide import load_profiles, usable_strategies
     from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.borrowing import factors, measure
     from rltriton_tune.tuning_db import fingerprint_id, user_dir
@@ -629,7 +629,7 @@ def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
 
     fp = device_fingerprint(device)
     profiles = load_profiles(fp)
-    usable, reason = _usable(device)
+    usable, reason = usable_strategies(device)
     if profiles is None or reason is not None:
         print(f"{PROG}: no usable profile on {device} ({reason or 'none loaded'})",
               file=sys.stderr)

@@ -23,7 +23,7 @@ from rltriton_tune.state import STATE, FallbackWarning, warn_once
 from rltriton_tune.strategy import InvalidConfig, Strategy
 
 __all__ = ["Decision", "FallbackWarning", "decide", "mark_failed", "rules_decision",
-           "borrow_alternatives", "FALLBACK", "ORIGINS"]
+           "borrow_alternatives", "usable_strategies", "FALLBACK", "ORIGINS"]
 
 FALLBACK = "torch"
 
@@ -104,7 +104,7 @@ def _gpu_unavailable_reason(device: torch.device) -> str | None:
     return None
 
 
-def _usable(device: torch.device) -> tuple[dict[str, Strategy], str | None]:
+def usable_strategies(device: torch.device) -> tuple[dict[str, Strategy], str | None]:
     """Strategies usable on ``device``, and the reason Triton is out (if it is)."""
     torch_only = registry.torch_strategies()
     if device.type == "cpu":
@@ -185,7 +185,7 @@ def decide(key: ProblemKey, device: torch.device | str, forced: Forced | None = 
         decision = _forced_decision(key, device, forced)
         if decision is not None:
             return decision
-    usable, reason = _usable(device)
+    usable, reason = usable_strategies(device)
     if reason is not None:
         warn_once("gpu-fallback", f"rltriton-tune: {reason}; using the torch fallback "
                   "(same results, slower)")
@@ -221,7 +221,7 @@ def borrow_alternatives(key: ProblemKey, device: torch.device | str,
     """The next ``count`` entries dispatch would borrow for ``key`` after the one it uses:
     for measuring how well borrowing works (``bench``)."""
     device = normalize_device(device)
-    usable, reason = _usable(device)
+    usable, reason = usable_strategies(device)
     profiles = None if reason is not None else load_profiles(device_fingerprint(device))
     if profiles is None:
         return []

@@ -9,7 +9,7 @@ import torch
 
 from rltriton_tune import dispatch
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.dispatch.decide import _usable, load_profiles
+from rltriton_tune.dispatch.decide import load_profiles, usable_strategies
 from rltriton_tune.dispatch.devices import device_fingerprint
 from rltriton_tune.tune import borrowing
 from rltriton_tune.tuning_db import Entry, record
@@ -37,7 +37,7 @@ def test_pairs_differ_in_exactly_one_dimension():
 
 def test_measure_and_factors_on_cpu():
     record(CPU, entries())
-    usable, _ = _usable(torch.device("cpu"))
+    usable, _ = usable_strategies(torch.device("cpu"))
     rows = borrowing.measure(load_profiles(CPU), torch.device("cpu"), usable, budget_s=0.002)
     assert rows and all(r["slowdown"] >= 1.0 for r in rows)
     found = borrowing.factors(rows)
