@@ -171,9 +171,19 @@ def test_online_tune_key_never_raises(monkeypatch):
     assert tune_key(KEY, CPU, 0.5) is None
 
 
-def _pg_worker(url: str, key_text: str, trials: int, queue) -> None:
+def _pg_worker(url: str, key_text: str, trials: int, queue, barrier) -> None:
     key = ProblemKey.from_text(key_text)
-    queue.put(run_trials(key, torch.device("cpu"), trials=trials, storage=url, batch=1))
+    first = [True]
+
+    def after_trial(_trial) -> None:
+        # Each worker finishes one trial, then waits for the other to finish one:
+        # both take part however the scheduler orders the two processes.
+        if first[0]:
+            first[0] = False
+            barrier.wait(timeout=120)
+
+    queue.put(run_trials(key, torch.device("cpu"), trials=trials, storage=url, batch=1,
+                         on_trial=after_trial))
 
 
 @pytest.mark.skipif(not os.environ.get("RLTRITON_TUNE_TEST_PG_URL"),
@@ -192,7 +202,8 @@ def test_two_workers_share_one_postgresql_study():
     open_study(key, CPU, url, trials=16)  # created and seeded once, before the workers
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_pg_worker, args=(url, key.as_text(), 16, queue))
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_pg_worker, args=(url, key.as_text(), 16, queue, barrier))
              for _ in range(2)]
     for p in procs:
         p.start()
