@@ -8,10 +8,12 @@ For each estimator and shape it measures, with the default dispatch decisions:
   the two pointwise phases and the adjoint scan;
 * ``ratio`` = backward_us / forward_us.
 
-On CUDA both are device times: the median of CUDA-graph replays
-(``triton.testing.do_bench_cudagraph``, no host overhead; problems under the 60 MB L2
-run partly from cache) and, as ``*_flushed_us``, ``triton.testing.do_bench`` with L2
-flushed between runs (includes host gaps between a pass's kernels). On CPU they are
+On CUDA both are device times: the median of CUDA-graph replays (no host overhead;
+problems under the 60 MB L2 run partly from cache) and, as ``*_flushed_us``,
+``triton.testing.do_bench`` with L2 flushed between runs (includes host gaps between a
+pass's kernels). Autograd runs each backward kernel on the stream its forward ran on, so
+the recorded forward, the warm-up and the capture all use one side stream (a graph
+captured on another stream than the forward's would be invalidated). On CPU they are
 host wall times (median of rounds). Inputs: ``rltriton_tune.problems.random_inputs``
 with float32 flags, the flag set with every optional input the estimator takes.
 
@@ -64,8 +66,36 @@ def host_us(fn, rounds: int, reps: int) -> float:
     return statistics.median(samples)
 
 
+def graph_us(fn, stream: torch.cuda.Stream, rounds: int, per_graph: int = 10) -> float:
+    """Device time of one ``fn()``: the median over ``rounds`` replays of a CUDA graph
+    holding ``per_graph`` calls, captured on ``stream`` (where ``fn`` was warmed up)."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(per_graph):
+            fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(max(rounds, 3) * 4):
+        start.record(stream)
+        graph.replay()
+        end.record(stream)
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / per_graph)
+    return statistics.median(samples)
+
+
 def measure(algorithm: str, n: int, t: int, dtype: str, device: str, rounds: int
             ) -> dict[str, Any]:
+    if device == "cpu":
+        return _measure(algorithm, n, t, dtype, device, rounds, None)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        return _measure(algorithm, n, t, dtype, device, rounds, stream)
+
+
+def _measure(algorithm: str, n: int, t: int, dtype: str, device: str, rounds: int,
+             stream: torch.cuda.Stream | None) -> dict[str, Any]:
     key = ProblemKey(algorithm, n, t, dtype, "env", RICHEST[algorithm],
                      ACTIONS if algorithm == "retrace" else 0)
     kwargs = random_inputs(key, device=device, seed=0, on_device=device != "cpu")
@@ -88,16 +118,16 @@ def measure(algorithm: str, n: int, t: int, dtype: str, device: str, rounds: int
     row: dict[str, Any] = {"algorithm": algorithm, "N": n, "T": t, "dtype": dtype,
                            "flags": RICHEST[algorithm], "device": device,
                            "grad_inputs": names}
-    if device == "cpu":
+    if stream is None:
         reps = max(1, min(50, 2_000_000 // max(1, n * t)))
         row["forward_us"] = host_us(forward, rounds, reps)
         row["backward_us"] = host_us(backward, rounds, reps)
     else:
-        from triton.testing import do_bench, do_bench_cudagraph
+        from triton.testing import do_bench
 
         torch.cuda.synchronize()
-        row["forward_us"] = do_bench_cudagraph(forward, rep=100) * 1e3
-        row["backward_us"] = do_bench_cudagraph(backward, rep=100) * 1e3
+        row["forward_us"] = graph_us(forward, stream, rounds)
+        row["backward_us"] = graph_us(backward, stream, rounds)
         row["forward_flushed_us"] = do_bench(forward, rep=100) * 1e3
         row["backward_flushed_us"] = do_bench(backward, rep=100) * 1e3
     row["ratio"] = row["backward_us"] / row["forward_us"]
