@@ -36,12 +36,14 @@ SHIP_SHAPES: list[tuple[int, int]] = [
 
 def flag_sets(algorithm: str, requested: Sequence[str]) -> list[str]:
     """The canonical flag sets of ``requested`` that ``algorithm`` takes (its required
-    flags added); ``common`` expands to :data:`COMMON_FLAGS`."""
+    flags added); ``common`` expands to :data:`COMMON_FLAGS` (``none`` for an algorithm
+    it does not list)."""
     spec = ALGORITHMS[algorithm]
     out: list[str] = []
     for text in requested:
         if text == "common":
-            out += COMMON_FLAGS[algorithm]
+            # Algorithms without flags (the adjoint scans) have one key: plain.
+            out += COMMON_FLAGS.get(algorithm, ("none",))
             continue
         flags = parse_flags(text) | spec.required_flags
         if flags <= spec.possible_flags and not {"last_value", "trunc"} <= flags \
