@@ -22,7 +22,7 @@ from typing import Any
 from rltriton_tune import __version__
 from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES
 from rltriton_tune.tune.baselines import COMPILE, COMPILE_DOUBLING, best_compile
-from rltriton_tune.tune.keys import SHIP_SHAPES, grid_keys
+from rltriton_tune.tune.keys import SHIP_SHAPES, coverage_order, grid_keys
 
 PROG = "rltriton-tune"
 
@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=_positive(float), help="seconds per key for trials")
     t.add_argument("--max-seconds", type=_positive(float),
                    help="stop starting trials after this many seconds in all; keys whose "
-                   "budget is complete are recorded, the rest resume on the next run")
+                   "budget is complete are recorded, the rest resume on the next run (grid "
+                   "keys run coarse to fine, so a run cut short covers the whole grid)")
     t.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present)")
     t.add_argument("--devices", type=_device_list, help="GPU indices: one worker per GPU")
     t.add_argument("--storage", help="Optuna storage URL (default: journal file beside the "
@@ -534,23 +535,34 @@ def cmd_tune(args) -> int:
             print(f"{PROG}: {args.from_record} records no key for this device; nothing to tune")
             return 0
     else:
-        keys = _keys(args)
+        keys = coverage_order(_keys(args))
     if args.missing_only:
         keys = _missing(keys, device)
     where = "--storage" if args.storage is not None else "study journal"
-    spaces = {k: SearchSpace(k, device) for k in keys}
+
+    def open_key(key: Any) -> tuple[Any, Any]:
+        """The key's search space and study, opened when its turn comes: opening every
+        study up front costs time that grows with the square of the key count in a
+        journal, and a run cut short by --max-seconds never needs the rest."""
+        space = SearchSpace(key, device)
+        try:
+            return space, open_study(key, device, args.storage, trials=trials,
+                                     seed=args.seed, space=space)
+        except StorageError as exc:
+            raise CLIError(f"{where}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - e.g. a database that refuses the study
+            text = str(exc).strip().splitlines()
+            hint = ("; a damaged journal can be moved aside (studies start afresh)"
+                    if isinstance(exc, ValueError) else "")
+            raise CLIError(f"{where}: cannot open the studies ({type(exc).__name__}: "
+                           f"{text[0][:300] if text else ''}){hint}") from None
+
     try:
         open_storage(args.storage)  # checked before anything is written to it
-        studies = {k: open_study(k, device, args.storage, trials=trials, seed=args.seed,
-                                 space=spaces[k]) for k in keys}
     except StorageError as exc:
         raise CLIError(f"{where}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - e.g. a database that refuses the study
-        text = str(exc).strip().splitlines()
-        hint = ("; a damaged journal can be moved aside (studies start afresh)"
-                if isinstance(exc, ValueError) else "")
-        raise CLIError(f"{where}: cannot open the studies ({type(exc).__name__}: "
-                       f"{text[0][:300] if text else ''}){hint}") from None
+    if keys:
+        open_key(keys[0])  # a storage that refuses studies fails before any work
     bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
                file=sys.stderr)
     errors: list[str] = []
@@ -589,15 +601,16 @@ def cmd_tune(args) -> int:
                 if left is not None and left <= 0:
                     incomplete.append(f"{key.as_text()}: not started")
                     continue
+                space, study = open_key(key)
                 try:
                     run_trials(key, device, trials=trials, timeout_s=tightest(args.timeout, left),
-                               study=studies[key], isolate=args.isolate, seed=args.seed,
-                               space=spaces[key], pool=pool, on_trial=lambda _t: bar.update(1))
-                    done = len(finished_trials(studies[key]))
+                               study=study, isolate=args.isolate, seed=args.seed,
+                               space=space, pool=pool, on_trial=lambda _t: bar.update(1))
+                    done = len(finished_trials(study))
                     if done < trials:
                         incomplete.append(f"{key.as_text()}: {done} of {trials} trials")
                         continue
-                    result = finalize(studies[key], key, device, space=spaces[key],
+                    result = finalize(study, key, device, space=space,
                                       isolate=args.isolate, seed=args.seed, skip=skip)
                 except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
                     _add_row(rows, errors, key, None, 0, 0, f"{type(exc).__name__}: {exc}")

@@ -97,6 +97,12 @@ def test_tune_stopped_by_max_seconds_records_nothing_partial_and_resumes(capsys)
     assert code == 0
     assert "--max-seconds reached; 2 key(s) resume" in err and "gae|none" in err
     assert show_json(capsys) == []  # no entry from a study short of its budget
+    # Studies are opened when their key's turn comes: only the first (opened up front to
+    # check the storage) exists after a run stopped at once.
+    from rltriton_tune.tune.storage import default_journal, open_storage
+
+    names = optuna.get_all_study_names(open_storage(str(default_journal())))
+    assert len(names) == 1 and "gae" in names[0]
     code, out, err = run(capsys, *argv)
     assert code == 0 and "resume" not in err
     assert sorted((e["algorithm"], e["trials"]) for e in show_json(capsys)) == [

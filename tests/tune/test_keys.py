@@ -6,7 +6,14 @@ import pytest
 
 from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.tune.keys import COMMON_FLAGS, SHIP_SHAPES, flag_sets, grid_keys
+from rltriton_tune.tune.keys import (
+    COMMON_FLAGS,
+    SHIP_SHAPES,
+    coarse_to_fine,
+    coverage_order,
+    flag_sets,
+    grid_keys,
+)
 
 
 def test_common_flags_cover_every_algorithm():
@@ -41,3 +48,28 @@ def test_grid_keys_are_unique_and_ordered():
     assert len(keys) == len(set(keys)) == 2 * 2 * 2 * 2
     assert keys[0] == ProblemKey("gae", 8, 8, "float32", "env", "none", 0)
     assert all(n * t <= 1 << 28 for n, t in SHIP_SHAPES)
+
+
+def test_coarse_to_fine_spreads_every_prefix_over_the_grid():
+    shapes = [(n, t) for n in (8, 32, 128, 512) for t in (8, 32, 128, 512)]
+    order = coarse_to_fine(shapes)
+    assert sorted(order) == sorted(shapes)
+    assert order[0] == (8, 8)
+    assert order[1] == (512, 512)               # farthest from the first
+    assert set(order[2:4]) == {(8, 512), (512, 8)}
+    assert coarse_to_fine([]) == []
+    assert coarse_to_fine([(4, 4), (4, 4)]) == [(4, 4)]
+
+
+def test_coverage_order_puts_plain_keys_of_every_shape_first():
+    keys = grid_keys(["gae", "discounted_returns"], [(8, 8), (8, 512), (512, 8)],
+                     ["float32", "bfloat16"], ["env", "time"], ["common"], 8)
+    ordered = coverage_order(keys)
+    assert sorted(ordered, key=str) == sorted(keys, key=str)
+    plain = [k for k in keys if k.flags == "none" and k.dtype == "float32"]
+    assert set(ordered[:len(plain)]) == set(plain)
+    # then one dimension away (flag set or dtype), then both
+    tiers = [(k.flags != "none") + (k.dtype != "float32") for k in ordered]
+    assert tiers == sorted(tiers)
+    assert ordered[0] == ProblemKey("gae", 8, 8, "float32", "env", "none", 0)
+    assert (ordered[1].algorithm, ordered[1].layout) == ("discounted_returns", "env")
