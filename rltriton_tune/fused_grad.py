@@ -29,6 +29,7 @@ from torch import Tensor
 from rltriton_tune import dispatch
 from rltriton_tune.algorithms import ALGORITHMS, GRAD_ALGORITHMS
 from rltriton_tune.call import Call
+from rltriton_tune.fallback.threads import serial_below
 
 
 def grad_call(call: Call, grad_output: Tensor) -> Call:
@@ -142,5 +143,8 @@ def fused_gradients(call: Call, grad_output: Tensor, needed: tuple[str, ...]
     found = {name: written[name] for name in needed if name in written}
     rest = tuple(name for name in needed if name not in written)
     if rest:
-        found.update(_BOUNDARY[call.algorithm](_Boundary(call, outputs[0]), rest))
+        # A few whole-tensor operations: on a CPU, one thread unless they are large, like
+        # the torch implementations (rltriton_tune.fallback.threads).
+        with serial_below(call.device, call.n * call.t):
+            found.update(_BOUNDARY[call.algorithm](_Boundary(call, outputs[0]), rest))
     return found
