@@ -58,13 +58,18 @@ class _Boundary:
         (its own inverse)."""
         return x.t() if self.call.time_major else x
 
-    def flag(self, name: str) -> Tensor | None:
-        """A flag input as 0/1 (non-zero, NaN included, means true), or None if absent."""
+    def flag(self, name: str, step: int | None = None) -> Tensor | None:
+        """A flag input as 0/1 (non-zero, NaN included, means true), all steps or the
+        ``[N]`` of one; None if absent."""
         x = self.call.tensors.get(name)
-        return None if x is None else (self.logical(x) != 0).to(self.z.dtype)
+        if x is None:
+            return None
+        x = self.logical(x)
+        return ((x if step is None else x[:, step]) != 0).to(self.z.dtype)
 
-    def done(self) -> Tensor:
-        term, trunc = self.flag("terminateds"), self.flag("truncateds")
+    def done(self, step: int) -> Tensor:
+        """``[N]``: whether step ``step`` ends an episode (terminated or truncated)."""
+        term, trunc = self.flag("terminateds", step), self.flag("truncateds", step)
         return term if trunc is None else torch.maximum(term, trunc)
 
     def gamma(self) -> float:
@@ -72,19 +77,20 @@ class _Boundary:
 
 
 def _gae(b: _Boundary, needed: tuple[str, ...]) -> dict[str, Tensor]:
-    # nv[t] = next_values[t] everywhere, else b[t] at cut steps (t = T-1 or truncated).
-    kept = (1 - b.flag("terminateds")).mul_(b.z).mul_(b.gamma())
-    out = {}
-    if "next_values" in needed:
-        out["next_values"] = b.logical(kept)
-    if "bootstrap_values" in needed:
-        trunc = b.flag("truncateds")
-        cut = torch.zeros_like(kept) if trunc is None else trunc
-        cut[:, -1] = 1
-        out["bootstrap_values"] = b.logical(kept.mul(cut))
+    # nv[t] = next_values[t] everywhere, else b[t] at cut steps (t = T-1 or truncated),
+    # with gradient γ(1-term[t])·z[t]. The three inputs exclude each other.
     if "last_value" in needed:
-        out["last_value"] = kept[:, -1]
-    return out
+        last = (1 - b.flag("terminateds", -1)).mul_(b.z[:, -1]).mul_(b.gamma())
+        return {"last_value": last}
+    if "next_values" not in needed and "bootstrap_values" not in needed:
+        return {}
+    kept = (1 - b.flag("terminateds")).mul_(b.z).mul_(b.gamma())
+    if "next_values" in needed:
+        return {"next_values": b.logical(kept)}
+    trunc = b.flag("truncateds")
+    cut = torch.zeros_like(kept) if trunc is None else trunc
+    cut[:, -1] = 1
+    return {"bootstrap_values": b.logical(kept.mul_(cut))}
 
 
 def _returns(decay: Callable[[_Boundary], float]):
@@ -96,7 +102,7 @@ def _returns(decay: Callable[[_Boundary], float]):
             return {}
         trunc = b.flag("truncateds")
         grad = torch.zeros_like(b.z) if trunc is None else trunc.mul_(b.z).mul_(b.gamma())
-        last = (1 - b.done()[:, -1]).mul_(b.z[:, -1]).mul_(decay(b))
+        last = (1 - b.done(-1)).mul_(b.z[:, -1]).mul_(decay(b))
         grad[:, -1] += last
         return {"bootstrap_values": b.logical(grad)}
 
@@ -115,7 +121,7 @@ def _seeded(first_beta: Callable[[_Boundary], Tensor | float]):
 
 
 def _prefix_first_beta(b: _Boundary) -> Tensor | float:
-    return 1 - b.flag("dones")[:, 0] if b.call.starts_at else 1.0
+    return 1 - b.flag("dones", 0) if b.call.starts_at else 1.0
 
 
 _BOUNDARY: dict[str, Callable[[_Boundary, tuple[str, ...]], dict[str, Tensor]]] = {
