@@ -33,6 +33,8 @@ class AlgorithmSpec:
     integer: tuple[str, ...] = ()
     flags_inputs: tuple[str, ...] = ()
     neighbour_step: tuple[str, ...] = ()
+    #: Flags of options that are no input (the prefix sum's ``boundary="starts_at"``).
+    options: tuple[str, ...] = ()
 
     @property
     def first_float(self) -> str:
@@ -50,8 +52,7 @@ class AlgorithmSpec:
     @property
     def possible_flags(self) -> frozenset[str]:
         """Flags a problem key of this estimator may carry."""
-        found = {FLAG_NAMES[name] for name in self.keyed_inputs}
-        return frozenset(found | ({STARTS_AT} if self.name == "episodic_prefix_sum" else set()))
+        return frozenset({FLAG_NAMES[name] for name in self.keyed_inputs} | set(self.options))
 
     @property
     def required_flags(self) -> frozenset[str]:
@@ -59,6 +60,9 @@ class AlgorithmSpec:
         return frozenset(FLAG_NAMES[name] for name in self.keyed_inputs
                          if name not in self.optional)
 
+
+#: Flag for the prefix sum's ``boundary="starts_at"`` option (absent means "ends_at").
+STARTS_AT = "starts_at"
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec
@@ -139,6 +143,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             per_env=("seed_values",),
             flags_inputs=("dones",),
             neighbour_step=("dones",),
+            options=(STARTS_AT,),
         ),
     )
 }
@@ -151,9 +156,6 @@ FLAG_NAMES: dict[str, str] = {
     "seed_values": "seed",
     "next_values": "next",
 }
-
-#: Flag for the prefix sum's ``boundary="starts_at"`` option (absent means "ends_at").
-STARTS_AT = "starts_at"
 
 
 # --------------------------------------------------------------------------- adjoint scans
@@ -197,6 +199,91 @@ ALGORITHMS.update({
     )
 })
 
-#: The seven public estimators (every algorithm but the adjoint scans), in table order.
+
+# --------------------------------------------------------------------------- grad algorithms
+# The whole backward pass of a single-output estimator as one scan: the adjoint recurrence
+# with β computed from the flags (β depends on flags and scalars only, for these five) and
+# a finish that writes the input gradients. For a backward-in-time estimator
+# y[t] = α[t] + β[t]·y[t+1] the adjoint is z[t] = g[t] + β[t-1]·z[t-1] (β[-1] = 0), for a
+# forward-in-time one z[t] = g[t] + β[t+1]·z[t+1] (β[T] = 0); dL/dα = z. The outputs:
+#
+#     gae_grad:                  z,  -z[t] + γ·(1-done[t-1])·z[t-1]  (0 with next_values)
+#     lambda_returns_grad:       z,  γ·(1-λ)·(1-done[t])·z[t]        (rewards, next_values)
+#     discounted_returns_grad:   z                                   (rewards)
+#     eligibility_traces_grad:   z                                   (gradients)
+#     episodic_prefix_sum_grad:  z                                   (inputs)
+#
+# with β of the estimator: γλ(1-done[t]) (GAE, λ-returns), γ(1-done[t]) (returns),
+# γλ(1-done[t-1]) (traces), 1-done[t-1] or 1-done[t] with starts_at (prefix sums). The
+# per-env and bootstrap gradients are pointwise in z (rltriton_tune.fused_grad). GAE's
+# grad call takes ``next_values`` only for its presence (the "next" flag: nv then never
+# reads values, so values get -z); its data is never read. Like the adjoint scans these
+# are problems of their own, with no public function.
+GRAD_ALGORITHMS: dict[str, str] = {
+    name: f"{name}_grad"
+    for name in ("gae", "lambda_returns", "discounted_returns", "eligibility_traces",
+                 "episodic_prefix_sum")
+}
+"""The grad algorithm of each estimator that has one (V-trace and Retrace have none)."""
+
+ALGORITHMS.update({
+    spec.name: spec
+    for spec in (
+        AlgorithmSpec(
+            name="gae_grad",
+            direction="forward",
+            tensors=("grads", "terminateds", "truncateds", "next_values"),
+            optional=("truncateds", "next_values"),
+            outputs=("grad_rewards", "grad_values"),
+            scalars=("gamma", "lambda_"),
+            flags_inputs=("terminateds", "truncateds"),
+            neighbour_step=("terminateds", "truncateds"),
+        ),
+        AlgorithmSpec(
+            name="lambda_returns_grad",
+            direction="forward",
+            tensors=("grads", "terminateds", "truncateds"),
+            optional=("truncateds",),
+            outputs=("grad_rewards", "grad_next_values"),
+            scalars=("gamma", "lambda_"),
+            flags_inputs=("terminateds", "truncateds"),
+            neighbour_step=("terminateds", "truncateds"),
+        ),
+        AlgorithmSpec(
+            name="discounted_returns_grad",
+            direction="forward",
+            tensors=("grads", "terminateds", "truncateds"),
+            optional=("truncateds",),
+            outputs=("grad_rewards",),
+            scalars=("gamma",),
+            flags_inputs=("terminateds", "truncateds"),
+            neighbour_step=("terminateds", "truncateds"),
+        ),
+        AlgorithmSpec(
+            name="eligibility_traces_grad",
+            direction="backward",
+            tensors=("grads", "dones"),
+            optional=(),
+            outputs=("grad_gradients",),
+            scalars=("gamma", "lambda_"),
+            flags_inputs=("dones",),
+        ),
+        AlgorithmSpec(
+            name="episodic_prefix_sum_grad",
+            direction="backward",
+            tensors=("grads", "dones"),
+            optional=(),
+            outputs=("grad_inputs",),
+            scalars=(),
+            flags_inputs=("dones",),
+            neighbour_step=("dones",),
+            options=(STARTS_AT,),
+        ),
+    )
+})
+
+#: The seven public estimators (every algorithm but the adjoint scans and the grad
+#: algorithms), in table order.
 ESTIMATOR_NAMES: tuple[str, ...] = tuple(
-    name for name in ALGORITHMS if name not in ADJOINT_SCANS.values())
+    name for name in ALGORITHMS
+    if name not in ADJOINT_SCANS.values() and name not in GRAD_ALGORITHMS.values())

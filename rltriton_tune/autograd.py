@@ -2,8 +2,11 @@
 
 Every estimator is ``y[t] = α[t] + β[t]·y[t±1]`` with pointwise α, β built from
 its inputs (:mod:`rltriton_tune.fallback.coefficients`) and, for V-trace and
-Retrace, a pointwise ``finish`` turning ``y`` into the outputs. For a loss ``L``
-with output gradients ``g_out``:
+Retrace, a pointwise ``finish`` turning ``y`` into the outputs. The five
+single-output estimators run their whole backward pass as one call of their grad
+algorithm (:mod:`rltriton_tune.fused_grad`). V-trace and Retrace (and, for tests,
+any estimator) take three phases, :func:`phased_gradients`; for a loss ``L`` with
+output gradients ``g_out``:
 
 1. ``g_y``: the output gradients pulled back through ``finish`` (autograd through
    the torch finisher; the identity for the single-output estimators);
@@ -30,10 +33,11 @@ import torch
 from torch import Tensor
 
 from rltriton_tune import dispatch
-from rltriton_tune.algorithms import ADJOINT_SCANS, ALGORITHMS
+from rltriton_tune.algorithms import ADJOINT_SCANS, ALGORITHMS, GRAD_ALGORITHMS
 from rltriton_tune.call import Call
 from rltriton_tune.fallback.coefficients import build
 from rltriton_tune.fallback.compiled import _dynamo_limits
+from rltriton_tune.fused_grad import fused_gradients
 
 
 @functools.cache
@@ -190,8 +194,21 @@ def gradients(call: Call, outputs: tuple[Tensor, ...], grad_outputs: tuple[Tenso
 
     ``outputs`` are the forward results of ``call`` and ``grad_outputs`` their gradients,
     both in the call's layout; ``needed`` names floating inputs of ``call`` (a subset of
-    :func:`differentiable`). Returns gradients shaped like the call's tensors, in the
-    input's dtype. Needs N >= 1 and T >= 1.
+    :func:`differentiable`). Returns gradients shaped like the call's tensors (the caller
+    casts them to the input's dtype). Needs N >= 1 and T >= 1.
+
+    Estimators with a grad algorithm take the fused path (one scan call); V-trace and
+    Retrace the three steps of :func:`phased_gradients`.
+    """
+    if call.algorithm in GRAD_ALGORITHMS:
+        return fused_gradients(call, grad_outputs[0], needed)
+    return phased_gradients(call, outputs, grad_outputs, needed)
+
+
+def phased_gradients(call: Call, outputs: tuple[Tensor, ...], grad_outputs: tuple[Tensor, ...],
+                     needed: tuple[str, ...]) -> dict[str, Tensor]:
+    """:func:`gradients` in three steps, for any estimator: the pointwise phase before the
+    adjoint scan, the scan, the pointwise phase after it.
 
     The pointwise work uses ``torch.func.vjp`` rather than ``torch.autograd.grad``: this
     runs inside a custom operator's implementation, where autograd's dispatch keys are

@@ -19,7 +19,13 @@ from typing import Any
 import torch
 
 from rltriton_tune import dispatch, fallback, ops
-from rltriton_tune.algorithms import ADJOINT_SCANS, ALGORITHMS, AlgorithmSpec
+from rltriton_tune.algorithms import (
+    ADJOINT_SCANS,
+    ALGORITHMS,
+    GRAD_ALGORITHMS,
+    STARTS_AT,
+    AlgorithmSpec,
+)
 from rltriton_tune.autograd import requires_grad as _requires_grad
 from rltriton_tune.call import Call
 
@@ -576,11 +582,16 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
 }
 
 
-# The adjoint scans (the estimators' backward passes, rltriton_tune.autograd) have no
-# public function, but the tuner prepares their calls like any estimator's.
-for _scan in ADJOINT_SCANS.values():
-    _PLANS[_scan] = _Plan(ALGORITHMS[_scan], _scan)
-    _PARAMETERS[_scan] = {"grads": _REQUIRED, "beta": _REQUIRED, "time_major": False}
+# The adjoint scans and the grad algorithms (the estimators' backward passes,
+# rltriton_tune.autograd) have no public function, but the tuner prepares their calls like
+# any estimator's: keyword arguments named like their tensors and scalars.
+for _name in (*ADJOINT_SCANS.values(), *GRAD_ALGORITHMS.values()):
+    _spec = ALGORITHMS[_name]
+    _PLANS[_name] = _Plan(_spec, _name)
+    _PARAMETERS[_name] = {
+        **{name: None if name in _spec.optional else _REQUIRED for name in _spec.tensors},
+        **dict.fromkeys(_spec.scalars, _REQUIRED), "time_major": False,
+        **({"boundary": "ends_at"} if STARTS_AT in _spec.options else {})}
 
 
 def prepare_call(algorithm: str, **kwargs: Any) -> Call | None:

@@ -85,7 +85,7 @@ def random_inputs(
         _plant_flags(kwargs, key, gen, where)
     for name in spec.scalars:
         kwargs[name] = DEFAULT_SCALARS[name]
-    if key.algorithm == "episodic_prefix_sum":
+    if STARTS_AT in spec.options:
         kwargs["boundary"] = "starts_at" if STARTS_AT in flags else "ends_at"
     kwargs["time_major"] = key.time_major
     return kwargs

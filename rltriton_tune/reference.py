@@ -7,12 +7,15 @@ tuner's correctness gate compare against an independent implementation. Inputs
 are assumed valid; outputs are float64 CPU tensors in the caller's layout.
 
 Internally every ``[N, T]`` array is held time-first, ``x[t]`` being the ``[N]``
-values of step ``t``, so the code reads like the formulas in SPEC.md.
+values of step ``t``, so the code reads like the formulas in SPEC.md. The
+implementations record autograd (:func:`reference_vjp` differentiates them, which is
+the reference of the estimators' gradients and of the grad algorithms);
+:func:`reference` runs them without.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -24,7 +27,7 @@ _F64 = torch.float64
 
 def _steps(x: Tensor, time_major: bool) -> Tensor:
     """``[N, T(, A)]`` (or ``[T, N(, A)]`` when time-major) -> float64 ``[T, N(, A)]``."""
-    x = x.detach().to("cpu")
+    x = x.to("cpu")
     if not time_major:
         x = x.transpose(0, 1)
     return x.to(_F64).contiguous()
@@ -34,7 +37,7 @@ def _per_env(x: Tensor | None, n: int) -> Tensor:
     """An optional ``[N]`` tensor as float64, zeros when absent."""
     if x is None:
         return torch.zeros(n, dtype=_F64)
-    return x.detach().to("cpu", _F64)
+    return x.to("cpu", _F64)
 
 
 def _flags(x: Tensor | None, like: Tensor, time_major: bool) -> Tensor:
@@ -236,6 +239,54 @@ def _adjoint_scan_backward(grads, beta, *, time_major=False):
     return (_backward(g, shifted, _zero_row(g)),)
 
 
+# Grad algorithms (rltriton_tune.algorithms.GRAD_ALGORITHMS): the kernel outputs of each,
+# autograd through the estimator's reference. The estimators are affine in the inputs
+# differentiated here, so their values do not matter: zeros. GAE's next_values is passed
+# on (only its presence changes the gradients).
+
+
+def _zeros_like_steps(grads: Tensor) -> Tensor:
+    return torch.zeros(grads.shape, dtype=_F64)
+
+
+def _grad_outputs(algorithm: str, grads: Tensor, wrt: tuple[str, ...], time_major: bool,
+                  **kwargs: Any) -> tuple[Tensor, ...]:
+    """Gradients of ``sum(grads·algorithm(...))`` for the inputs ``wrt``, time first."""
+    zeros = {name: _zeros_like_steps(grads) for name in wrt}
+    found = reference_vjp(algorithm, (grads,), wrt, **kwargs, **zeros, time_major=time_major)
+    return tuple(_steps(found[name], time_major) for name in wrt)
+
+
+def _gae_grad(grads, terminateds, truncateds=None, next_values=None, gamma=0.99, lambda_=0.95,
+              *, time_major=False):
+    return _grad_outputs("gae", grads, ("rewards", "values"), time_major,
+                         terminateds=terminateds, truncateds=truncateds,
+                         next_values=next_values, gamma=gamma, lambda_=lambda_)
+
+
+def _lambda_returns_grad(grads, terminateds, truncateds=None, gamma=0.99, lambda_=0.95, *,
+                         time_major=False):
+    return _grad_outputs("lambda_returns", grads, ("rewards", "next_values"), time_major,
+                         terminateds=terminateds, truncateds=truncateds, gamma=gamma,
+                         lambda_=lambda_)
+
+
+def _discounted_returns_grad(grads, terminateds, truncateds=None, gamma=0.99, *,
+                             time_major=False):
+    return _grad_outputs("discounted_returns", grads, ("rewards",), time_major,
+                         terminateds=terminateds, truncateds=truncateds, gamma=gamma)
+
+
+def _eligibility_traces_grad(grads, dones, gamma, lambda_, *, time_major=False):
+    return _grad_outputs("eligibility_traces", grads, ("gradients",), time_major, dones=dones,
+                         gamma=gamma, lambda_=lambda_)
+
+
+def _episodic_prefix_sum_grad(grads, dones, boundary="ends_at", *, time_major=False):
+    return _grad_outputs("episodic_prefix_sum", grads, ("inputs",), time_major, dones=dones,
+                         boundary=boundary)
+
+
 _IMPLEMENTATIONS: dict[str, Callable[..., tuple[Tensor, ...]]] = {
     "gae": _gae,
     "vtrace": _vtrace,
@@ -246,6 +297,11 @@ _IMPLEMENTATIONS: dict[str, Callable[..., tuple[Tensor, ...]]] = {
     "episodic_prefix_sum": _episodic_prefix_sum,
     "adjoint_scan_forward": _adjoint_scan_forward,
     "adjoint_scan_backward": _adjoint_scan_backward,
+    "gae_grad": _gae_grad,
+    "lambda_returns_grad": _lambda_returns_grad,
+    "discounted_returns_grad": _discounted_returns_grad,
+    "eligibility_traces_grad": _eligibility_traces_grad,
+    "episodic_prefix_sum_grad": _episodic_prefix_sum_grad,
 }
 
 
@@ -256,7 +312,27 @@ def reference(algorithm: str, **kwargs: Any) -> Tensor | tuple[Tensor, Tensor]:
     ``vtrace`` and ``retrace``, exactly like the public functions.
     """
     time_major = bool(kwargs.get("time_major", False))
-    outputs = _IMPLEMENTATIONS[algorithm](**kwargs)
+    with torch.no_grad():
+        outputs = _IMPLEMENTATIONS[algorithm](**kwargs)
     if not time_major:
         outputs = tuple(y.transpose(0, 1).contiguous() for y in outputs)
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+def reference_vjp(algorithm: str, grad_outputs: Sequence[Tensor], wrt: Sequence[str],
+                  **kwargs: Any) -> dict[str, Tensor]:
+    """Gradients of ``sum(grad_outputs · outputs)`` of ``algorithm`` with respect to the
+    inputs ``wrt``, by autograd through the float64 reference.
+
+    ``kwargs`` are the public function's; ``grad_outputs`` are in the caller's layout, one
+    per output. Returns float64 CPU tensors shaped like the inputs (zeros for an input the
+    outputs do not depend on).
+    """
+    time_major = bool(kwargs.get("time_major", False))
+    leaves = {name: kwargs[name].detach().to("cpu", _F64).requires_grad_() for name in wrt}
+    with torch.enable_grad():
+        outputs = _IMPLEMENTATIONS[algorithm](**{**kwargs, **leaves})
+        grads = [_steps(g, time_major) for g in grad_outputs]
+        found = torch.autograd.grad(outputs, tuple(leaves.values()), grads, allow_unused=True)
+    return {name: torch.zeros_like(leaf) if g is None else g
+            for (name, leaf), g in zip(leaves.items(), found, strict=True)}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES, GRAD_ALGORITHMS
+from rltriton_tune.autograd import differentiable
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
@@ -28,14 +29,35 @@ def test_neighbour_reads_follow_the_spec():
 
 
 def test_estimators_and_their_adjoint_scans():
-    from rltriton_tune.algorithms import ADJOINT_SCANS, ESTIMATOR_NAMES
+    from rltriton_tune.algorithms import ADJOINT_SCANS, ESTIMATOR_NAMES, GRAD_ALGORITHMS
 
     assert ESTIMATOR_NAMES == ("gae", "vtrace", "retrace", "lambda_returns",
                                "discounted_returns", "eligibility_traces",
                                "episodic_prefix_sum")
-    assert set(ALGORITHMS) == set(ESTIMATOR_NAMES) | set(ADJOINT_SCANS.values())
+    assert set(ALGORITHMS) == (set(ESTIMATOR_NAMES) | set(ADJOINT_SCANS.values())
+                               | set(GRAD_ALGORITHMS.values()))
     for direction, scan in ADJOINT_SCANS.items():
         spec = ALGORITHMS[scan]
         assert spec.direction != direction          # the adjoint runs the other way
         assert spec.tensors == ("grads", "beta") and spec.neighbour_step == ("beta",)
         assert not spec.possible_flags and not spec.scalars
+
+
+@pytest.mark.parametrize("estimator", sorted(GRAD_ALGORITHMS))
+def test_grad_algorithms_mirror_their_estimator(estimator):
+    """A grad algorithm scans the other way, reads the output gradient and some of its
+    estimator's inputs, takes its scalars, keys a subset of its flags, and writes
+    ``grad_<input>`` for floating inputs of the estimator (the adjoint z first)."""
+    spec, est = ALGORITHMS[GRAD_ALGORITHMS[estimator]], ALGORITHMS[estimator]
+    assert len(est.outputs) == 1 and spec.direction != est.direction
+    assert spec.tensors[0] == "grads" and set(spec.tensors[1:]) <= set(est.tensors)
+    assert spec.scalars == est.scalars and spec.possible_flags <= est.possible_flags
+    assert set(spec.flags_inputs) == set(est.flags_inputs) & set(spec.tensors)
+    inputs = [name.removeprefix("grad_") for name in spec.outputs]
+    assert set(inputs) <= set(differentiable(estimator)) and 1 <= len(inputs) <= 2
+    assert inputs[0] == est.first_float
+
+
+def test_vtrace_and_retrace_have_no_grad_algorithm():
+    assert set(GRAD_ALGORITHMS) == {name for name in ESTIMATOR_NAMES
+                                    if len(ALGORITHMS[name].outputs) == 1}

@@ -11,9 +11,16 @@ import torch
 
 import rltriton_tune as rt
 from rltriton_tune import dispatch
-from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES, STARTS_AT
+from rltriton_tune.algorithms import (
+    ADJOINT_SCANS,
+    ALGORITHMS,
+    ESTIMATOR_NAMES,
+    GRAD_ALGORITHMS,
+    STARTS_AT,
+)
 from rltriton_tune.autograd import adjoint_scan, differentiable
 from rltriton_tune.call import Call, ProblemKey, flags_string
+from rltriton_tune.dispatch import memo
 from rltriton_tune.estimators import ESTIMATORS
 from rltriton_tune.problems import random_inputs
 
@@ -167,22 +174,24 @@ def test_adjoint_scans_in_triton_match_the_reference(strategy, algorithm):
 @pytest.mark.parametrize("strategy", ["tiled", "flat"])
 @pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_gradients_with_triton_strategies_match_the_fallback(strategy, algorithm):
-    """Forward and adjoint scan both forced to a Triton strategy (interpreter on CPU)."""
+    """Forward and backward scans (the grad algorithm, or the adjoint scan) both forced to a
+    Triton strategy (interpreter on CPU): the backward pass dispatches under the same
+    ``force``."""
     kwargs = inputs(algorithm, flags_string(flag_sets(algorithm)[-1]), dtype="float32")
     names = grad_names(algorithm, kwargs)
     grads = {}
     for forced in (None, strategy):
         leaves = [kwargs[name].detach().clone().requires_grad_() for name in names]
         f = as_function(algorithm, kwargs, names)
-        if forced is None:
+        with rt.force(forced or "torch"):
             outputs = f(*leaves)
-        else:
-            with rt.force(forced):
-                outputs = f(*leaves)
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        weights = [torch.linspace(-1, 1, o.numel()).reshape(o.shape) for o in outputs]
-        sum((o * w).sum() for o, w in zip(outputs, weights, strict=True)).backward()
+            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+            weights = [torch.linspace(-1, 1, o.numel()).reshape(o.shape) for o in outputs]
+            sum((o * w).sum() for o, w in zip(outputs, weights, strict=True)).backward()
         grads[forced] = [leaf.grad for leaf in leaves]
+    backward = GRAD_ALGORITHMS.get(algorithm, ADJOINT_SCANS[ALGORITHMS[algorithm].direction])
+    assert {d.strategy for k, d in memo.decisions().items() if k[0].algorithm == backward} \
+        == {strategy}
     for a, b in zip(grads[None], grads[strategy], strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 

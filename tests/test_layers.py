@@ -23,7 +23,7 @@ PACKAGE = Path(rltriton_tune.__file__).resolve().parent
 CORE = ("algorithms", "call", "pow2", "problems", "reference", "strategy", "kernels",
         "fallback")
 RUNTIME = ("settings", "state", "estimators", "dispatch", "tuning_db", "torchrl", "autograd",
-           "ops")
+           "fused_grad", "ops")
 TOOLING = ("tune", "cli")
 
 

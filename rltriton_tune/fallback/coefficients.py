@@ -335,6 +335,75 @@ def adjoint_scan_backward(call: Call) -> Coefficients:
                         _identity)
 
 
+# Grad algorithms (rltriton_tune.algorithms.GRAD_ALGORITHMS): α = the output gradient, β the
+# estimator's β read one step over, and a finish that writes the input gradients from z.
+
+
+def _adjoint_of_backward(inp: _Inputs, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(α, β, not_done) of the adjoint of a backward-in-time estimator whose β is
+    ``scale·(1 - done[t])``: α = g, β[t] = scale·(1 - done[t-1]) (0 at t = 0), and the
+    fresh ``1 - done``."""
+    not_done = _not_done(inp.flag("terminateds"), inp.flag("truncateds"))
+    return inp.fresh("grads"), _shift_prev(not_done, 0.0).mul_(scale), not_done
+
+
+def gae_grad(call: Call) -> Coefficients:
+    """z[t] = g[t] + γλ(1-done[t-1])·z[t-1]; grad_values[t] = -z[t] + γ(1-done[t-1])·z[t-1]
+    (α[t-1] reads values[t] as nv unless t-1 is truncated or next_values is given)."""
+    inp = _Inputs(call)
+    g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
+    alpha, beta, not_done = _adjoint_of_backward(inp, g * lam)
+    reads_values = "next_values" not in call.tensors
+
+    def finish(z: Tensor) -> tuple[Tensor, ...]:
+        grad_values = torch.neg(z)
+        if reads_values:
+            grad_values[:, 1:].addcmul_(not_done[:, :-1].mul_(g), z[:, :-1])
+        return z, grad_values
+
+    return Coefficients(alpha, beta, False, finish)
+
+
+def lambda_returns_grad(call: Call) -> Coefficients:
+    """z[t] = g[t] + γλ(1-done[t-1])·z[t-1]; grad_next_values = γ(1-λ)(1-done)·z."""
+    inp = _Inputs(call)
+    g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
+    alpha, beta, not_done = _adjoint_of_backward(inp, g * lam)
+
+    def finish(z: Tensor) -> tuple[Tensor, ...]:
+        return z, not_done.mul_(z).mul_(g * (1 - lam))
+
+    return Coefficients(alpha, beta, False, finish)
+
+
+def discounted_returns_grad(call: Call) -> Coefficients:
+    """z[t] = g[t] + γ(1-done[t-1])·z[t-1]."""
+    inp = _Inputs(call)
+    alpha, beta, _ = _adjoint_of_backward(inp, inp.scalar("gamma"))
+    return Coefficients(alpha, beta, False, _identity)
+
+
+def _adjoint_of_forward(inp: _Inputs, beta_next: Tensor) -> Coefficients:
+    """α = g, β = ``beta_next`` (the estimator's β[t+1]) with β[T-1] = 0: a backward scan."""
+    beta_next[:, -1] = 0.0
+    return Coefficients(inp.fresh("grads"), beta_next, True, _identity)
+
+
+def eligibility_traces_grad(call: Call) -> Coefficients:
+    """z[t] = g[t] + γλ(1-done[t])·z[t+1]."""
+    inp = _Inputs(call)
+    gl = inp.scalar("gamma") * inp.scalar("lambda_")
+    return _adjoint_of_forward(inp, _one_minus(inp.flag("dones"), gl))
+
+
+def episodic_prefix_sum_grad(call: Call) -> Coefficients:
+    """z[t] = g[t] + (1-done[t])·z[t+1] (``starts_at``: (1-done[t+1])·z[t+1])."""
+    inp = _Inputs(call)
+    dones = inp.flag("dones")
+    keep = _shift_next(dones, 0.0) if call.starts_at else dones
+    return _adjoint_of_forward(inp, _one_minus(keep))
+
+
 #: One coefficient builder per algorithm name (see ``rltriton_tune.algorithms``).
 BUILDERS: dict[str, Callable[[Call], Coefficients]] = {
     "gae": gae,
@@ -346,6 +415,11 @@ BUILDERS: dict[str, Callable[[Call], Coefficients]] = {
     "episodic_prefix_sum": episodic_prefix_sum,
     "adjoint_scan_forward": adjoint_scan_forward,
     "adjoint_scan_backward": adjoint_scan_backward,
+    "gae_grad": gae_grad,
+    "lambda_returns_grad": lambda_returns_grad,
+    "discounted_returns_grad": discounted_returns_grad,
+    "eligibility_traces_grad": eligibility_traces_grad,
+    "episodic_prefix_sum_grad": episodic_prefix_sum_grad,
 }
 
 

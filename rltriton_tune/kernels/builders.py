@@ -407,6 +407,125 @@ def adjoint_scan_backward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T,
     return _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, 1)
 
 
+# --------------------------------------------------------------------------- grad algorithms
+# The backward passes of the single-output estimators in one scan each
+# (rltriton_tune.algorithms.GRAD_ALGORITHMS): alpha = the output gradient g, beta = the
+# estimator's beta read one step over and computed here from the flags, and a finish that
+# writes the input gradients from z (and z[t-1], ``next_value``, for GAE's values).
+# gae_grad slots: grads, terminateds, truncateds (next_values has no slot: "next" sets
+# F_BOOT and F_ENV, as for GAE); lambda_returns_grad and discounted_returns_grad: grads,
+# terminateds, truncateds; eligibility_traces_grad and episodic_prefix_sum_grad: grads, dones.
+
+
+@triton.jit
+def _not_done(P_TERM, P_TRUNC, rows, ts, sn, st, m, F_TRUNC: tl.constexpr):
+    """1 - max(term, trunc) at ts where ``m`` (1 where masked)."""
+    done = _flag(P_TERM, rows, ts, sn, st, m)
+    if F_TRUNC:
+        done = tl.maximum(done, _flag(P_TRUNC, rows, ts, sn, st, m))
+    return 1.0 - done
+
+
+@triton.jit
+def _previous_not_done(P_TERM, P_TRUNC, rows, ts, N, T, sn, st, F_TRUNC: tl.constexpr):
+    """(1 - done[t-1], inside): 0 at t = 0 and outside the problem."""
+    mp = _valid(rows, ts, N, T) & (ts >= 1)
+    return tl.where(mp, _not_done(P_TERM, P_TRUNC, rows, ts - 1, sn, st, mp, F_TRUNC), 0.0)
+
+
+@triton.jit
+def _grad_of_backward(P0, P1, P2, rows, ts, N, T, sn, st, decay, F_TRUNC: tl.constexpr):
+    """alpha = g[t], beta = decay * (1 - done[t-1]): the adjoint of a backward-in-time
+    estimator whose beta is decay * (1 - done[t])."""
+    m = _valid(rows, ts, N, T)
+    g = _ld(P0, rows, ts, sn, st, m)
+    beta = decay * _previous_not_done(P1, P2, rows, ts, N, T, sn, st, F_TRUNC)
+    return tl.where(m, g, 0.0), beta
+
+
+@triton.jit
+def gae_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+                    saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                    F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _grad_of_backward(P0, P1, P2, rows, ts, N, T, sn, st, S0 * S1, F_TRUNC)
+
+
+@triton.jit
+def gae_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn,
+                    st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                    BLOCK_A: tl.constexpr):
+    # y = z[t], y_next = z[t-1]: values[t] is nv[t-1] unless t-1 is cut (truncated; never
+    # T-1) or next_values is given, so grad_values[t] = -z[t] + g(1-done[t-1]) z[t-1].
+    m = _valid(rows, ts, N, T)
+    if _next_given(F_BOOT, F_ENV):
+        grad_values = -y
+    else:
+        grad_values = S0 * _previous_not_done(P1, P2, rows, ts, N, T, sn, st, F_TRUNC) * y_next - y
+    _store(O0, rows, ts, osn, ost, y, m)
+    _store(O1, rows, ts, osn, ost, grad_values, m)
+
+
+@triton.jit
+def lambda_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _grad_of_backward(P0, P1, P2, rows, ts, N, T, sn, st, S0 * S1, F_TRUNC)
+
+
+@triton.jit
+def lambda_returns_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N,
+                               T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+                               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                               F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                               BLOCK_A: tl.constexpr):
+    # alpha[t] holds g(1-l)(1-done[t]) nv[t].
+    m = _valid(rows, ts, N, T)
+    not_done = _not_done(P1, P2, rows, ts, sn, st, m, F_TRUNC)
+    _store(O0, rows, ts, osn, ost, y, m)
+    _store(O1, rows, ts, osn, ost, S0 * (1.0 - S1) * not_done * y, m)
+
+
+@triton.jit
+def discounted_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st,
+                                   se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                                   F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _grad_of_backward(P0, P1, P2, rows, ts, N, T, sn, st, S0, F_TRUNC)
+
+
+@triton.jit
+def _grad_of_forward(P0, P1, rows, ts, N, T, sn, st, decay, F_STARTS: tl.constexpr):
+    """alpha = g[t], beta = decay * (1 - done[t]) (done[t+1] with ``F_STARTS``) for t < T-1,
+    0 at T-1: the adjoint of a forward-in-time estimator whose beta is
+    decay * (1 - done[t-1]) (done[t])."""
+    m = _valid(rows, ts, N, T)
+    g = _ld(P0, rows, ts, sn, st, m)
+    inside = m & (ts + 1 < T)
+    if F_STARTS:
+        done = _flag(P1, rows, ts + 1, sn, st, inside)
+    else:
+        done = _flag(P1, rows, ts, sn, st, inside)
+    return tl.where(m, g, 0.0), tl.where(inside, decay * (1.0 - done), 0.0)
+
+
+@triton.jit
+def eligibility_traces_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st,
+                                   se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                                   F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _grad_of_forward(P0, P1, rows, ts, N, T, sn, st, S0 * S1, False)
+
+
+@triton.jit
+def episodic_prefix_sum_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st,
+                                    se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                                    F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    return _grad_of_forward(P0, P1, rows, ts, N, T, sn, st, 1.0, F_STARTS)
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -432,4 +551,10 @@ BUILDERS: dict[str, Builder] = {
     "episodic_prefix_sum": Builder(episodic_prefix_sum_coeffs, store_finish, False),
     "adjoint_scan_forward": Builder(adjoint_scan_forward_coeffs, store_finish, False),
     "adjoint_scan_backward": Builder(adjoint_scan_backward_coeffs, store_finish, True),
+    "gae_grad": Builder(gae_grad_coeffs, gae_grad_finish, False, next_value=True),
+    "lambda_returns_grad": Builder(lambda_returns_grad_coeffs, lambda_returns_grad_finish,
+                                   False),
+    "discounted_returns_grad": Builder(discounted_returns_grad_coeffs, store_finish, False),
+    "eligibility_traces_grad": Builder(eligibility_traces_grad_coeffs, store_finish, True),
+    "episodic_prefix_sum_grad": Builder(episodic_prefix_sum_grad_coeffs, store_finish, True),
 }

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.algorithms import ALGORITHMS, GRAD_ALGORITHMS
 from rltriton_tune.call import ProblemKey, flags_string, parse_flags
 
 #: The flag sets real calls carry, per algorithm: GAE and V-trace with ``last_value`` (what
@@ -27,6 +27,13 @@ COMMON_FLAGS: dict[str, tuple[str, ...]] = {
     "eligibility_traces": ("none", "seed"),
     "episodic_prefix_sum": ("none", "seed"),
 }
+
+# The grad algorithms run in the backward passes of those calls, with the flags of each
+# set that they keep (truncations; GAE's next_values and the prefix sums' starts_at).
+for _estimator, _grad in GRAD_ALGORITHMS.items():
+    COMMON_FLAGS[_grad] = tuple(dict.fromkeys(
+        flags_string(parse_flags(flags) & ALGORITHMS[_grad].possible_flags)
+        for flags in COMMON_FLAGS[_estimator]))
 
 #: The shape grid of a shipped profile: 8 to 262144 environments by 8 to 65536 steps, a
 #: factor of 4 apart, up to 2^28 elements (a gigabyte a float32 tensor).
@@ -43,7 +50,7 @@ def flag_sets(algorithm: str, requested: Sequence[str]) -> list[str]:
     out: list[str] = []
     for text in requested:
         if text == "common":
-            # Algorithms without flags (the adjoint scans) have one key: plain.
+            # Algorithms it does not list (the adjoint scans) have one key: plain.
             out += COMMON_FLAGS.get(algorithm, ("none",))
             continue
         flags = parse_flags(text) | spec.required_flags

@@ -84,3 +84,22 @@ def test_loop_with_time_major_storage_for_many_rows(algorithm, flags):
     outputs = launch(call, "loop")
     assert all(o.is_contiguous() and o.shape == (n, t) for o in outputs)
     assert_matches(outputs, expected(algorithm, kwargs), "float32")
+
+
+#: The grad algorithms (the estimators' fused backward passes) and their flag sets.
+GRAD_FLAG_SETS = {"gae_grad": ("none", "trunc", "next", "next+trunc"),
+                  "lambda_returns_grad": ("none", "trunc"),
+                  "discounted_returns_grad": ("none", "trunc"),
+                  "eligibility_traces_grad": ("none",),
+                  "episodic_prefix_sum_grad": ("none", "starts_at")}
+
+
+@pytest.mark.parametrize("algorithm, flags",
+                         [(a, f) for a, sets in GRAD_FLAG_SETS.items() for f in sets])
+@pytest.mark.parametrize("mode", CPU_MODES)
+def test_grad_algorithms_match_reference(mode, algorithm, flags):
+    for (n, t), layout, dtype in [((5, 37), "env", "float32"), ((5, 37), "time", "bfloat16"),
+                                  ((1, 1), "env", "float64"), ((2, 2), "time", "float32")]:
+        kwargs, call = make_case(make_key(algorithm, n, t, flags, layout, dtype), seed=n * t)
+        assert_matches(launch(call, mode, **MODE_PARAMS[mode]), expected(algorithm, kwargs),
+                       dtype)

@@ -165,3 +165,26 @@ def test_scan_runs_only_for_env_major_backward_scans(monkeypatch):
     assert run("retrace", a=4) == 8
     monkeypatch.setattr(launch, "FLIP_ACTION_RUNS", False)
     assert run("retrace", a=4) == 1 and run("gae") == 8
+
+
+#: The grad algorithms' flag sets that change their kernels (GAE's values term with and
+#: without next_values, truncations, the prefix sums' boundary), each once per strategy.
+GRAD_CASES = [("gae_grad", "trunc"), ("gae_grad", "next"), ("lambda_returns_grad", "trunc"),
+              ("discounted_returns_grad", "trunc"), ("eligibility_traces_grad", "none"),
+              ("episodic_prefix_sum_grad", "none"), ("episodic_prefix_sum_grad", "starts_at")]
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize(("i", "algorithm", "flags"),
+                         [(i, *case) for i, case in enumerate(GRAD_CASES)],
+                         ids=["-".join(case) for case in GRAD_CASES])
+def test_grad_algorithms_match_reference(strategy, i, algorithm, flags):
+    """Each grad algorithm's builder on every strategy, layouts and dtypes taking turns, at
+    33 steps (several tiles, chunks and look-back chunks: GAE's finish reads z[t-1] across
+    their edges)."""
+    k = i + STRATEGY_NAMES.index(strategy)
+    key = ProblemKey(algorithm, 3, 33, DTYPES[k % 2], LAYOUTS[k // 2 % 2], flags)
+    call, kwargs = make_call(key, seed=i)
+    params = small_params(strategy, key.t)
+    outs = strategies()[strategy].prepare(key, params)(call)
+    check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {params} {key.as_text()}")

@@ -173,3 +173,16 @@ def test_trusted_comparisons_allow_both_sides_rounding():
     with pytest.raises(GateFailure):
         compare((torch.full((2, 3), 1.0 + 1e-4),), ref, "float32", "x",
                 slack=gate_mod.TRUSTED_SLACK)
+
+
+@pytest.mark.parametrize(("algorithm", "flags"), [
+    ("gae_grad", "next+trunc"), ("gae_grad", "trunc"), ("lambda_returns_grad", "trunc"),
+    ("discounted_returns_grad", "trunc"), ("eligibility_traces_grad", "none"),
+    ("episodic_prefix_sum_grad", "starts_at")])
+def test_grad_algorithms_are_gated_like_the_estimators(algorithm, flags):
+    """The backward passes' own problems can be tuned: correct configs pass the gate,
+    one off by 1e-4 is rejected."""
+    gate = Gate(ProblemKey(algorithm, 6, 20, "float32", "env", flags), CPU)
+    gate.check(TORCH, {"mode": "doubling"})
+    with pytest.raises(GateFailure, match="vs reference"):
+        gate.check(Off(1e-4), {"mode": "doubling"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES
+from rltriton_tune.algorithms import ADJOINT_SCANS, ALGORITHMS, ESTIMATOR_NAMES, GRAD_ALGORITHMS
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.tune.keys import (
     COMMON_FLAGS,
@@ -17,16 +17,19 @@ from rltriton_tune.tune.keys import (
 
 
 def test_common_flags_cover_every_algorithm():
-    """`--algorithms all --flags common` takes the adjoint scans too: plain keys."""
+    """`--algorithms all --flags common` takes the adjoint scans too (plain keys) and the
+    grad algorithms with the flags they keep of their estimator's common sets."""
     keys = grid_keys(ALGORITHMS, [(8, 16)], ["float32"], ["env"], ["common"], 8)
     by_algorithm = {}
     for key in keys:
         by_algorithm.setdefault(key.algorithm, []).append(key.flags)
     assert set(by_algorithm) == set(ALGORITHMS)
-    for name in ESTIMATOR_NAMES:
+    for name in (*ESTIMATOR_NAMES, *GRAD_ALGORITHMS.values()):
         assert tuple(by_algorithm[name]) == COMMON_FLAGS[name]
-    for name in set(ALGORITHMS) - set(ESTIMATOR_NAMES):
+    for name in ADJOINT_SCANS.values():
         assert by_algorithm[name] == ["none"]
+    assert COMMON_FLAGS["gae_grad"] == ("none", "trunc")
+    assert COMMON_FLAGS["episodic_prefix_sum_grad"] == ("none",)
 
 
 @pytest.mark.parametrize("requested, expected", [
