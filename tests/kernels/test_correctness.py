@@ -140,7 +140,8 @@ def test_backward_scan_in_flipped_runs(strategy, dtype, flip, monkeypatch):
     monkeypatch.setattr(launch, "FLIP_RUNS", flip)
     params = RUN_PARAMS[strategy]
     for algorithm in ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns"):
-        key = ProblemKey(algorithm, 3, 600 if strategy != "flat" else 250, dtype, "env",
+        # 300 steps: two chunks or more for split and lookback, three tiles for tiled
+        key = ProblemKey(algorithm, 3, 300 if strategy != "flat" else 250, dtype, "env",
                          FLAG_SETS[algorithm][-1], a=5 if algorithm == "retrace" else 0)
         impl = type(strategies()[strategy])()
         full = impl.validate(key, params)

@@ -30,16 +30,16 @@ def test_carry_from_aggregates_only(algorithm, layout, monkeypatch):
 @pytest.mark.parametrize("window", [256, 32, 4])
 @pytest.mark.parametrize("ticket_order", [False, True])
 def test_many_chunks_one_row(publish_inclusive, window, ticket_order, monkeypatch):
-    """125 chunks: with a window of 4 the aggregates are composed over 31 windows; a
-    window of 256 holds them all (no inclusive values published then). Chunks come
-    from the program index or from tickets: the same results."""
+    """50 chunks: with a window of 4 the aggregates are composed over 12 windows, with one
+    of 32 over two; a window of 256 holds them all (no inclusive values published then).
+    Chunks come from the program index or from tickets: the same results."""
     monkeypatch.setattr(lookback, "PUBLISH_INCLUSIVE", publish_inclusive)
     monkeypatch.setattr(lookback, "LOOK_WINDOW", window)
     monkeypatch.setattr(lookback, "TICKET_ORDER", ticket_order)
-    key = ProblemKey("gae", 1, 1000, "float32", "env", "bootstrap+trunc")
+    key = ProblemKey("gae", 1, 400, "float32", "env", "bootstrap+trunc")
     call, kwargs = make_call(key, seed=5)
     outs = lookback.LookbackStrategy().prepare(key, {"BLOCK_T": 8, "num_warps": 1})(call)
-    check_outputs(outs, expected("gae", kwargs), call, "125 chunks")
+    check_outputs(outs, expected("gae", kwargs), call, "50 chunks")
 
 
 @pytest.mark.parametrize("algorithm", ["vtrace", "eligibility_traces"])
