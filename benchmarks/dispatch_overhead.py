@@ -10,6 +10,20 @@ device queue is drained at the end of each round):
 * ``torch_add``: ``torch.add`` of two small tensors (PyTorch's own dispatch floor);
 * ``graph_replay`` (CUDA): replaying a CUDA graph holding one public call.
 
+and, to show where the public call's time goes, its stages alone (each also per call):
+
+* ``validate``: validation and normalisation of the arguments into a ``Call``
+  (``rltriton_tune.estimators._build``, what the public function runs before
+  dispatching), on arguments gathered once;
+* ``dispatch``: ``rltriton_tune.dispatch.run`` on that ``Call`` with its memoised
+  launcher replaced by a stub that returns preallocated outputs (the memo key and
+  lookup; the launcher is put back afterwards);
+* ``launcher``: the memoised launcher alone on that ``Call`` (output allocation,
+  argument packing, the launch itself).
+
+The public call also pays the function's argument binding and the autograd check,
+so it is a little more than the three stages together.
+
 ``over_floor_us`` = public - empty_triton; the target is at most 3 µs.
 
     python benchmarks/dispatch_overhead.py            # CUDA; writes dispatch_overhead.json
@@ -90,6 +104,39 @@ def graph_replay(fn: Callable[[], object], device: torch.device) -> Callable[[],
     return graph.replay
 
 
+def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: int,
+           rounds: int) -> dict[str, float]:
+    """``validate_us``, ``dispatch_us`` and ``launcher_us`` of one call whose decision
+    is memoised already (see the module doc)."""
+    from rltriton_tune import dispatch, estimators
+    from rltriton_tune.dispatch import forcing, memo
+    from rltriton_tune.state import STATE
+
+    plan = estimators._PLANS[algorithm]
+    args = {**estimators._PARAMETERS[algorithm], **kwargs}
+    values = tuple(args[name] for name in plan.names)
+    scalars = tuple(args[name] for name in plan.scalars)
+    time_major = args["time_major"]
+
+    def validate() -> object:
+        return estimators._build(plan, values, scalars, time_major)
+
+    call = validate()
+    launcher = memo.lookup(call)
+    if launcher is None:
+        raise RuntimeError(f"{algorithm}: no memoised launcher after a public call")
+    outputs = launcher(call)
+    mk = memo.memo_key(call, forcing.current())
+    row = {"validate_us": host_us(validate, device, reps, rounds),
+           "launcher_us": host_us(lambda: launcher(call), device, reps, rounds)}
+    STATE.table[mk] = lambda _: outputs
+    try:
+        row["dispatch_us"] = host_us(lambda: dispatch.run(call), device, reps, rounds)
+    finally:
+        STATE.table[mk] = launcher
+    return row
+
+
 def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
             rounds: int, floors: dict[str, float]) -> dict[str, Any]:
     from rltriton_tune import explain
@@ -106,6 +153,7 @@ def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
                            "params": dict(decision.params), "source": decision.source,
                            "public_us": host_us(lambda: function(**kwargs), device, reps,
                                                 rounds), **floors}
+    row.update(stages(algorithm, kwargs, device, reps, rounds))
     if device.type == "cuda":
         row["graph_replay_us"] = host_us(graph_replay(lambda: function(**kwargs), device),
                                          device, reps, rounds)
@@ -149,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     result = run(cases, device, args.reps, args.rounds)
     output.mkdir(parents=True, exist_ok=True)
     (output / "dispatch_overhead.json").write_text(json.dumps(result, indent=1) + "\n")
-    cols = ("public_us", "empty_triton_us", "torch_add_us", "graph_replay_us", "over_floor_us")
+    cols = ("public_us", "validate_us", "dispatch_us", "launcher_us", "empty_triton_us",
+            "torch_add_us", "graph_replay_us", "over_floor_us")
     print(f"{'case':<44}" + "".join(f"{c[:-3]:>14}" for c in cols))
     for r in result["rows"]:
         print(f"{r['case']:<44}" + "".join(

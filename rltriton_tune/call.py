@@ -113,6 +113,9 @@ class Call:
     reshape the outputs to it. ``scalars`` are floats, except 0-d tensors on the
     inputs' (non-CPU) device, which ``tensor_scalars`` flags: only the torch
     implementation reads those (without a device sync).
+
+    The validator builds one per estimator call with positional arguments (cheaper than
+    keywords), so the order of the fields is part of that contract.
     """
 
     algorithm: str

@@ -39,13 +39,23 @@ _BOUNDARIES = {"ends_at": False, "starts_at": True}
 
 # Kinds of tensor argument, which decide the shape and dtype rules.
 _STEP, _FLAG, _INT, _PER_ENV, _PER_ACTION = range(5)
+# Shape rules: the reference's [*B, T] shape, one value per environment [*B], or
+# [*B, T, A]; and the dtypes each kind takes without further checks (float64 and the
+# errors are decided by _check_dtype).
+_SAME_SHAPE, _ENV_SHAPE, _ACTION_SHAPE = range(3)
+_SHAPE_RULES = {_STEP: _SAME_SHAPE, _FLAG: _SAME_SHAPE, _INT: _SAME_SHAPE,
+                _PER_ENV: _ENV_SHAPE, _PER_ACTION: _ACTION_SHAPE}
+_ACCEPTED = {_STEP: _FLOATS, _FLAG: _FLAGS, _INT: _INTEGERS, _PER_ENV: _FLOATS,
+             _PER_ACTION: _FLOATS}
+_STRIDED = torch.strided
 
 
 class _Plan:
     """Everything the validator needs about one algorithm, precomputed as tuples."""
 
     __slots__ = ("algorithm", "function", "spec", "names", "kinds", "optional", "scalars",
-                 "shape_source", "first_float", "single", "last_value_rule")
+                 "shape_source", "source_name", "first_float", "single", "last_value_rule",
+                 "entries")
 
     def __init__(self, spec: AlgorithmSpec, function: str) -> None:
         self.algorithm = spec.name
@@ -60,6 +70,7 @@ class _Plan:
             i for i, (name, kind) in enumerate(zip(self.names, self.kinds, strict=True))
             if kind in (_STEP, _FLAG, _INT) and name not in self.optional
         )
+        self.source_name = self.names[self.shape_source]
         self.first_float = spec.tensors.index(spec.first_float)
         self.single = len(spec.outputs) == 1
         # (last_value, bootstrap_values, truncateds, next_values) positions, for the
@@ -68,6 +79,13 @@ class _Plan:
             tuple(spec.tensors.index(name)
                   for name in ("last_value", "bootstrap_values", "truncateds", "next_values"))
             if "last_value" in spec.tensors else None
+        )
+        # Per tensor argument, in canonical order: (name, shape rule, dtypes accepted
+        # without a further look, kind, optional), so that the validator's loop branches
+        # once per rule instead of once per kind.
+        self.entries = tuple(
+            (name, _SHAPE_RULES[kind], _ACCEPTED[kind], kind, name in self.optional)
+            for name, kind in zip(self.names, self.kinds, strict=True)
         )
 
     @staticmethod
@@ -156,7 +174,11 @@ def _not_both(function: str, first: str, second: str, why: str = "") -> Exclusiv
 def _check_exclusive(plan: _Plan, values: tuple[Any, ...]) -> None:
     """SPEC's rules between ``last_value``, ``bootstrap_values``, ``truncateds`` and
     ``next_values`` (GAE and V-trace)."""
-    last, boot, trunc, following = (values[i] for i in plan.last_value_rule)  # type: ignore
+    last_i, boot_i, trunc_i, following_i = plan.last_value_rule  # type: ignore[misc]
+    last, following = values[last_i], values[following_i]
+    if last is None and following is None:  # the usual call: nothing can conflict
+        return
+    boot = values[boot_i]
     function = plan.function
     if following is not None:
         why = " (next_values already holds the value after every step)"
@@ -167,9 +189,25 @@ def _check_exclusive(plan: _Plan, values: tuple[Any, ...]) -> None:
     if last is not None:
         if boot is not None:
             raise _not_both(function, "last_value", "bootstrap_values")
-        if trunc is not None:
+        if values[trunc_i] is not None:
             raise ValueError(f"{function}: last_value cannot be combined with truncateds; "
                              "pass bootstrap_values (or next_values) instead")
+
+
+def _device_error(plan: _Plan, name: str, x: Tensor, device: torch.device) -> ValueError:
+    return ValueError(f"{plan.function}: {name} is on {x.device} but {plan.source_name} is "
+                      f"on {device}; all inputs must be on one device")
+
+
+def _check_dtype(plan: _Plan, name: str, kind: int, x: Tensor) -> None:
+    """The dtype rules of a tensor whose dtype is not among those its kind takes at once:
+    float64 on CPU passes (floating and flag inputs), anything else is a TypeError."""
+    if kind == _FLAG:
+        _check_float(plan, name, x, "a float, bool or integer flag tensor")
+    elif kind == _INT:
+        raise _dtype_error(plan, name, x, "an integer tensor")
+    else:
+        _check_float(plan, name, x)
 
 
 def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
@@ -180,26 +218,27 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     with ``N = prod(B)``, per-env inputs ``[*B]`` to ``[N]`` and per-action inputs
     ``[*B, T, A]`` (``[T, *B, A]``) to ``[N, T, A]`` (``[T, N, A]``): views where the
     strides allow. ``Call.shape`` then keeps the caller's shape for the outputs.
+
+    This runs on every call, so each tensor property is read once, and the rarer
+    checks (float64, the error messages) run only when a cheap test fails.
     """
     function = plan.function
-    names = plan.names
     if time_major is not True and time_major is not False:
         raise TypeError(f"{function}: time_major must be a bool, got {type(time_major).__name__}")
     if plan.last_value_rule is not None:
         _check_exclusive(plan, values)
 
-    source_name = names[plan.shape_source]
     source = values[plan.shape_source]
     if not isinstance(source, Tensor):
-        raise TypeError(f"{function}: {source_name} must be a torch.Tensor, "
+        raise TypeError(f"{function}: {plan.source_name} must be a torch.Tensor, "
                         f"got {type(source).__name__}")
     shape = source.shape
-    ndim = source.dim()
+    ndim = len(shape)
     if ndim < 2:
         layout = "[T, *B] (time_major=True)" if time_major else "[*B, T]"
-        raise ValueError(f"{function}: {source_name} must be {layout} with at least one batch "
-                         f"dim, got shape {_shape(source)} (a single sequence x of T steps "
-                         f"is x.unsqueeze({-1 if time_major else 0}))")
+        raise ValueError(f"{function}: {plan.source_name} must be {layout} with "
+                         f"at least one batch dim, got shape {_shape(source)} (a single "
+                         f"sequence x of T steps is x.unsqueeze({-1 if time_major else 0}))")
     device = source.device
     if ndim == 2:
         n = shape[1] if time_major else shape[0]
@@ -215,82 +254,78 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     per_action_name = ""
 
     tensors: dict[str, Tensor] = {}
-    for name, kind, x in zip(names, plan.kinds, values, strict=True):
+    for (name, rule, accepted, kind, optional), x in zip(plan.entries, values, strict=True):
         if x is None:
-            if name in plan.optional:
+            if optional:
                 continue
             raise TypeError(f"{function}: {name} is required (got None)")
         if not isinstance(x, Tensor):
             raise TypeError(f"{function}: {name} must be a torch.Tensor, got {type(x).__name__}")
-        if x.layout != torch.strided:  # sparse and other layouts: say so, not a torch error
+        if x.layout is not _STRIDED:  # sparse and other layouts: say so, not a torch error
             raise TypeError(f"{function}: {name} must be a dense tensor, got layout {x.layout}")
-        xs = x.shape
-        if kind == _STEP or kind == _FLAG or kind == _INT:
-            if xs != shape:
-                raise ValueError(f"{function}: {name} has shape {_shape(x)} but {source_name} "
-                                 f"has shape {_shape(source)}; they must match")
+        if rule == _SAME_SHAPE:
+            if x is not source:  # the reference matches itself
+                if x.shape != shape:
+                    raise ValueError(f"{function}: {name} has shape {_shape(x)} but "
+                                     f"{plan.source_name} has shape {_shape(source)}; "
+                                     "they must match")
+                if x.device != device:
+                    raise _device_error(plan, name, x, device)
             if batch is not None:
                 x = x.reshape(flat)
-        elif kind == _PER_ENV:
-            if tuple(xs) != env_shape:
+        elif rule == _ENV_SHAPE:
+            if x.shape != env_shape:
                 raise ValueError(f"{function}: {name} has shape {_shape(x)}; expected "
-                                 f"{env_shape} (one value per environment of {source_name} "
-                                 f"with shape {_shape(source)})")
+                                 f"{env_shape} (one value per environment of "
+                                 f"{plan.source_name} with shape {_shape(source)})")
+            if x.device != device:
+                raise _device_error(plan, name, x, device)
             if batch is not None:
                 x = x.reshape(n)
         else:
+            xs = x.shape
             if len(xs) != ndim + 1 or xs[:-1] != shape:
                 dims = "[T, *B, A]" if time_major else "[*B, T, A]"
                 raise ValueError(f"{function}: {name} has shape {_shape(x)}; expected {dims} "
-                                 f"with leading dims {_shape(source)} like {source_name}")
+                                 f"with leading dims {_shape(source)} like {plan.source_name}")
             if per_action_name and xs[-1] != a:
                 raise ValueError(f"{function}: {name} has {xs[-1]} actions (shape {_shape(x)}) "
                                  f"but {per_action_name} has {a} (shape "
-                                 f"{_shape(values[names.index(per_action_name)])})")
+                                 f"{_shape(values[plan.names.index(per_action_name)])})")
             a = xs[-1]
             per_action_name = name
+            if x.device != device:
+                raise _device_error(plan, name, x, device)
             if batch is not None:
                 x = x.reshape(*flat, a)
-        if x.device != device:
-            raise ValueError(f"{function}: {name} is on {x.device} but {source_name} is on "
-                             f"{device}; all inputs must be on one device")
-        dtype = x.dtype
-        if kind == _FLAG:
-            if dtype not in _FLAGS:
-                _check_float(plan, name, x, "a float, bool or integer flag tensor")
-        elif kind == _INT:
-            if dtype not in _INTEGERS:
-                raise _dtype_error(plan, name, x, "an integer tensor")
-        elif dtype not in _FLOATS:
-            _check_float(plan, name, x)
+        if x.dtype not in accepted:
+            _check_dtype(plan, name, kind, x)
         tensors[name] = x if x.is_contiguous() else x.contiguous()
 
-    scalars = {name: _scalar(plan, name, value, device)
-               for name, value in zip(plan.scalars, scalar_values, strict=True)}
+    # Python floats, the usual scalars, are taken as they are; everything else is
+    # converted (or refused) by _scalar.
+    scalars: dict[str, float | Tensor] = {}
+    tensor_scalars = False
+    for name, value in zip(plan.scalars, scalar_values, strict=True):
+        if type(value) is not float or value != value:
+            value = _scalar(plan, name, value, device)
+            if type(value) is not float:
+                tensor_scalars = True
+        scalars[name] = value
     if per_action_name:
         if a == 0 and n and t:
             raise ValueError(f"{function}: {' and '.join(plan.spec.per_action)} have no "
                              f"actions (A = 0, shape "
-                             f"{_shape(values[names.index(per_action_name)])})")
-        if device.type == "cpu" and n and t:
-            actions = tensors["actions"]
-            low, high = int(actions.min()), int(actions.max())
+                             f"{_shape(values[plan.names.index(per_action_name)])})")
+        if n and t and source.is_cpu:
+            low, high = map(int, torch.aminmax(tensors["actions"]))  # one pass for both
             if low < 0 or high >= a:
                 raise ValueError(f"{function}: actions has values in [{low}, {high}], outside "
                                  f"[0, {a}) for {a} actions")
-    return Call(
-        algorithm=plan.algorithm,
-        tensors=tensors,
-        scalars=scalars,
-        n=n,
-        t=t,
-        time_major=time_major,
-        a=a,
-        starts_at=starts_at,
-        out_dtype=values[plan.first_float].dtype,
-        shape=None if batch is None else tuple(shape),
-        tensor_scalars=any(type(v) is not float for v in scalars.values()),
-    )
+    # Positional, in Call's field order: keyword construction costs twice as much.
+    return Call(plan.algorithm, tensors, scalars, n, t, time_major, a, starts_at,
+                values[plan.first_float].dtype, None if batch is None else tuple(shape),
+                tensor_scalars)
 
 
 def _empty(plan: _Plan, call: Call) -> Tensor | tuple[Tensor, ...]:

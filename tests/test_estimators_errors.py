@@ -191,6 +191,26 @@ def test_device_mismatch(algorithm):
     raises(algorithm, kwargs, ValueError, name, "meta")
 
 
+@pytest.mark.parametrize(("algorithm", "name", "flags"), [
+    ("gae", "values", None), ("gae", "last_value", "last_value"),
+    ("vtrace", "last_value", "last_value"), ("eligibility_traces", "seed_values", "seed"),
+    ("retrace", "action_probs_target", None), ("retrace", "next_q_values_all", None),
+    ("retrace", "actions", None)])
+def test_device_mismatch_of_every_kind_of_input(algorithm, name, flags):
+    """Per-env, per-action, integer and step inputs each get the device check."""
+    kwargs = inputs(algorithm, flags=flags)
+    kwargs[name] = kwargs[name].to("meta")
+    raises(algorithm, kwargs, ValueError, name, "meta")
+
+
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace"])
+def test_reference_input_passed_again_as_a_per_env_input(algorithm):
+    """The reference tensor itself, given where a per-env input goes, is still checked."""
+    kwargs = inputs(algorithm, flags="last_value")
+    kwargs["last_value"] = kwargs["rewards" if algorithm == "gae" else "log_pi_target"]
+    raises(algorithm, kwargs, ValueError, "last_value", f"({N},)")
+
+
 @pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_non_tensor_input(algorithm):
     kwargs = inputs(algorithm)

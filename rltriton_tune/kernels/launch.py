@@ -13,9 +13,12 @@ pointers and strides and allocates outputs (no device sync, CUDA-graph safe).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import torch
+from triton.runtime import driver
 
 from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
 from rltriton_tune.kernels.builders import BUILDERS
@@ -143,7 +146,7 @@ class Packer:
         self.per_action = spec.per_action[0] if spec.per_action else None
         self.per_env = next((n for n in spec.per_env), None)
         self.scalars = spec.scalars
-        self.scalar_padding = [0.0] * (SCALARS - len(spec.scalars))
+        self.scalar_padding = (0.0,) * (SCALARS - len(spec.scalars))
         # Every pointer slot, absent optional inputs (and unused slots) mapped to ``ref``.
         # GAE's and V-trace's next_values has no slot of its own: it excludes
         # bootstrap_values and takes its slot (``builders._next_given``).
@@ -153,6 +156,13 @@ class Packer:
             names = tuple("next_values" if n == "bootstrap_values" else n for n in names)
         self.slots = names + (self.ref,) * (SLOTS - len(names))
         self.named_slots = len(names)
+        # The key's flags say which optional inputs a call passes, so each slot's tensor is
+        # known by name here and one itemgetter reads all eight per call.
+        passed = set(key.passed_tensors)
+        self.slot_inputs = tuple(n if n in passed else self.ref for n in self.slots)
+        self._slot_tensors = itemgetter(*self.slot_inputs)
+        self._per_env_passed = self.per_env if self.per_env in passed else None
+        self._scalar_values = items_at(spec.scalars)
         self.time_major = key.time_major
         n, t = key.n, key.t
         self.out_shape = (t, n) if key.time_major else (n, t)
@@ -164,8 +174,16 @@ class Packer:
         self.sizes = (n // self.align_n, t // self.align_t)
         # Per-action inputs are contiguous in A: A divides both of their other strides.
         self.align_a = pow2_divisor(key.a) if hint and spec.per_action else 1
+        self._sizes_and_a = (*self.sizes, key.a // self.align_a)
         self.out_strides = (1, n // self.align_n) if key.time_major else (t // self.align_t, 1)
         self.n_outputs = len(spec.outputs)
+        # Positions of the distinct tensors among the pointer arguments (slots repeat
+        # ``ref``, and one output fills both output slots): all a launch must look at for
+        # alignment and element types (``FastLaunch``'s ``pointers``).
+        first: dict[str, int] = {}
+        for i, name in enumerate(self.slot_inputs):
+            first.setdefault(name, i)
+        self.pointers = (*first.values(), *range(SLOTS, SLOTS + self.n_outputs))
         block_a = min(next_pow2(max(key.a, 1)), max(1, ACTION_TILE_BUDGET // tile_elems))
         self.constexprs: dict[str, Any] = dict(
             COEFFS=self.builder.coeffs,
@@ -189,7 +207,6 @@ class Packer:
         """Positional arguments common to every core, and the freshly allocated outputs."""
         tensors = call.tensors
         ref = tensors[self.ref]
-        args = [tensors.get(name, ref) for name in self.slots]
         s = ref.stride()
         sn, st = (s[1], s[0]) if self.time_major else s
         sn, st = sn // self.align_t, st // self.align_n
@@ -199,16 +216,28 @@ class Packer:
             san, sat = san // self.align_a, sat // self.align_a
         else:
             san = sat = saa = 0
-        se = tensors[self.per_env].stride(0) if self.per_env in tensors else 0
-        out = torch.empty(self.out_shape, dtype=call.out_dtype, device=ref.device)
+        per_env = self._per_env_passed
+        se = tensors[per_env].stride(0) if per_env is not None else 0
+        # The shape goes in as separate ints: torch.empty parses a tuple argument slower.
+        dtype, device = call.out_dtype, ref.device
+        out = torch.empty(*self.out_shape, dtype=dtype, device=device)
         outs = (out,) if self.n_outputs == 1 else (
-            out, torch.empty(self.out_shape, dtype=call.out_dtype, device=ref.device))
-        scalars = call.scalars
-        args += (out, outs[-1], *self.sizes, call.a // self.align_a, sn, st, se, san, sat, saa,
-                 *self.out_strides)
-        args += [scalars[name] for name in self.scalars]
-        args += self.scalar_padding
+            out, torch.empty(*self.out_shape, dtype=dtype, device=device))
+        args = [*self._slot_tensors(tensors), out, outs[-1], *self._sizes_and_a,
+                sn, st, se, san, sat, saa, *self.out_strides,
+                *self._scalar_values(call.scalars), *self.scalar_padding]
         return args, outs
+
+
+def items_at(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function returning its argument's items at ``keys``, always as a tuple (an
+    ``itemgetter`` returns a bare item for one key)."""
+    if len(keys) > 1:
+        return itemgetter(*keys)
+    if keys:
+        key = keys[0]
+        return lambda container: (container[key],)
+    return lambda container: ()
 
 
 def interpreting() -> bool:
@@ -344,10 +373,15 @@ class FastLaunch:
     it off for this kernel.
     """
 
-    __slots__ = ("_launch", "_consts", "_grid", "_tail", "_compiled", "_direct", "_knobs")
+    __slots__ = ("_launch", "_consts", "_grid", "_tail", "_compiled", "_direct", "_knobs",
+                 "_pointers")
 
-    def __init__(self, kernel: Any, grid: tuple[int, ...], consts: dict[str, Any]) -> None:
+    def __init__(self, kernel: Any, grid: tuple[int, ...], consts: dict[str, Any],
+                 pointers: tuple[int, ...] | None = None) -> None:
+        """``pointers``: positions of the distinct tensors among the leading
+        :data:`POINTER_ARGS` arguments (``Packer.pointers``); all of them by default."""
         self._launch = kernel[grid]
+        self._pointers = items_at(range(POINTER_ARGS) if pointers is None else pointers)
         self._consts = consts
         self._grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
         names = list(kernel.arg_names)
@@ -364,19 +398,18 @@ class FastLaunch:
         if self._direct:
             bits = 0
             dtypes = []
-            for arg in args[:POINTER_ARGS]:
+            for arg in self._pointers(args):
                 bits |= arg.data_ptr()
                 dtypes.append(arg.dtype)
             if not bits & 15:
                 # The binary is specialised on the pointers' element types: key it by them.
-                variant = (torch.cuda.current_device(), *dtypes)
+                device = torch.cuda.current_device()
+                variant = (device, *dtypes)
                 plan = self._compiled.get(variant)
-                knobs = self._knobs
-                if (plan is not None and _no_hook(knobs.launch_enter_hook)
-                        and _no_hook(knobs.launch_exit_hook)):
+                if plan is not None and _no_hooks(self._knobs):
                     run, function, metadata = plan
                     try:
-                        run(*self._grid, current_stream(variant[0]), function, metadata,
+                        run(*self._grid, current_stream(device), function, metadata,
                             None, None, None, *args, *self._tail)
                         return
                     except Exception:  # an ABI this code does not know: use the generic path
@@ -392,14 +425,15 @@ class FastLaunch:
 
 def current_stream(device: int) -> int:
     """Raw handle of the current CUDA stream of ``device`` (Triton's own lookup)."""
-    from triton.runtime import driver
-
     return driver.active.get_current_stream(device)
 
 
-def _no_hook(hook: Any) -> bool:
-    """True for an unset launch hook: None (older Triton) or an empty HookChain (newer)."""
-    return hook is None or getattr(hook, "calls", None) == []
+def _no_hooks(knobs: Any) -> bool:
+    """True when neither launch hook is set (hooks can be set at any time: checked per
+    launch)."""
+    enter, exit_ = knobs.launch_enter_hook, knobs.launch_exit_hook
+    return ((enter is None or getattr(enter, "calls", None) == [])
+            and (exit_ is None or getattr(exit_, "calls", None) == []))
 
 
 def _runtime_knobs() -> Any:

@@ -192,12 +192,12 @@ class SplitStrategy(TritonStrategy):
                       CHUNK_T=chunk, CARRY_BLOCK=params["CARRY_BLOCK"],
                       num_warps=params["num_warps"])
         agg_shape = (2, n_chunks, key.n)
-        reduce = FastLaunch(split_reduce_kernel, grid, consts)
-        scan = FastLaunch(split_scan_kernel, grid, consts)
+        reduce = FastLaunch(split_reduce_kernel, grid, consts, pack.pointers)
+        scan = FastLaunch(split_scan_kernel, grid, consts, pack.pointers)
 
         def launch(call: Call):
             args, outs = pack.args(call)
-            agg = torch.empty(agg_shape, dtype=torch.float32, device=outs[0].device)
+            agg = torch.empty(*agg_shape, dtype=torch.float32, device=outs[0].device)
             args += [agg, n_chunks]
             reduce(args)
             scan(args)

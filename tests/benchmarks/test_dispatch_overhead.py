@@ -1,5 +1,5 @@
-"""benchmarks/dispatch_overhead.py: the smoke run measures the public call and both
-floors in one process and writes them."""
+"""benchmarks/dispatch_overhead.py: the smoke run measures the public call, its stages
+and both floors in one process and writes them."""
 
 from __future__ import annotations
 
@@ -17,5 +17,25 @@ def test_smoke_writes_public_call_and_floors(script, tmp_path):
         assert r["public_us"] > 0 and r["empty_triton_us"] > 0 and r["torch_add_us"] > 0
         assert r["over_floor_us"] == pytest.approx(r["public_us"] - r["empty_triton_us"])
         assert r["strategy"] and r["source"]
+        assert r["validate_us"] > 0 and r["dispatch_us"] > 0 and r["launcher_us"] > 0
     # The floors are measured once, so every row shares them.
     assert len({r["empty_triton_us"] for r in report["rows"]}) == 1
+
+
+def test_stage_timing_puts_the_memoised_launcher_back(script):
+    """The dispatch stage runs against a stub launcher; the memo holds the real one after."""
+    import torch
+
+    from rltriton_tune import compute_gae
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.dispatch import memo
+    from rltriton_tune.estimators import prepare_call
+    from rltriton_tune.problems import random_inputs
+
+    overhead = script("dispatch_overhead")
+    kwargs = random_inputs(ProblemKey("gae", 6, 5, flags="last_value"), seed=0)
+    compute_gae(**kwargs)
+    launcher = memo.lookup(prepare_call("gae", **kwargs))
+    row = overhead.stages("gae", kwargs, torch.device("cpu"), reps=2, rounds=1)
+    assert set(row) == {"validate_us", "dispatch_us", "launcher_us"}
+    assert launcher is not None and memo.lookup(prepare_call("gae", **kwargs)) is launcher

@@ -8,7 +8,7 @@ import torch
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
 from rltriton_tune.kernels import launch as launch_module
-from rltriton_tune.kernels.launch import POINTER_ARGS, FastLaunch
+from rltriton_tune.kernels.launch import POINTER_ARGS, FastLaunch, Packer
 
 from .cases import check_outputs, expected, make_call
 
@@ -104,6 +104,46 @@ def test_a_failing_direct_launch_falls_back_for_good(fast):
     assert [entry[0] for entry in kernel.log] == ["generic", "generic", "generic"]
 
 
+def test_listed_pointers_decide_alignment_and_variant(monkeypatch):
+    """With ``pointers``, only the listed positions are read, and each still decides."""
+    monkeypatch.setattr(launch_module, "interpreting", lambda: False)
+    monkeypatch.setattr(launch_module, "current_stream", lambda device: 77)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    kernel = FakeKernel()
+    launcher = FastLaunch(kernel, (5,), {"BLOCK": 16}, pointers=(0, 3, 8))
+    args = _args()
+    launcher(args)
+    launcher(args)
+    misaligned = list(args)
+    misaligned[3] = _args(offset=1)[0]
+    launcher(misaligned)
+    other_dtype = list(args)
+    other_dtype[8] = _args(torch.bfloat16)[0]
+    launcher(other_dtype)
+    launcher(other_dtype)
+    assert [entry[0] for entry in kernel.log] == [
+        "generic", "direct", "generic", "generic", "direct"]
+
+
+@pytest.mark.parametrize(("algorithm", "flags", "layout"), [
+    ("gae", "last_value", "env"), ("gae", "next+trunc", "time"),
+    ("vtrace", "bootstrap+trunc", "env"), ("retrace", "trunc", "env"),
+    ("eligibility_traces", "seed", "time"),
+    ("episodic_prefix_sum", "none", "env"), ("adjoint_scan_forward", "none", "env")])
+def test_packer_pointers_cover_each_distinct_tensor_once(algorithm, flags, layout):
+    """``Packer.pointers`` lists every tensor among the pointer arguments exactly once."""
+    key = ProblemKey(algorithm, 6, 5, "float32", layout, flags,
+                     a=3 if algorithm == "retrace" else 0)
+    call, _ = make_call(key)
+    pack = Packer(key, 64, 1)
+    args, outs = pack.args(call)
+    listed = [args[i] for i in pack.pointers]
+    assert len({id(x) for x in listed}) == len(listed)
+    assert {id(x) for x in args[:POINTER_ARGS]} == {id(x) for x in listed}
+    # Every input the call passes, and every output, is among them.
+    assert {id(x) for x in (*call.tensors.values(), *outs)} == {id(x) for x in listed}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @pytest.mark.parametrize("algorithm", ["gae", "vtrace", "retrace", "eligibility_traces"])
@@ -176,12 +216,12 @@ def direct_on_cpu(monkeypatch):
     logs = []
 
     class DirectOnCpu(FastLaunch):
-        def __init__(self, kernel, grid, consts):
+        def __init__(self, kernel, grid, consts, pointers=None):
             logs.append([])
             interpreting = launch_module.interpreting
             launch_module.interpreting = lambda: False   # only while deciding the path
             try:
-                super().__init__(Interpreted(kernel, logs[-1]), grid, consts)
+                super().__init__(Interpreted(kernel, logs[-1]), grid, consts, pointers)
             finally:
                 launch_module.interpreting = interpreting
             assert self._direct, "the kernel's constexprs are not the signature's tail"
