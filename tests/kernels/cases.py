@@ -27,6 +27,16 @@ FLAG_SETS: dict[str, list[str]] = {
     "adjoint_scan_backward": ["none"],
 }
 
+#: The flag sets of the grad algorithms (the estimators' fused backward passes): only those
+#: their kernels read, the richest last.
+GRAD_FLAG_SETS: dict[str, list[str]] = {
+    "gae_grad": ["none", "trunc", "next", "next+trunc"],
+    "lambda_returns_grad": ["none", "trunc"],
+    "discounted_returns_grad": ["none", "trunc"],
+    "eligibility_traces_grad": ["none"],
+    "episodic_prefix_sum_grad": ["none", "starts_at"],
+}
+
 DTYPES = ("float32", "float16", "bfloat16")
 LAYOUTS = ("env", "time")
 

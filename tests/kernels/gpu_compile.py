@@ -173,18 +173,19 @@ def cases(algorithms: list[str]) -> list[tuple[str, str, dict[str, Any], bool]]:
     """Each strategy at its default config for every estimator (its richest flag set,
     float32 env-major, and time-major with 64-bit offsets), plus bfloat16 time-major for
     the first estimator."""
-    from cases import FLAG_SETS
+    from cases import FLAG_SETS, GRAD_FLAG_SETS
 
     from rltriton_tune.call import ProblemKey
     from rltriton_tune.kernels import STRATEGY_NAMES, strategies
 
+    richest = {alg: flags[-1] for alg, flags in {**FLAG_SETS, **GRAD_FLAG_SETS}.items()}
     out = []
     for i, alg in enumerate(algorithms):
         a = 5 if alg == "retrace" else 0
-        keys = [(ProblemKey(alg, 48, 300, "float32", "env", FLAG_SETS[alg][-1], a), False),
-                (ProblemKey(alg, 48, 300, "float32", "time", FLAG_SETS[alg][-1], a), True)]
+        keys = [(ProblemKey(alg, 48, 300, "float32", "env", richest[alg], a), False),
+                (ProblemKey(alg, 48, 300, "float32", "time", richest[alg], a), True)]
         if i == 0:
-            keys.append((ProblemKey(alg, 48, 300, "bfloat16", "time", FLAG_SETS[alg][-1], a),
+            keys.append((ProblemKey(alg, 48, 300, "bfloat16", "time", richest[alg], a),
                          False))
         for key, big in keys:
             for name in STRATEGY_NAMES:

@@ -16,22 +16,25 @@ from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
 from rltriton_tune.strategy import InvalidConfig
 
-from .cases import DTYPES, FLAG_SETS, LAYOUTS, check_outputs, expected, make_call
+from .cases import DTYPES, FLAG_SETS, GRAD_FLAG_SETS, LAYOUTS, check_outputs, expected, make_call
 
 pytestmark = pytest.mark.gpu
 
 SIZES = [(32768, 8), (4096, 128), (257, 1000), (16, 2**17), (1, 5000), (32768, 512),
          (3, 70000), (1024, 2048)]
 
+#: The estimators, the adjoint scans and the grad algorithms (fused backward passes).
+ALL_FLAG_SETS = {**FLAG_SETS, **GRAD_FLAG_SETS}
+
 CASES = []
 for i, (algorithm, strategy) in enumerate(
-        (a, s) for a in FLAG_SETS for s in STRATEGY_NAMES):
+        (a, s) for a in ALL_FLAG_SETS for s in STRATEGY_NAMES):
     for j in range(2):
         k = 2 * i + j
         n, t = SIZES[k % len(SIZES)]
         if strategy == "sequential" and t > 4096:
             n, t = SIZES[(k + 1) % len(SIZES)]
-        flags = FLAG_SETS[algorithm][k % len(FLAG_SETS[algorithm])]
+        flags = ALL_FLAG_SETS[algorithm][k % len(ALL_FLAG_SETS[algorithm])]
         CASES.append((algorithm, strategy, n, t, flags, LAYOUTS[k % 2], DTYPES[k % 3], j))
 
 
