@@ -55,6 +55,7 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
+    current_stream,
     next_pow2,
     pow2_range,
     require,
@@ -353,7 +354,8 @@ class Tickets:
     def __init__(self, size: int) -> None:
         self.size = size
         self._buffers: dict[torch.device, torch.Tensor] = {}
-        self._streams: dict[torch.device, torch.cuda.Stream] = {}
+        # The last stream each device's buffer was used on: (raw handle, stream object).
+        self._streams: dict[torch.device, tuple[int, torch.cuda.Stream]] = {}
 
     def _zeros(self, device: torch.device) -> torch.Tensor:
         return torch.zeros(self.size, dtype=torch.int64, device=device)
@@ -368,9 +370,12 @@ class Tickets:
             return found if found is not None else self._zeros(device)
         if found is None:
             found = self._buffers[device] = self._zeros(device)
-        stream = torch.cuda.current_stream(device)
+        # The raw handle is a cheap read; a stream object is made only when it changed.
+        raw = current_stream(device.index)
         last = self._streams.get(device)
-        if last is not None and last != stream:
-            stream.wait_stream(last)
-        self._streams[device] = stream
+        if last is None or last[0] != raw:
+            stream = torch.cuda.current_stream(device)
+            if last is not None:
+                stream.wait_stream(last[1])
+            self._streams[device] = (raw, stream)
         return found

@@ -201,6 +201,7 @@ def fake_cuda(monkeypatch):
 
     state = {"stream": FakeStream("a"), "capturing": False}
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: state["stream"])
+    monkeypatch.setattr(lookback, "current_stream", lambda index: id(state["stream"]))
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state["capturing"])
     tickets = lookback.Tickets(5)
     tickets._zeros = lambda device: torch.zeros(5, dtype=torch.int64)
@@ -241,3 +242,20 @@ def test_tickets_during_graph_capture(fake_cuda):
     state["stream"] = b
     tickets.buffer(cuda)
     assert b.waited == ["a"]            # the captured stream was not recorded
+
+
+def test_tickets_make_a_stream_object_only_when_the_stream_changes(fake_cuda, monkeypatch):
+    """The per-call cost on an unchanged stream is one raw-handle read."""
+    import torch
+
+    tickets, state, cuda = fake_cuda
+    made = []
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: made.append(1) or state["stream"])
+    for _ in range(5):
+        tickets.buffer(cuda)
+    assert len(made) == 1
+    state["stream"] = FakeStream("b")
+    tickets.buffer(cuda)
+    tickets.buffer(cuda)
+    assert len(made) == 2 and state["stream"].waited == ["a"]
