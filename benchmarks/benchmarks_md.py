@@ -182,12 +182,21 @@ def bench_table(rows: list[dict[str, Any]]) -> list[str]:
 # ---------------------------------------------------------------- overhead
 
 
+#: The stages of a public call that ``dispatch_overhead.py`` times on its own, where a
+#: report has them: (field, column).
+STAGES = (("validate_us", "validation"), ("dispatch_us", "dispatch"),
+          ("launcher_us", "launcher"))
+
+
 def overhead_lines(report: dict[str, Any]) -> list[str]:
-    lines = ["| call | strategy | public call | empty Triton launch | torch.add | "
-             "public - empty launch |", "|---|---|---:|---:|---:|---:|"]
+    stages = [(f, name) for f, name in STAGES if all(f in r for r in report["rows"])]
+    lines = ["| call | strategy | public call | " + "".join(f"{n} | " for _, n in stages)
+             + "empty Triton launch | torch.add | public - empty launch |",
+             "|---|---|---:|" + "---:|" * len(stages) + "---:|---:|---:|"]
     for r in report["rows"]:
         lines.append(f"| `{r['case']}` | {r['strategy']} | {r['public_us']:.1f} | "
-                     f"{r['empty_triton_us']:.1f} | {r['torch_add_us']:.1f} | "
+                     + "".join(f"{r[f]:.1f} | " for f, _ in stages)
+                     + f"{r['empty_triton_us']:.1f} | {r['torch_add_us']:.1f} | "
                      f"{r['over_floor_us']:.1f} |")
     return lines
 

@@ -59,3 +59,16 @@ def test_committed_readme_performance_block_is_generated(script):
     readme = (ROOT / "README.md").read_text()
     assert md.replace_block(readme, md.readme_block(folders)) == readme, \
         "README performance block is stale: python benchmarks/benchmarks_md.py --readme README.md"
+
+
+def test_overhead_table_shows_the_stages_a_report_has(script):
+    md = script("benchmarks_md")
+    row = {"case": "gae-none", "strategy": "flat", "public_us": 20.0, "empty_triton_us": 11.0,
+           "torch_add_us": 6.0, "over_floor_us": 9.0}
+    old = md.overhead_lines({"rows": [row]})
+    assert "validation" not in old[0] and old[2].count("|") == old[0].count("|")
+    staged = {**row, "validate_us": 3.5, "dispatch_us": 0.5, "launcher_us": 12.25}
+    lines = md.overhead_lines({"rows": [staged]})
+    assert "| validation | dispatch | launcher |" in lines[0]
+    assert "| 3.5 | 0.5 | 12.2 |" in lines[2]
+    assert lines[2].count("|") == lines[1].count("|") == lines[0].count("|")
