@@ -32,17 +32,26 @@ from rltriton_tune.call import Call
 from rltriton_tune.fallback.threads import serial_below
 
 
-def grad_call(call: Call, grad_output: Tensor) -> Call:
+def grad_call(call: Call, grad_output: Tensor, needed: tuple[str, ...] = ()) -> Call:
     """The grad algorithm's call for an estimator ``call`` and the gradient of its output
-    (caller's layout): the flags and options of ``call``, its scalars, its layout."""
+    (caller's layout): the flags and options of ``call``, its scalars, its layout.
+
+    Its outputs take the call's output dtype when every input in ``needed`` has it and
+    the grad algorithm writes all of their gradients itself (a 16-bit training step moves
+    16-bit gradients); otherwise the compute dtype, so that a wider input's gradient and
+    the boundary gradients, computed from ``z``, are not rounded to 16 bits first."""
     spec = ALGORITHMS[GRAD_ALGORITHMS[call.algorithm]]
-    tensors = {"grads": grad_output.to(call.out_dtype).contiguous()}
+    written = {name.removeprefix("grad_") for name in spec.outputs}
+    narrow = all(name in written and call.tensors[name].dtype == call.out_dtype
+                 for name in needed)
+    out_dtype = call.out_dtype if narrow else call.compute_dtype
+    tensors = {"grads": grad_output.to(out_dtype).contiguous()}
     tensors.update((name, call.tensors[name]) for name in spec.tensors[1:]
                    if name in call.tensors)
     return Call(algorithm=spec.name, tensors=tensors,
                 scalars={name: call.scalars[name] for name in spec.scalars}, n=call.n,
                 t=call.t, time_major=call.time_major, starts_at=call.starts_at,
-                out_dtype=call.out_dtype, tensor_scalars=call.tensor_scalars)
+                out_dtype=out_dtype, tensor_scalars=call.tensor_scalars)
 
 
 class _Boundary:
@@ -139,10 +148,10 @@ def fused_gradients(call: Call, grad_output: Tensor, needed: tuple[str, ...]
     respect to the inputs ``needed``, from one call of its grad algorithm.
 
     ``grad_output`` is in the call's layout; the gradients are in the call's layout (``[N]``
-    for per-env inputs), in the call's output dtype for the ``[N, T]`` inputs the grad
-    algorithm writes and in the compute dtype for the boundary inputs.
+    for per-env inputs), in the dtype :func:`grad_call` picks for the ``[N, T]`` inputs the
+    grad algorithm writes and in the compute dtype for the boundary inputs.
     """
-    scan = grad_call(call, grad_output)
+    scan = grad_call(call, grad_output, needed)
     outputs = dispatch.run(scan)
     written = {name.removeprefix("grad_"): out
                for name, out in zip(scan.spec.outputs, outputs, strict=True)}

@@ -141,3 +141,32 @@ def test_public_backward_with_a_forced_triton_strategy(strategy):
     assert decision.strategy == strategy
     for a, b in zip(grads[None], grads[strategy], strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("wide", [("values",), ("values", "last_value"), ("last_value",)])
+def test_wider_inputs_and_boundary_gradients_are_not_rounded_to_16_bits(wide):
+    """bfloat16 rewards beside float32 values and last_value: the float32 gradients are as
+    accurate as float32 allows (the grad call writes float32), not bfloat16's 3e-3."""
+    g = torch.Generator().manual_seed(11)
+    n, t = 16, 40
+    r = torch.randn(n, t, generator=g).bfloat16()
+    v = torch.randn(n, t, generator=g)
+    last = torch.randn(n, generator=g)
+    term = (torch.rand(n, t, generator=g) < 0.05).float()
+    kwargs = dict(rewards=r, values=v, terminateds=term, last_value=last, gamma=0.99,
+                  lambda_=0.95)
+    call = prepare_call("gae", **kwargs)
+    outputs = dispatch.run(call)
+    grad = torch.randn(n, t, generator=g).bfloat16()
+    assert grad_call(call, grad, wide).out_dtype == torch.float32
+    found = gradients(call, outputs, (grad,), wide)
+    want = reference_vjp("gae", (grad,), wide, **kwargs)
+    for name in wide:
+        torch.testing.assert_close(found[name].float(), want[name].float(), rtol=2e-5,
+                                   atol=2e-5, msg=name)
+
+
+def test_a_16_bit_step_writes_16_bit_gradients():
+    _, call, _, grad, _ = case("gae", "trunc", "env", "bfloat16")
+    assert grad_call(call, grad, ("rewards", "values")).out_dtype == torch.bfloat16
+    assert grad_call(call, grad, ("rewards", "bootstrap_values")).out_dtype == torch.float32
