@@ -561,15 +561,20 @@ def cmd_tune(args) -> int:
         open_storage(args.storage)  # checked before anything is written to it
     except StorageError as exc:
         raise CLIError(f"{where}: {exc}") from None
-    if keys:
-        open_key(keys[0])  # a storage that refuses studies fails before any work
+    parallel = bool(devices and len(devices) > 1)
+    # Workers share the studies: each is created and seeded once, here, before they start
+    # (with --seed, whichever worker reaches a key first). One device opens each study
+    # when its key's turn comes, the first one here: a storage that refuses studies fails
+    # before any work.
+    for key in keys if parallel else keys[:1]:
+        open_key(key)
     bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
                file=sys.stderr)
     errors: list[str] = []
     incomplete: list[str] = []  # stopped by --max-seconds: the next run resumes them
     rows: list[list[str]] = []
     skip = (COMPILE, COMPILE_DOUBLING) if args.no_compile_baseline else ()
-    if devices and len(devices) > 1:
+    if parallel:
         from rltriton_tune.tune.parallel import run_workers
 
         summaries: dict[str, dict[str, Any]] = {}
@@ -601,7 +606,11 @@ def cmd_tune(args) -> int:
                 if left is not None and left <= 0:
                     incomplete.append(f"{key.as_text()}: not started")
                     continue
-                space, study = open_key(key)
+                try:
+                    space, study = open_key(key)
+                except CLIError as exc:  # e.g. a database gone mid-run: the other keys go on
+                    _add_row(rows, errors, key, None, 0, 0, str(exc))
+                    continue
                 try:
                     run_trials(key, device, trials=trials, timeout_s=tightest(args.timeout, left),
                                study=study, isolate=args.isolate, seed=args.seed,

@@ -317,3 +317,47 @@ def test_doctor_reports_entries_measured_under_other_versions(capsys):
     assert "1 entries measured with torch 2.4, triton 3.1; differs in torch, triton" in out
     assert "gae                  torch(mode=loop)  profile: exact entry" in out
     assert "gae+last_value       torch(mode=loop)  borrowed: borrowed from gae|none" in out
+
+
+def test_parallel_tune_seeds_every_study_before_the_workers_start(capsys, monkeypatch):
+    """With several devices the workers share the studies: all of them exist, seeded,
+    before the first worker starts (seeded once, whatever worker reaches a key first)."""
+    import rltriton_tune.cli as cli_mod
+    import rltriton_tune.tune.parallel as parallel
+    from rltriton_tune.tune.storage import default_journal, open_storage
+
+    monkeypatch.setattr(cli_mod, "resolve_device", lambda text: torch.device("cpu"))
+    seen = {}
+
+    def workers(keys, devices, **kw):
+        storage = open_storage(str(default_journal()))
+        seen["studies"] = sorted(optuna.get_all_study_names(storage))
+        seen["seeded"] = [optuna.load_study(study_name=name, storage=storage)
+                          .user_attrs.get("seeded") for name in seen["studies"]]
+        return []
+
+    monkeypatch.setattr(parallel, "run_workers", workers)
+    run(capsys, "tune", "--algorithms", "gae,discounted_returns", "--shapes", "8x8,8x16",
+        "--devices", "0,1", "--trials", "2", "--no-progress")
+    assert len(seen["studies"]) == 4 and all(seen["seeded"])
+
+
+def test_a_study_that_cannot_open_mid_run_costs_only_its_key(capsys, monkeypatch):
+    import rltriton_tune.tune.study as study_mod
+
+    real = study_mod.open_study
+    calls = []
+
+    def flaky(key, *a, **kw):
+        calls.append(key)
+        if key.algorithm == "discounted_returns":
+            raise RuntimeError("connection lost")
+        return real(key, *a, **kw)
+
+    monkeypatch.setattr(study_mod, "open_study", flaky)
+    code, out, err = run(capsys, "tune", "--algorithms", "gae,discounted_returns",
+                         "--shapes", "8x8", "--trials", "2", "--device", "cpu",
+                         "--no-progress", "--no-compile-baseline")
+    assert code == 0 and "gae|none" in out
+    assert "discounted_returns" in err and "connection lost" in err
+    assert [e["algorithm"] for e in show_json(capsys)] == ["gae"]
