@@ -63,11 +63,6 @@ def requires_grad(call: Call) -> bool:
     return False
 
 
-def _logical(x: Tensor, call: Call) -> Tensor:
-    """A caller-layout ``[N, T]`` / ``[T, N]`` tensor as logical ``[N, T]`` (a view)."""
-    return x.t() if call.time_major else x
-
-
 def _neighbour(y: Tensor, reverse: bool) -> Tensor:
     """``y[t+1]`` (reverse) or ``y[t-1]`` along the last dim, 0 at the edge (fresh)."""
     out = torch.zeros_like(y)
@@ -86,21 +81,21 @@ def adjoint_scan(grads: Tensor, beta: Tensor, reverse: bool, call: Call) -> Tens
     :func:`rltriton_tune.dispatch.run`, keyed as its own problem.
     """
     algorithm = ADJOINT_SCANS["backward" if reverse else "forward"]
-    tensors = {"grads": _logical(grads, call).contiguous(),
-               "beta": _logical(beta, call).contiguous()}
+    tensors = {"grads": call.logical(grads).contiguous(),
+               "beta": call.logical(beta).contiguous()}
     scan_call = Call(algorithm=algorithm, tensors=tensors, scalars={}, n=call.n, t=call.t,
                      time_major=call.time_major, out_dtype=grads.dtype)
-    return _logical(dispatch.run(scan_call)[0], call)
+    return call.logical(dispatch.run(scan_call)[0])
 
 
 def _scan_value(call: Call, outputs: tuple[Tensor, ...]) -> Tensor:
     """The scan result ``y`` (logical ``[N, T]``, compute dtype) from the outputs:
     the output itself, or ``vs - values`` (V-trace), ``q_ret - q_values`` (Retrace)."""
-    y = _logical(outputs[0], call).to(call.compute_dtype)
+    y = call.logical(outputs[0]).to(call.compute_dtype)
     if len(outputs) == 1:
         return y
     base = "values" if call.algorithm == "vtrace" else "q_values"
-    return y - _logical(call.tensors[base], call).to(call.compute_dtype)
+    return y - call.logical(call.tensors[base]).to(call.compute_dtype)
 
 
 class _Phases:
@@ -224,7 +219,7 @@ def phased_gradients(call: Call, outputs: tuple[Tensor, ...], grad_outputs: tupl
     y = _scan_value(call, outputs)
     fixed = {name: x.detach() for name, x in call.tensors.items() if name not in needed}
     wrt = [call.tensors[name].detach() for name in needed]
-    g_out = [_logical(g, call).to(cd) for g in grad_outputs]
+    g_out = [call.logical(g).to(cd) for g in grad_outputs]
     beta, g_y, from_finish = _run_phase(kind, "before", device, fixed, y, g_out, wrt)
     g_alpha = adjoint_scan(g_y, beta, call.spec.direction == "backward", call)
     grads = _run_phase(kind, "after", device, fixed, y, g_alpha, from_finish, wrt)

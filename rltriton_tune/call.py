@@ -139,6 +139,12 @@ class Call:
     def device(self) -> torch.device:
         return next(iter(self.tensors.values())).device
 
+    def logical(self, x: torch.Tensor) -> torch.Tensor:
+        """A tensor in the caller's layout (``[T, N]``, ``[T, N, A]`` when time-major) as
+        logical ``[N, T]`` (``[N, T, A]``): a transposed view, its own inverse; per-env
+        ``[N]`` tensors and env-major calls' tensors as they are."""
+        return x.transpose(0, 1) if self.time_major and x.dim() > 1 else x
+
     @property
     def compute_dtype(self) -> torch.dtype:
         """float64 for float64 inputs, float32 otherwise (SPEC: accumulate in >= float32)."""

@@ -29,6 +29,7 @@ from torch import Tensor
 from rltriton_tune import dispatch
 from rltriton_tune.algorithms import ALGORITHMS, GRAD_ALGORITHMS
 from rltriton_tune.call import Call
+from rltriton_tune.fallback.coefficients import Inputs
 from rltriton_tune.fallback.threads import serial_below
 
 
@@ -54,27 +55,13 @@ def grad_call(call: Call, grad_output: Tensor, needed: tuple[str, ...] = ()) -> 
                 out_dtype=out_dtype, tensor_scalars=call.tensor_scalars)
 
 
-class _Boundary:
-    """Logical ``[N, T]`` views of ``z`` and the flags of a call in the compute dtype, and
-    gradients turned back into the call's layout."""
+class _Boundary(Inputs):
+    """A call's inputs (logical ``[N, T]`` views, flags as 0/1) and the adjoint ``z`` of
+    its grad call, both in the compute dtype."""
 
     def __init__(self, call: Call, z: Tensor) -> None:
-        self.call = call
-        self.z = self.logical(z).to(call.compute_dtype)
-
-    def logical(self, x: Tensor) -> Tensor:
-        """Caller's layout <-> logical ``[N, T]``: a transposed view for time-major calls
-        (its own inverse)."""
-        return x.t() if self.call.time_major else x
-
-    def flag(self, name: str, step: int | None = None) -> Tensor | None:
-        """A flag input as 0/1 (non-zero, NaN included, means true), all steps or the
-        ``[N]`` of one; None if absent."""
-        x = self.call.tensors.get(name)
-        if x is None:
-            return None
-        x = self.logical(x)
-        return ((x if step is None else x[:, step]) != 0).to(self.z.dtype)
+        super().__init__(call)
+        self.z = call.logical(z).to(self.cd)
 
     def done(self, step: int) -> Tensor:
         """``[N]``: whether step ``step`` ends an episode (terminated or truncated)."""
@@ -95,11 +82,11 @@ def _gae(b: _Boundary, needed: tuple[str, ...]) -> dict[str, Tensor]:
         return {}
     kept = (1 - b.flag("terminateds")).mul_(b.z).mul_(b.gamma())
     if "next_values" in needed:
-        return {"next_values": b.logical(kept)}
+        return {"next_values": b.call.logical(kept)}
     trunc = b.flag("truncateds")
     cut = torch.zeros_like(kept) if trunc is None else trunc
     cut[:, -1] = 1
-    return {"bootstrap_values": b.logical(kept.mul_(cut))}
+    return {"bootstrap_values": b.call.logical(kept.mul_(cut))}
 
 
 def _returns(decay: Callable[[_Boundary], float]):
@@ -113,7 +100,7 @@ def _returns(decay: Callable[[_Boundary], float]):
         grad = torch.zeros_like(b.z) if trunc is None else trunc.mul_(b.z).mul_(b.gamma())
         last = (1 - b.done(-1)).mul_(b.z[:, -1]).mul_(decay(b))
         grad[:, -1] += last
-        return {"bootstrap_values": b.logical(grad)}
+        return {"bootstrap_values": b.call.logical(grad)}
 
     return boundary
 

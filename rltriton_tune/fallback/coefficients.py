@@ -37,7 +37,7 @@ def _identity(y: Tensor) -> tuple[Tensor, ...]:
     return (y,)
 
 
-class _Inputs:
+class Inputs:
     """Logical ``[N, T]`` (``[N, T, A]``) views of a call's inputs in the compute dtype."""
 
     def __init__(self, call: Call) -> None:
@@ -47,20 +47,21 @@ class _Inputs:
     def raw(self, name: str) -> Tensor | None:
         """The input as given, transposed to ``[N, T]`` for time-major calls (a view)."""
         x = self.call.tensors.get(name)
-        if x is None or not self.call.time_major or x.dim() == 1:
-            return x
-        return x.transpose(0, 1)
+        return None if x is None else self.call.logical(x)
 
     def value(self, name: str) -> Tensor | None:
         """The input in the compute dtype (possibly the caller's tensor: read only)."""
         x = self.raw(name)
         return None if x is None else x.to(self.cd)
 
-    def flag(self, name: str) -> Tensor | None:
+    def flag(self, name: str, step: int | None = None) -> Tensor | None:
         """A flag input as 0/1 in the compute dtype: non-zero (NaN included) means true
-        (SPEC), so every path agrees for flags such as -1 or 0.5; fresh."""
+        (SPEC), so every path agrees for flags such as -1 or 0.5; fresh. All steps, or
+        the ``[N]`` of one ``step``."""
         x = self.raw(name)
-        return None if x is None else (x != 0).to(self.cd)
+        if x is None:
+            return None
+        return ((x if step is None else x[:, step]) != 0).to(self.cd)
 
     def fresh(self, name: str) -> Tensor:
         """A private compute-dtype copy (never the caller's tensor), for α."""
@@ -120,7 +121,7 @@ class _Bootstrap:
     V-trace's ``next_values`` (which excludes both) is the bootstrap at every step:
     nv[t] everywhere, and V-trace's nvs[t] at t = T-1 and at truncations."""
 
-    def __init__(self, inp: _Inputs) -> None:
+    def __init__(self, inp: Inputs) -> None:
         following = inp.value("next_values") if "next_values" in inp.call.spec.optional \
             else None
         self.following = following
@@ -172,7 +173,7 @@ def _td_error(nv: Tensor, not_term: Tensor, r: Tensor, v: Tensor, g: float) -> T
 
 
 def gae(call: Call) -> Coefficients:
-    inp = _Inputs(call)
+    inp = Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     r, v = inp.value("rewards"), inp.value("values")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
@@ -184,7 +185,7 @@ def gae(call: Call) -> Coefficients:
 
 
 def vtrace(call: Call) -> Coefficients:
-    inp = _Inputs(call)
+    inp = Inputs(call)
     g = inp.scalar("gamma")
     r, v = inp.value("rewards"), inp.value("values")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
@@ -205,7 +206,7 @@ def vtrace(call: Call) -> Coefficients:
     return Coefficients(alpha, beta, True, finish)
 
 
-def _expected_q(inp: _Inputs) -> Tensor:
+def _expected_q(inp: Inputs) -> Tensor:
     """EQ[t] = Σ_a π[t, a]·Q'[t, a], in the caller's layout, transposed at the end.
 
     Eager CPU: one batched matmul (2-4x faster there than a reduction over a
@@ -221,7 +222,7 @@ def _expected_q(inp: _Inputs) -> Tensor:
     return eq.t() if inp.call.time_major else eq
 
 
-def _gather_actions(inp: _Inputs) -> tuple[Tensor, Tensor]:
+def _gather_actions(inp: Inputs) -> tuple[Tensor, Tensor]:
     """π_a[t] and a per-row "some action out of range" mask ``[N, 1]``.
 
     The index is clamped so the gather never faults (GPU: no device sync to
@@ -245,7 +246,7 @@ def _gather_actions(inp: _Inputs) -> tuple[Tensor, Tensor]:
 
 
 def retrace(call: Call) -> Coefficients:
-    inp = _Inputs(call)
+    inp = Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     r, q = inp.value("rewards"), inp.value("q_values")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
@@ -268,7 +269,7 @@ def retrace(call: Call) -> Coefficients:
 
 
 def lambda_returns(call: Call) -> Coefficients:
-    inp = _Inputs(call)
+    inp = Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     r, nv = inp.value("rewards"), inp.value("next_values")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
@@ -285,7 +286,7 @@ def lambda_returns(call: Call) -> Coefficients:
 
 
 def discounted_returns(call: Call) -> Coefficients:
-    inp = _Inputs(call)
+    inp = Inputs(call)
     g = inp.scalar("gamma")
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
     boot = _Bootstrap(inp)
@@ -304,7 +305,7 @@ def _keep_previous(dones: Tensor, scale: float) -> Tensor:
 
 
 def eligibility_traces(call: Call) -> Coefficients:
-    inp = _Inputs(call)
+    inp = Inputs(call)
     gl = inp.scalar("gamma") * inp.scalar("lambda_")
     alpha = inp.fresh("gradients")
     beta = _keep_previous(inp.flag("dones"), gl)
@@ -313,7 +314,7 @@ def eligibility_traces(call: Call) -> Coefficients:
 
 
 def episodic_prefix_sum(call: Call) -> Coefficients:
-    inp = _Inputs(call)
+    inp = Inputs(call)
     alpha = inp.fresh("inputs")
     dones = inp.flag("dones")
     beta = _one_minus(dones) if call.starts_at else _keep_previous(dones, 1.0)
@@ -323,14 +324,14 @@ def episodic_prefix_sum(call: Call) -> Coefficients:
 
 def adjoint_scan_forward(call: Call) -> Coefficients:
     """z[t] = g[t] + β[t-1]·z[t-1] (the adjoint of a backward-in-time estimator)."""
-    inp = _Inputs(call)
+    inp = Inputs(call)
     return Coefficients(inp.fresh("grads"), _shift_prev(inp.value("beta"), 0.0), False,
                         _identity)
 
 
 def adjoint_scan_backward(call: Call) -> Coefficients:
     """z[t] = g[t] + β[t+1]·z[t+1] (the adjoint of a forward-in-time estimator)."""
-    inp = _Inputs(call)
+    inp = Inputs(call)
     return Coefficients(inp.fresh("grads"), _shift_next(inp.value("beta"), 0.0), True,
                         _identity)
 
@@ -339,7 +340,7 @@ def adjoint_scan_backward(call: Call) -> Coefficients:
 # estimator's β read one step over, and a finish that writes the input gradients from z.
 
 
-def _adjoint_of_backward(inp: _Inputs, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+def _adjoint_of_backward(inp: Inputs, scale: float) -> tuple[Tensor, Tensor, Tensor]:
     """(α, β, not_done) of the adjoint of a backward-in-time estimator whose β is
     ``scale·(1 - done[t])``: α = g, β[t] = scale·(1 - done[t-1]) (0 at t = 0), and the
     fresh ``1 - done``."""
@@ -350,7 +351,7 @@ def _adjoint_of_backward(inp: _Inputs, scale: float) -> tuple[Tensor, Tensor, Te
 def gae_grad(call: Call) -> Coefficients:
     """z[t] = g[t] + γλ(1-done[t-1])·z[t-1]; grad_values[t] = -z[t] + γ(1-done[t-1])·z[t-1]
     (α[t-1] reads values[t] as nv unless t-1 is truncated or next_values is given)."""
-    inp = _Inputs(call)
+    inp = Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     alpha, beta, not_done = _adjoint_of_backward(inp, g * lam)
     reads_values = "next_values" not in call.tensors
@@ -366,7 +367,7 @@ def gae_grad(call: Call) -> Coefficients:
 
 def lambda_returns_grad(call: Call) -> Coefficients:
     """z[t] = g[t] + γλ(1-done[t-1])·z[t-1]; grad_next_values = γ(1-λ)(1-done)·z."""
-    inp = _Inputs(call)
+    inp = Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     alpha, beta, not_done = _adjoint_of_backward(inp, g * lam)
 
@@ -378,12 +379,12 @@ def lambda_returns_grad(call: Call) -> Coefficients:
 
 def discounted_returns_grad(call: Call) -> Coefficients:
     """z[t] = g[t] + γ(1-done[t-1])·z[t-1]."""
-    inp = _Inputs(call)
+    inp = Inputs(call)
     alpha, beta, _ = _adjoint_of_backward(inp, inp.scalar("gamma"))
     return Coefficients(alpha, beta, False, _identity)
 
 
-def _adjoint_of_forward(inp: _Inputs, beta_next: Tensor) -> Coefficients:
+def _adjoint_of_forward(inp: Inputs, beta_next: Tensor) -> Coefficients:
     """α = g, β = ``beta_next`` (the estimator's β[t+1]) with β[T-1] = 0: a backward scan."""
     beta_next[:, -1] = 0.0
     return Coefficients(inp.fresh("grads"), beta_next, True, _identity)
@@ -391,14 +392,14 @@ def _adjoint_of_forward(inp: _Inputs, beta_next: Tensor) -> Coefficients:
 
 def eligibility_traces_grad(call: Call) -> Coefficients:
     """z[t] = g[t] + γλ(1-done[t])·z[t+1]."""
-    inp = _Inputs(call)
+    inp = Inputs(call)
     gl = inp.scalar("gamma") * inp.scalar("lambda_")
     return _adjoint_of_forward(inp, _one_minus(inp.flag("dones"), gl))
 
 
 def episodic_prefix_sum_grad(call: Call) -> Coefficients:
     """z[t] = g[t] + (1-done[t])·z[t+1] (``starts_at``: (1-done[t+1])·z[t+1])."""
-    inp = _Inputs(call)
+    inp = Inputs(call)
     dones = inp.flag("dones")
     keep = _shift_next(dones, 0.0) if call.starts_at else dones
     return _adjoint_of_forward(inp, _one_minus(keep))
