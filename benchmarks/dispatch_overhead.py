@@ -112,14 +112,10 @@ def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: i
     from rltriton_tune.dispatch import forcing, memo
     from rltriton_tune.state import STATE
 
-    plan = estimators._PLANS[algorithm]
-    args = {**estimators._PARAMETERS[algorithm], **kwargs}
-    values = tuple(args[name] for name in plan.names)
-    scalars = tuple(args[name] for name in plan.scalars)
-    time_major = args["time_major"]
+    arguments = estimators.call_arguments(algorithm, **kwargs)
 
     def validate() -> object:
-        return estimators._build(plan, values, scalars, time_major)
+        return estimators._build(*arguments)
 
     call = validate()
     launcher = memo.lookup(call)

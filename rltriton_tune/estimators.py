@@ -194,11 +194,6 @@ def _check_exclusive(plan: _Plan, values: tuple[Any, ...]) -> None:
                              "pass bootstrap_values (or next_values) instead")
 
 
-def _device_error(plan: _Plan, name: str, x: Tensor, device: torch.device) -> ValueError:
-    return ValueError(f"{plan.function}: {name} is on {x.device} but {plan.source_name} is "
-                      f"on {device}; all inputs must be on one device")
-
-
 def _check_dtype(plan: _Plan, name: str, kind: int, x: Tensor) -> None:
     """The dtype rules of a tensor whose dtype is not among those its kind takes at once:
     float64 on CPU passes (floating and flag inputs), anything else is a TypeError."""
@@ -263,14 +258,12 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
             raise TypeError(f"{function}: {name} must be a torch.Tensor, got {type(x).__name__}")
         if x.layout is not _STRIDED:  # sparse and other layouts: say so, not a torch error
             raise TypeError(f"{function}: {name} must be a dense tensor, got layout {x.layout}")
+        other = x is not source  # the reference needs no comparison with itself
         if rule == _SAME_SHAPE:
-            if x is not source:  # the reference matches itself
-                if x.shape != shape:
-                    raise ValueError(f"{function}: {name} has shape {_shape(x)} but "
-                                     f"{plan.source_name} has shape {_shape(source)}; "
-                                     "they must match")
-                if x.device != device:
-                    raise _device_error(plan, name, x, device)
+            if other and x.shape != shape:
+                raise ValueError(f"{function}: {name} has shape {_shape(x)} but "
+                                 f"{plan.source_name} has shape {_shape(source)}; "
+                                 "they must match")
             if batch is not None:
                 x = x.reshape(flat)
         elif rule == _ENV_SHAPE:
@@ -278,8 +271,6 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
                 raise ValueError(f"{function}: {name} has shape {_shape(x)}; expected "
                                  f"{env_shape} (one value per environment of "
                                  f"{plan.source_name} with shape {_shape(source)})")
-            if x.device != device:
-                raise _device_error(plan, name, x, device)
             if batch is not None:
                 x = x.reshape(n)
         else:
@@ -294,10 +285,11 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
                                  f"{_shape(values[plan.names.index(per_action_name)])})")
             a = xs[-1]
             per_action_name = name
-            if x.device != device:
-                raise _device_error(plan, name, x, device)
             if batch is not None:
                 x = x.reshape(*flat, a)
+        if other and x.device != device:
+            raise ValueError(f"{function}: {name} is on {x.device} but {plan.source_name} is "
+                             f"on {device}; all inputs must be on one device")
         if x.dtype not in accepted:
             _check_dtype(plan, name, kind, x)
         tensors[name] = x if x.is_contiguous() else x.contiguous()
@@ -629,12 +621,11 @@ for _name in (*ADJOINT_SCANS.values(), *GRAD_ALGORITHMS.values()):
         **({"boundary": "ends_at"} if STARTS_AT in _spec.options else {})}
 
 
-def prepare_call(algorithm: str, **kwargs: Any) -> Call | None:
-    """Validate keyword arguments of ``algorithm``'s public function into a :class:`Call`.
-
-    Exactly what the public function does before dispatching (same checks, same
-    errors); returns ``None`` for an empty problem (N = 0 or T = 0).
-    """
+def call_arguments(algorithm: str, **kwargs: Any
+                   ) -> tuple[_Plan, tuple[Any, ...], tuple[Any, ...], bool, bool]:
+    """Keyword arguments of ``algorithm``'s public function, gathered as the validator takes
+    them: (plan, tensor arguments, scalar arguments, time_major, starts_at). Refuses
+    unknown and missing arguments like the public function."""
     try:
         plan = _PLANS[algorithm]
     except KeyError:
@@ -649,6 +640,15 @@ def prepare_call(algorithm: str, **kwargs: Any) -> Call | None:
     if missing:
         raise TypeError(f"{plan.function}: missing required argument(s) {missing}")
     starts_at = _boundary(plan, args["boundary"]) if "boundary" in args else False
-    call = _build(plan, tuple(args[name] for name in plan.names),
-                  tuple(args[name] for name in plan.scalars), args["time_major"], starts_at)
+    return (plan, tuple(args[name] for name in plan.names),
+            tuple(args[name] for name in plan.scalars), args["time_major"], starts_at)
+
+
+def prepare_call(algorithm: str, **kwargs: Any) -> Call | None:
+    """Validate keyword arguments of ``algorithm``'s public function into a :class:`Call`.
+
+    Exactly what the public function does before dispatching (same checks, same
+    errors); returns ``None`` for an empty problem (N = 0 or T = 0).
+    """
+    call = _build(*call_arguments(algorithm, **kwargs))
     return None if call.n == 0 or call.t == 0 else call
