@@ -119,7 +119,7 @@ class FlatStrategy(TritonStrategy):
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
-        kernel = FastLaunch(flat_kernel, grid, consts, pack.pointers)
+        kernel = FastLaunch(flat_kernel, grid, consts, pack.pointers, pack.pointer_slots)
 
         def launch(call: Call):
             args, outs = pack.args(call)

@@ -184,6 +184,12 @@ class Packer:
         for i, name in enumerate(self.slot_inputs):
             first.setdefault(name, i)
         self.pointers = (*first.values(), *range(SLOTS, SLOTS + self.n_outputs))
+        # For each pointer argument, the index in ``pointers`` of its tensor
+        # (``FastLaunch``'s ``slots``): the direct launch passes each address once read.
+        distinct = list(first)
+        second = len(distinct) + (1 if self.n_outputs > 1 else 0)
+        self.pointer_slots = (*(distinct.index(n) for n in self.slot_inputs),
+                              len(distinct), second)
         block_a = min(next_pow2(max(key.a, 1)), max(1, ACTION_TILE_BUDGET // tile_elems))
         self.constexprs: dict[str, Any] = dict(
             COEFFS=self.builder.coeffs,
@@ -374,14 +380,20 @@ class FastLaunch:
     """
 
     __slots__ = ("_launch", "_consts", "_grid", "_tail", "_compiled", "_direct", "_knobs",
-                 "_pointers")
+                 "_pointers", "_slots")
 
     def __init__(self, kernel: Any, grid: tuple[int, ...], consts: dict[str, Any],
-                 pointers: tuple[int, ...] | None = None) -> None:
+                 pointers: tuple[int, ...] | None = None,
+                 slots: tuple[int, ...] | None = None) -> None:
         """``pointers``: positions of the distinct tensors among the leading
-        :data:`POINTER_ARGS` arguments (``Packer.pointers``); all of them by default."""
+        :data:`POINTER_ARGS` arguments (``Packer.pointers``); all of them by default.
+        ``slots``: for each of those arguments, the index in ``pointers`` of its tensor
+        (``Packer.pointer_slots``); required with ``pointers``."""
+        if (pointers is None) != (slots is None):
+            raise ValueError("FastLaunch: pass pointers and slots together")
         self._launch = kernel[grid]
         self._pointers = items_at(range(POINTER_ARGS) if pointers is None else pointers)
+        self._slots = items_at(range(POINTER_ARGS) if slots is None else slots)
         self._consts = consts
         self._grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
         names = list(kernel.arg_names)
@@ -398,8 +410,11 @@ class FastLaunch:
         if self._direct:
             bits = 0
             dtypes = []
+            addresses = []
             for arg in self._pointers(args):
-                bits |= arg.data_ptr()
+                address = arg.data_ptr()
+                bits |= address
+                addresses.append(address)
                 dtypes.append(arg.dtype)
             if not bits & 15:
                 # The binary is specialised on the pointers' element types: key it by them.
@@ -408,9 +423,13 @@ class FastLaunch:
                 plan = self._compiled.get(variant)
                 if plan is not None and _no_hooks(self._knobs):
                     run, function, metadata = plan
+                    # Addresses go in as integers: for a tensor, Triton's launcher calls
+                    # data_ptr() and asks the driver about the pointer (cuPointerGetAttribute)
+                    # once per argument, which validation has made redundant.
                     try:
                         run(*self._grid, current_stream(device), function, metadata,
-                            None, None, None, *args, *self._tail)
+                            None, None, None, *self._slots(addresses),
+                            *args[POINTER_ARGS:], *self._tail)
                         return
                     except Exception:  # an ABI this code does not know: use the generic path
                         self._direct = False

@@ -328,7 +328,7 @@ class LookbackStrategy(TritonStrategy):
                       TICKET_ORDER=TICKET_ORDER, num_warps=params["num_warps"])
         # Word offsets reach 2 * chunks * N, past the inputs' N * T when chunks are 1 step.
         consts["BIG"] = consts["BIG"] or words >= INT32_LIMIT
-        kernel = FastLaunch(lookback_kernel, grid, consts, pack.pointers)
+        kernel = FastLaunch(lookback_kernel, grid, consts, pack.pointers, pack.pointer_slots)
         tickets = Tickets(1 + words)
 
         def launch(call: Call):

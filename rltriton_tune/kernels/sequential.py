@@ -81,7 +81,7 @@ class SequentialStrategy(TritonStrategy):
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn,
                       num_warps=params["num_warps"])
-        kernel = FastLaunch(sequential_kernel, grid, consts, pack.pointers)
+        kernel = FastLaunch(sequential_kernel, grid, consts, pack.pointers, pack.pointer_slots)
 
         def launch(call: Call):
             args, outs = pack.args(call)

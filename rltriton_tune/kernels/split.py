@@ -192,8 +192,8 @@ class SplitStrategy(TritonStrategy):
                       CHUNK_T=chunk, CARRY_BLOCK=params["CARRY_BLOCK"],
                       num_warps=params["num_warps"])
         agg_shape = (2, n_chunks, key.n)
-        reduce = FastLaunch(split_reduce_kernel, grid, consts, pack.pointers)
-        scan = FastLaunch(split_scan_kernel, grid, consts, pack.pointers)
+        reduce = FastLaunch(split_reduce_kernel, grid, consts, pack.pointers, pack.pointer_slots)
+        scan = FastLaunch(split_scan_kernel, grid, consts, pack.pointers, pack.pointer_slots)
 
         def launch(call: Call):
             args, outs = pack.args(call)

@@ -116,7 +116,7 @@ class TiledStrategy(TritonStrategy):
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
-        kernel = FastLaunch(tiled_kernel, grid, consts, pack.pointers)
+        kernel = FastLaunch(tiled_kernel, grid, consts, pack.pointers, pack.pointer_slots)
 
         def launch(call: Call):
             args, outs = pack.args(call)

@@ -64,7 +64,9 @@ def test_second_launch_calls_the_binary_with_constexprs_appended(fast):
     direct = kernel.log[1][1]
     assert direct[:4] == (5, 1, 1, 77)                     # grid, then the current stream
     assert direct[4:6] == ("fn", "meta")
-    assert list(direct[9:]) == [*args, 16]                 # runtime args, then BLOCK
+    # Runtime args, the tensors as their addresses, then BLOCK.
+    assert list(direct[9:]) == [*(x.data_ptr() for x in args[:POINTER_ARGS]),
+                                *args[POINTER_ARGS:], 16]
 
 
 def test_new_pointer_dtypes_compile_their_own_variant(fast):
@@ -110,7 +112,8 @@ def test_listed_pointers_decide_alignment_and_variant(monkeypatch):
     monkeypatch.setattr(launch_module, "current_stream", lambda device: 77)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     kernel = FakeKernel()
-    launcher = FastLaunch(kernel, (5,), {"BLOCK": 16}, pointers=(0, 3, 8))
+    launcher = FastLaunch(kernel, (5,), {"BLOCK": 16}, pointers=(0, 3, 8),
+                          slots=(0, 0, 0, 1, 0, 0, 0, 0, 2, 2))
     args = _args()
     launcher(args)
     launcher(args)
@@ -123,6 +126,30 @@ def test_listed_pointers_decide_alignment_and_variant(monkeypatch):
     launcher(other_dtype)
     assert [entry[0] for entry in kernel.log] == [
         "generic", "direct", "generic", "generic", "direct"]
+    # Each pointer argument gets the address of the listed tensor its slot names.
+    direct = kernel.log[-1][1][9:9 + POINTER_ARGS]
+    assert direct == (*[args[0].data_ptr()] * 8, other_dtype[8].data_ptr(),
+                      other_dtype[8].data_ptr())
+
+
+def test_pointers_without_slots_are_refused():
+    with pytest.raises(ValueError, match="together"):
+        FastLaunch(FakeKernel(), (5,), {"BLOCK": 16}, pointers=(0, 3, 8))
+
+
+@pytest.mark.parametrize(("algorithm", "flags"), [
+    ("gae", "last_value"), ("gae", "next+trunc"), ("vtrace", "bootstrap+trunc"),
+    ("retrace", "trunc"), ("episodic_prefix_sum", "seed+starts_at")])
+def test_packer_slots_name_each_pointer_arguments_tensor(algorithm, flags):
+    """``pointers`` then ``pointer_slots`` give back every pointer argument."""
+    key = ProblemKey(algorithm, 6, 5, "float32", "env", flags,
+                     a=3 if algorithm == "retrace" else 0)
+    call, _ = make_call(key)
+    pack = Packer(key, 64, 1)
+    args, _ = pack.args(call)
+    distinct = [args[i] for i in pack.pointers]
+    assert len(pack.pointer_slots) == POINTER_ARGS
+    assert all(distinct[j] is args[i] for i, j in enumerate(pack.pointer_slots))
 
 
 @pytest.mark.parametrize(("algorithm", "flags", "layout"), [
@@ -174,6 +201,10 @@ def test_misaligned_input_takes_the_generic_path():
     check_outputs(launcher(call), expected("gae", kwargs), call, "misaligned")
 
 
+#: The tensors of the launch in progress, by address (see ``direct_on_cpu``).
+TENSORS_BY_ADDRESS: dict[int, torch.Tensor] = {}
+
+
 class InterpretedBinary:
     """A real kernel behind Triton's compiled-launch interface, run by the interpreter:
     ``run`` takes the direct path's positional arguments and binds them to the kernel's
@@ -189,6 +220,8 @@ class InterpretedBinary:
         assert (stream, function, metadata) == (0, "fn", "meta")
         assert (launch_metadata, enter, exit_) == (None, None, None)
         self.log.append("direct")
+        # The direct path passes tensors as addresses: map them back for the interpreter.
+        args = [*(TENSORS_BY_ADDRESS[a] for a in args[:POINTER_ARGS]), *args[POINTER_ARGS:]]
         named = dict(zip(self.kernel.arg_names, args, strict=True))
         self.kernel[(gx, gy, gz)](**named, **self.options)
 
@@ -216,15 +249,20 @@ def direct_on_cpu(monkeypatch):
     logs = []
 
     class DirectOnCpu(FastLaunch):
-        def __init__(self, kernel, grid, consts, pointers=None):
+        def __init__(self, kernel, grid, consts, pointers=None, slots=None):
             logs.append([])
             interpreting = launch_module.interpreting
             launch_module.interpreting = lambda: False   # only while deciding the path
             try:
-                super().__init__(Interpreted(kernel, logs[-1]), grid, consts, pointers)
+                super().__init__(Interpreted(kernel, logs[-1]), grid, consts, pointers, slots)
             finally:
                 launch_module.interpreting = interpreting
             assert self._direct, "the kernel's constexprs are not the signature's tail"
+
+        def __call__(self, args):
+            TENSORS_BY_ADDRESS.clear()
+            TENSORS_BY_ADDRESS.update((x.data_ptr(), x) for x in args[:POINTER_ARGS])
+            super().__call__(args)
 
     import importlib
 
