@@ -103,8 +103,10 @@ TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2}
 
 
 def cells(estimators: tuple[str, ...], shapes: tuple[tuple[int, int], ...],
-          dtypes: tuple[str, ...], layouts: tuple[str, ...]) -> list[ProblemKey]:
-    """Every key to measure, in a fixed order (shards split this list)."""
+          dtypes: tuple[str, ...], layouts: tuple[str, ...],
+          min_bytes: int = 0) -> list[ProblemKey]:
+    """Every key to measure, in a fixed order (shards split this list); with
+    ``min_bytes``, only those whose data (``problems.data_bytes``) is at least that."""
     out = []
     for algorithm in estimators:
         a = RETRACE_A if algorithm == "retrace" else 0
@@ -113,7 +115,7 @@ def cells(estimators: tuple[str, ...], shapes: tuple[tuple[int, int], ...],
                 for layout in layouts:
                     for n, t in shapes:
                         key = ProblemKey(algorithm, n, t, dtype, layout, flags, a)
-                        if data_bytes(key) <= MAX_CELL_BYTES:
+                        if min_bytes <= data_bytes(key) <= MAX_CELL_BYTES:
                             out.append(key)
     return out
 
@@ -388,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers", nargs="+", choices=PEERS, default=list(DEFAULT_PEERS),
                    help="peers to time (default: rl_triton torchrl; torch_compile compiles "
                         "every shape, seconds a cell)")
+    p.add_argument("--min-mb", type=float, default=0.0,
+                   help="only cells moving at least this many MiB (bandwidth-bound cells, "
+                        "e.g. 64 for the time-major against env-major comparison)")
     p.add_argument("--shard", help="i/k: measure every k-th cell from the i-th")
     p.add_argument("--resume", action="store_true",
                    help="keep peers.jsonl and skip cells it holds for this device/software")
@@ -407,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         device, shapes, dtypes, args.budget = torch.device("cpu"), SMOKE_SHAPES, ("float32",), 0.01
     output = args.output or results_folder(device)
-    keys = shard(cells(tuple(args.estimators), shapes, dtypes, tuple(args.layouts)), args.shard)
+    keys = shard(cells(tuple(args.estimators), shapes, dtypes, tuple(args.layouts),
+                       int(args.min_mb * 2**20)), args.shard)
     print(f"peers: {len(keys)} cells on {device} -> {output}/peers.jsonl", file=sys.stderr)
     for row in run(keys, device, output, tuple(args.peers), args.resume, args.max_seconds,
                    args.budget):

@@ -50,6 +50,18 @@ def test_shards_cover_every_cell_once(script):
         peers.shard(keys, "3/3")
 
 
+def test_min_bytes_keeps_the_bandwidth_bound_cells(script):
+    peers = script("peers")
+    grid = tuple((n, t) for n in peers.GRID_N for t in peers.GRID_T)
+    every = peers.cells(("gae",), grid, ("float32",), peers.LAYOUTS)
+    large = peers.cells(("gae",), grid, ("float32",), peers.LAYOUTS, min_bytes=64 * 2**20)
+    assert large == [k for k in every if peers.data_bytes(k) >= 64 * 2**20]
+    assert 0 < len(large) < len(every)
+    # Both layouts of each shape, so time-major compares with env-major cell by cell.
+    assert {(k.n, k.t, k.flags, "time") for k in large if k.layout == "env"} == {
+        (k.n, k.t, k.flags, k.layout) for k in large if k.layout == "time"}
+
+
 def test_peers_that_cannot_run_a_cell_say_why(script):
     peers = script("peers")
     cpu = torch.device("cpu")
