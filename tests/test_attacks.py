@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -204,6 +205,29 @@ def test_nested_profile_in_the_way_of_tune_is_moved_aside_and_the_result_recorde
     assert code == 0, err
     assert "gae|none|float32|env|N=8|T=8" in read_profile(path).entries
     assert len(list(path.parent.glob(f"{path.name}.bad-*"))) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
+def test_fifo_at_the_profile_path_is_moved_aside_without_opening_it():
+    """A write re-reads the profile under its lock: a FIFO there must not be opened (the
+    open would block forever, lock held), nor a device read to its end."""
+    path = profile_path(CPU_FP)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    done: list = []
+    writer = threading.Thread(target=lambda: done.append(record(CPU_FP, [entry()])),
+                              daemon=True)
+    with pytest.warns(RuntimeWarning, match="not a regular file"):
+        writer.start()
+        writer.join(30)
+        if writer.is_alive():  # let the blocked open return, so the thread ends
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            writer.join(10)
+            pytest.fail("record() opened the FIFO at the profile path and blocked")
+    assert done == [path]
+    assert "gae|none|float32|env|N=8|T=8" in read_profile(path).entries
+    (aside,) = path.parent.glob(f"{path.name}.bad-*")
+    assert aside.is_fifo()
 
 
 def test_huge_fingerprint_name_keeps_show_and_doctor_bounded(tmp_path, capsys):
