@@ -408,6 +408,40 @@ def test_clear_asks_and_deletes_only_this_packages_profiles(tmp_path, capsys):
         assert (folder / name).read_text() == text
 
 
+_FIRST_CALL = """
+import torch
+import rltriton_tune as R
+x = torch.ones(2, 3)
+forced_loop = R.force("torch", mode="loop")
+for forced in (None, None, forced_loop, forced_loop):  # nothing is memoised meanwhile
+    try:
+        if forced is None:
+            R.compute_gae(x, x, torch.zeros_like(x))
+        else:
+            with forced:
+                R.compute_gae(x, x, torch.zeros_like(x))
+    except ValueError as exc:
+        print(exc)
+try:
+    R.explain("gae", 2, 3, device="cpu")
+except ValueError as exc:
+    print(exc)
+"""
+
+
+def test_a_junk_environment_variable_is_one_cli_line_and_an_error_at_the_first_call():
+    env = dict(cli_env(), RLTRITON_TUNE_ONLINE="maybe")
+    done = subprocess.run([sys.executable, "-m", "rltriton_tune.cli", "show"], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 2
+    assert "RLTRITON_TUNE_ONLINE='maybe' is not a boolean" in one_error_line(done.stderr)
+    done = subprocess.run([sys.executable, "-c", _FIRST_CALL], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr  # importing works; each use says what is wrong
+    lines = done.stdout.splitlines()
+    assert len(lines) == 5 and all("RLTRITON_TUNE_ONLINE='maybe'" in line for line in lines)
+
+
 def test_negative_compile_workers_is_a_usage_error(capsys):
     for verb in (TUNE, ["bench"]):
         with pytest.raises(SystemExit) as exc:
