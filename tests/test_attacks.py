@@ -10,6 +10,7 @@ no lost or corrupted profile.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -137,6 +138,41 @@ def test_read_only_profile_folder_is_one_line_and_exit_1(tmp_path, monkeypatch, 
         assert code == 1 and "cannot be written" in one_error_line(err)
     finally:
         folder.chmod(0o755)
+
+
+def _read_only_file_system(folder: Path, patch: pytest.MonkeyPatch) -> None:
+    """Make every change under ``folder`` fail as on a read-only mount (EROFS), which
+    binds root too (folder permissions do not: the test above is skipped as root)."""
+    inside = str(folder) + os.sep
+
+    def refuse(real, writes=lambda *a: True):
+        def call(path, *args, **kwargs):
+            if os.fspath(path).startswith(inside) and writes(*args):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
+            return real(path, *args, **kwargs)
+        return call
+
+    changes = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    patch.setattr(os, "open", refuse(os.open, lambda flags, *_: flags & changes))
+    for name in ("mkdir", "unlink", "rmdir", "replace", "rename"):
+        patch.setattr(os, name, refuse(getattr(os, name)))
+
+
+def test_read_only_file_system_is_one_line_and_exit_1_even_as_root(tmp_path, capsys):
+    record(CPU_FP, [entry()])
+    src = tmp_path / "src"
+    record(CPU_FP, [entry(n=16)], src)
+    folder = user_dir()
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.MonkeyPatch.context() as patch:
+        _read_only_file_system(folder, patch)
+        for argv in (TUNE, ["import", str(profile_path(CPU_FP, src))],
+                     ["clear", "--yes", "--all-devices"]):
+            code, out, err = run(capsys, *argv)
+            assert code == 1, (argv, err)
+            assert "Read-only file system" in one_error_line(err), argv
+            assert "imported" not in out and "removed" not in out
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
 def test_tune_results_that_cannot_be_saved_go_to_a_file_the_user_is_told_about(
