@@ -14,7 +14,7 @@ from rltriton_tune.state import STATE as _STATE
 
 __version__ = "0.1.0"
 
-if _STATE.settings.online:
+if _STATE.settings_error is None and _STATE.settings.online:
     # Online tuning is tooling: it plugs itself into the runtime (see tune/online.py).
     from rltriton_tune.tune import online as _online
 

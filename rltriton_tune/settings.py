@@ -4,7 +4,9 @@ They are read when the package is imported (and again by
 :func:`rltriton_tune.dispatch.reset`), so a variable changed later in the process
 has no effect until then, on every path alike: calls, ``explain`` and the
 memo agree. Booleans accept what people write (1/0, true/false, yes/no,
-on/off, any case); anything else is a ``ValueError`` naming the variable.
+on/off, any case); anything else is a ``ValueError`` naming the variable, raised
+by every call and ``explain`` (importing still works, so the CLI reports it in one
+line) and by ``dispatch.reset``.
 Relative paths are made absolute against the working directory at read time.
 """
 

@@ -27,8 +27,20 @@ class FallbackWarning(RuntimeWarning):
 class RuntimeState:
     """The runtime's process state. One instance, :data:`STATE`; see the module doc."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = Settings.from_environ() if settings is None else settings
+    def __init__(self, settings: Settings | None = None, *, defer_errors: bool = False) -> None:
+        error = None
+        if settings is None:
+            try:
+                settings = Settings.from_environ()
+            except ValueError as exc:  # a junk variable
+                if not defer_errors:
+                    raise
+                settings, error = Settings(), str(exc)
+        self._settings = settings
+        #: Why the environment could not be read at import (``defer_errors``): reading
+        #: :attr:`settings` raises it, so importing works (the CLI can report it in one
+        #: line) and every call or ``explain`` raises it.
+        self.settings_error: str | None = error
         #: Guards every table below on the miss path (re-entrant: online tuning runs
         #: estimator calls while a miss is being resolved).
         self.lock = threading.RLock()
@@ -60,6 +72,12 @@ class RuntimeState:
         #: entries this process measured but could not write.
         self.overlay: dict[str, dict[str, tuple[Any, Any]]] = {}
 
+    @property
+    def settings(self) -> Settings:
+        """The environment as read; ValueError naming the variable if it could not be."""
+        check_environment(self)
+        return self._settings
+
     def after_fork_in_child(self) -> None:
         """New locks in a forked child; the recorder forgets the parent's counts."""
         self.lock = threading.RLock()
@@ -67,7 +85,7 @@ class RuntimeState:
             self.recorder.after_fork_in_child()
 
 
-STATE = RuntimeState()
+STATE = RuntimeState(defer_errors=True)
 
 
 def reset(settings: Settings | None = None) -> RuntimeState:
@@ -86,6 +104,14 @@ def reset(settings: Settings | None = None) -> RuntimeState:
         STATE.online_tuner = tuner
         STATE.overlay = overlay  # unwritten measurements stay for the process
     return STATE
+
+
+def check_environment(state: RuntimeState | None = None) -> None:
+    """Raise the ValueError of a junk environment variable found at import, if any: every
+    call that is not memoised, and ``explain``, check before deciding anything."""
+    error = (state or STATE).settings_error
+    if error is not None:
+        raise ValueError(error)
 
 
 def warn_once(topic: str, message: str, category: type[Warning] = FallbackWarning,

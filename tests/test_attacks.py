@@ -10,11 +10,13 @@ no lost or corrupted profile.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -138,6 +140,41 @@ def test_read_only_profile_folder_is_one_line_and_exit_1(tmp_path, monkeypatch, 
         folder.chmod(0o755)
 
 
+def _read_only_file_system(folder: Path, patch: pytest.MonkeyPatch) -> None:
+    """Make every change under ``folder`` fail as on a read-only mount (EROFS), which
+    binds root too (folder permissions do not: the test above is skipped as root)."""
+    inside = str(folder) + os.sep
+
+    def refuse(real, writes=lambda *a: True):
+        def call(path, *args, **kwargs):
+            if os.fspath(path).startswith(inside) and writes(*args):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
+            return real(path, *args, **kwargs)
+        return call
+
+    changes = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    patch.setattr(os, "open", refuse(os.open, lambda flags, *_: flags & changes))
+    for name in ("mkdir", "unlink", "rmdir", "replace", "rename"):
+        patch.setattr(os, name, refuse(getattr(os, name)))
+
+
+def test_read_only_file_system_is_one_line_and_exit_1_even_as_root(tmp_path, capsys):
+    record(CPU_FP, [entry()])
+    src = tmp_path / "src"
+    record(CPU_FP, [entry(n=16)], src)
+    folder = user_dir()
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.MonkeyPatch.context() as patch:
+        _read_only_file_system(folder, patch)
+        for argv in (TUNE, ["import", str(profile_path(CPU_FP, src))],
+                     ["clear", "--yes", "--all-devices"]):
+            code, out, err = run(capsys, *argv)
+            assert code == 1, (argv, err)
+            assert "Read-only file system" in one_error_line(err), argv
+            assert "imported" not in out and "removed" not in out
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
 def test_tune_results_that_cannot_be_saved_go_to_a_file_the_user_is_told_about(
         monkeypatch, capsys):
     """The folder passes the check before tuning, then refuses the write (a file system
@@ -204,6 +241,29 @@ def test_nested_profile_in_the_way_of_tune_is_moved_aside_and_the_result_recorde
     assert code == 0, err
     assert "gae|none|float32|env|N=8|T=8" in read_profile(path).entries
     assert len(list(path.parent.glob(f"{path.name}.bad-*"))) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
+def test_fifo_at_the_profile_path_is_moved_aside_without_opening_it():
+    """A write re-reads the profile under its lock: a FIFO there must not be opened (the
+    open would block forever, lock held), nor a device read to its end."""
+    path = profile_path(CPU_FP)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    done: list = []
+    writer = threading.Thread(target=lambda: done.append(record(CPU_FP, [entry()])),
+                              daemon=True)
+    with pytest.warns(RuntimeWarning, match="not a regular file"):
+        writer.start()
+        writer.join(30)
+        if writer.is_alive():  # let the blocked open return, so the thread ends
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            writer.join(10)
+            pytest.fail("record() opened the FIFO at the profile path and blocked")
+    assert done == [path]
+    assert "gae|none|float32|env|N=8|T=8" in read_profile(path).entries
+    (aside,) = path.parent.glob(f"{path.name}.bad-*")
+    assert aside.is_fifo()
 
 
 def test_huge_fingerprint_name_keeps_show_and_doctor_bounded(tmp_path, capsys):
@@ -382,6 +442,40 @@ def test_clear_asks_and_deletes_only_this_packages_profiles(tmp_path, capsys):
     assert not Path(f"{profile_path(CPU_FP)}.lock").exists()
     for name, text in mine.items():
         assert (folder / name).read_text() == text
+
+
+_FIRST_CALL = """
+import torch
+import rltriton_tune as R
+x = torch.ones(2, 3)
+forced_loop = R.force("torch", mode="loop")
+for forced in (None, None, forced_loop, forced_loop):  # nothing is memoised meanwhile
+    try:
+        if forced is None:
+            R.compute_gae(x, x, torch.zeros_like(x))
+        else:
+            with forced:
+                R.compute_gae(x, x, torch.zeros_like(x))
+    except ValueError as exc:
+        print(exc)
+try:
+    R.explain("gae", 2, 3, device="cpu")
+except ValueError as exc:
+    print(exc)
+"""
+
+
+def test_a_junk_environment_variable_is_one_cli_line_and_an_error_at_the_first_call():
+    env = dict(cli_env(), RLTRITON_TUNE_ONLINE="maybe")
+    done = subprocess.run([sys.executable, "-m", "rltriton_tune.cli", "show"], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 2
+    assert "RLTRITON_TUNE_ONLINE='maybe' is not a boolean" in one_error_line(done.stderr)
+    done = subprocess.run([sys.executable, "-c", _FIRST_CALL], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr  # importing works; each use says what is wrong
+    lines = done.stdout.splitlines()
+    assert len(lines) == 5 and all("RLTRITON_TUNE_ONLINE='maybe'" in line for line in lines)
 
 
 def test_negative_compile_workers_is_a_usage_error(capsys):

@@ -10,6 +10,7 @@ from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES
 from rltriton_tune.call import DTYPES_BY_NAME, LAYOUTS, ProblemKey, flags_string, parse_flags
 from rltriton_tune.dispatch import forcing
 from rltriton_tune.dispatch.decide import Decision, decide
+from rltriton_tune.state import check_environment
 
 #: Indirection so tests can pretend a GPU exists.
 cuda_available = torch.cuda.is_available
@@ -89,4 +90,5 @@ def explain(algorithm: str, N: int, T: int, *, dtype: str | torch.dtype = "float
         raise ValueError(f"device {device!r} is not a valid torch device: {exc}") from None
     if device.type == "cuda" and not cuda_available():
         raise ValueError(f"device {str(device)!r} requested but CUDA is not available")
+    check_environment()
     return decide(key, device, forcing.effective(forcing.current()))

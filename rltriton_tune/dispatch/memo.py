@@ -18,7 +18,7 @@ from rltriton_tune.call import Call
 from rltriton_tune.dispatch import forcing, registry
 from rltriton_tune.dispatch.decide import FALLBACK, Decision, decide, mark_failed
 from rltriton_tune.dispatch.devices import device_fingerprint, normalize_device
-from rltriton_tune.state import STATE, warn_once
+from rltriton_tune.state import STATE, check_environment, warn_once
 from rltriton_tune.strategy import Launcher
 
 _log = logging.getLogger("rltriton_tune")
@@ -78,6 +78,7 @@ def miss(call: Call, mk: tuple, ctx: forcing.Forced | None) -> tuple[torch.Tenso
     A config that fails to compile or launch is dropped for the process and the next
     choice is tried (the key's decision order continues), ending with the torch fallback.
     """
+    check_environment()
     with STATE.lock:
         launcher = STATE.table.get(mk)
         if launcher is not None:

@@ -59,16 +59,22 @@ def read_profiles(path: Path) -> list[Profile]:
     return profiles_from_text(_read_bounded(Path(path)), path)
 
 
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a regular file of at most :data:`MAX_PROFILE_BYTES`: ProfileError for
+    anything else, OSError as raised (FileNotFoundError included)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, a device never end
+        raise ProfileError("not a regular file", path)
+    with open(path, "rb") as f:
+        data = f.read(MAX_PROFILE_BYTES + 1)
+        if len(data) > MAX_PROFILE_BYTES:
+            raise ProfileError(too_large(os.fstat(f.fileno()).st_size), path)
+        return data
+
+
 def _read_bounded(path: Path) -> bytes:
     """The bytes of a regular file of at most :data:`MAX_PROFILE_BYTES`; else ProfileError."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, a device never end
-            raise ProfileError("not a regular file", path)
-        with open(path, "rb") as f:
-            data = f.read(MAX_PROFILE_BYTES + 1)
-            if len(data) > MAX_PROFILE_BYTES:
-                raise ProfileError(too_large(os.fstat(f.fileno()).st_size), path)
-            return data
+        return _read_regular(path)
     except FileNotFoundError:
         raise ProfileError("file not found", path) from None
     except OSError as err:
@@ -264,17 +270,15 @@ def record_borrowing(fp: dict[str, Any], factors: dict[str, float],
 def _on_disk(path: Path, fp: dict[str, Any]) -> Profile:
     """What the profile holds now; a corrupt or foreign file is moved aside, not lost."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return Profile(fp)
-    try:
-        profiles = profiles_from_text(data, path)
+        profiles = profiles_from_text(_read_regular(path), path)
         if len(profiles) == 1 and same_fingerprint(profiles[0].fingerprint, fp):
             return profiles[0]
         problem = "holds another fingerprint"
+    except FileNotFoundError:
+        return Profile(fp)
     except UnsupportedVersion:
         raise
-    except ProfileError as err:
+    except ProfileError as err:  # also a FIFO or device there: never opened, moved aside
         problem = err.reason
     aside = path.with_name(f"{path.name}.bad-{utc_now().replace(':', '')}")
     os.replace(path, aside)
