@@ -212,13 +212,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=("table", "json"), default="table")
 
     e = sub.add_parser("export", help="write all profiles to a file",
-                       description="Write the merged entries (shipped + user) to FILE.")
-    e.add_argument("file", type=Path, metavar="FILE")
+                       description="Write the merged entries (shipped + user) to FILE, or "
+                       "to standard output when FILE is - (no question asked; the count goes "
+                       "to standard error).")
+    e.add_argument("file", metavar="FILE", help="a file name, or - for standard output")
     e.add_argument("--force", action="store_true", help="replace FILE if it exists")
     i = sub.add_parser("import", help="validate and merge a profile file",
                        description="Validate FILE and add its entries to the user's profiles "
-                       "(keys that already have an entry keep it).")
-    i.add_argument("file", type=Path, metavar="FILE")
+                       "(keys that already have an entry keep it). FILE - reads standard "
+                       "input.")
+    i.add_argument("file", metavar="FILE",
+                   help="a profile file or export bundle, or - for standard input")
     c = sub.add_parser("clear", help="delete this device's profile and studies",
                        description="Delete the profile files this package wrote for this "
                        "device (or the named fingerprints, or all devices), their lock files "
@@ -755,8 +759,20 @@ def cmd_show(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from rltriton_tune.tuning_db import ExportError, check_export_destination, export_profiles
+    from rltriton_tune.tuning_db import (
+        ExportError,
+        check_export_destination,
+        export_profiles,
+        export_text,
+    )
 
+    if args.file == "-":
+        text, count = export_text()
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale, as a file
+        sys.stdout.flush()
+        print(f"exported {count} entries to standard output", file=sys.stderr)
+        return 0
     try:
         check_export_destination(args.file, overwrite=True)
         if os.path.lexists(args.file) and not args.force \
@@ -772,22 +788,28 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from rltriton_tune.tuning_db import DB_ENV, ProfileError, WriteError, import_profiles
+    from rltriton_tune.tuning_db import DB_ENV, ProfileError, WriteError, merge_profiles
+    from rltriton_tune.tuning_db.schema import MAX_PROFILE_BYTES, profiles_from_text
     from rltriton_tune.tuning_db.store import read_profiles
 
+    stdin = args.file == "-"
+    source = "standard input" if stdin else args.file
     try:
-        total = sum(len(p.entries) for p in read_profiles(args.file))
+        if stdin:
+            profiles = profiles_from_text(sys.stdin.buffer.read(MAX_PROFILE_BYTES + 1), source)
+        else:
+            profiles = read_profiles(Path(args.file))
     except ProfileError as exc:
-        raise CLIError(f"import FILE {args.file}: {exc.reason}") from None
+        where = source if stdin else f"FILE {source}"
+        raise CLIError(f"import {where}: {exc.reason}") from None
+    total = sum(len(p.entries) for p in profiles)
     _writable_db()
     try:
-        count = import_profiles(args.file)
-    except ProfileError as exc:
-        raise CLIError(f"import FILE {args.file}: {exc.reason}") from None
+        count = merge_profiles(profiles)
     except WriteError as exc:
         raise CLIError(f"import: {exc}; nothing was kept: set {DB_ENV} to a writable folder "
                        "and import again") from None
-    print(f"imported {count} entries from {args.file}")
+    print(f"imported {count} entries from {source}")
     if total > count:
         print(f"kept the stored entry of {total - count} key(s) that already had one "
               f"(`{PROG} tune --refresh` re-times stored entries)")

@@ -127,17 +127,19 @@ def test_unwritable_profile_folder_is_one_line_and_exit_1(verb, where, tmp_path,
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores folder permissions")
 def test_read_only_profile_folder_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
     folder = tmp_path / "ro"
-    folder.mkdir()
     monkeypatch.setenv("RLTRITON_TUNE_DB", str(folder))
+    stored = record(CPU_FP, [entry(n=16)], folder)  # a real profile: clear must fail on it
+    before = stored.read_bytes()
     folder.chmod(0o555)
     try:
-        for argv in (TUNE, ["clear", "--yes", "--all-devices"]):
-            code, _, err = run(capsys, *argv)
-            assert code in (0, 1) and "Traceback" not in err
         code, _, err = run(capsys, *TUNE)
         assert code == 1 and "cannot be written" in one_error_line(err)
+        code, out, err = run(capsys, "clear", "--yes", "--all-devices")
+        assert code == 1 and "Permission denied" in one_error_line(err)
+        assert "removed" not in out
     finally:
         folder.chmod(0o755)
+    assert stored.read_bytes() == before
 
 
 def _read_only_file_system(folder: Path, patch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,6 @@
 """The rltriton-tune CLI on CPU: the whole pipeline, exit codes, concurrent writers."""
 
+import io
 import json
 import os
 import subprocess
@@ -88,6 +89,26 @@ def test_tune_show_export_clear_import_pipeline(tmp_path, capsys):
     code, _, err = run(capsys, "import", str(broken))
     assert code == 1 and "broken.json" in err
     assert len(show_json(capsys)) == 4
+
+
+def test_export_dash_writes_to_stdout_and_import_dash_reads_stdin(tmp_path, monkeypatch,
+                                                                 capsys):
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.tuning_db import Entry, device_fingerprint, record
+
+    record(device_fingerprint("cpu"), [Entry(ProblemKey("gae", 8, 16), "torch",
+                                             {"mode": "loop"}, 3.0)])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-").write_text("keep")  # a file named "-" is neither asked about nor touched
+    code, out, err = run(capsys, "export", "-")
+    assert code == 0 and "exported 1 entries to standard output" in err
+    assert [e["N"] for e in json.loads(out)["entries"]] == [8]
+    assert (tmp_path / "-").read_text() == "keep"
+    assert run(capsys, "clear", "--yes")[0] == 0
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(out.encode())))
+    code, out, _ = run(capsys, "import", "-")
+    assert code == 0 and "imported 1 entries from standard input" in out
+    assert [(e["N"], e["T"]) for e in show_json(capsys)] == [(8, 16)]
 
 
 def test_tune_stopped_by_max_seconds_records_nothing_partial_and_resumes(capsys):

@@ -11,7 +11,9 @@ increment a call. Counts are merged into FILE (summed with what is there, under
 a file lock, written atomically) when a new key is recorded, at most every
 :data:`FLUSH_EVERY_S` seconds, and at exit. The file holds at most
 :data:`MAX_KEYS` keys; the least-called are dropped beyond that. A forked child
-starts counting from zero, so nothing is counted twice.
+starts counting from zero, so nothing is counted twice. A path that exists and is
+not a regular file (a FIFO, device or folder) is never opened: recording stops, with
+one warning naming the variable, and the run goes on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -38,6 +41,11 @@ class RecordError(ValueError):
     """A workload file that cannot be read; ``str()`` names the file and the problem."""
 
 
+class NotRegular(RecordError):
+    """The record path is a FIFO, device, socket or folder: never opened (a FIFO would
+    block the flush until a writer came)."""
+
+
 class Recorder:
     """Call counts of the keys that missed the database, merged into one file."""
 
@@ -48,11 +56,15 @@ class Recorder:
         self.counts: dict[tuple[str, str], list] = {}
         self.last_flush = 0.0
         self.warned = False
+        #: Set when the path is not a regular file: nothing is counted or written any more.
+        self.refused = False
         atexit.register(self.flush)
 
     def wrap(self, launcher: Callable, key: ProblemKey, fingerprint: dict[str, Any],
              origin: str) -> Callable:
         """``launcher``, counting its calls for ``key``."""
+        if self.refused:
+            return launcher
         fp_text = json.dumps(fingerprint, sort_keys=True)
         with self.lock:
             cell = self.counts.setdefault((key.as_text(), fp_text), [0, origin])
@@ -83,6 +95,8 @@ class Recorder:
             return
         try:
             merge_into(self.path, pending, origins)
+        except NotRegular as exc:
+            self._refuse(exc)
         except (OSError, RecordError, ValueError) as exc:
             with self.lock:  # give the counts back for the next try
                 for k, n in pending.items():
@@ -94,6 +108,29 @@ class Recorder:
                 warn_once("record", f"rltriton-tune: cannot write the workload record "
                           f"{self.path} ({exc}); counts are kept in memory",
                           RuntimeWarning, stacklevel=2)
+
+    def _refuse(self, exc: NotRegular) -> None:
+        """Stop recording for good, warning once: the path can never take the record."""
+        from rltriton_tune.settings import ENV_RECORD
+        from rltriton_tune.state import warn_once
+
+        with self.lock:
+            self.refused = True
+            self.counts.clear()
+        warn_once("record-path", f"rltriton-tune: {ENV_RECORD}={self.path} {exc}; the workload "
+                  "is not recorded (give it a regular file's path)", RuntimeWarning,
+                  stacklevel=3)
+
+
+def check_regular(path: Path) -> None:
+    """Raise :class:`NotRegular` when ``path`` exists and is not a regular file (a
+    symlink is followed); a stat only, so a FIFO or device is never opened."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegular("is not a regular file")
 
 
 def read_record(path: Path | str) -> list[dict[str, Any]]:
@@ -136,8 +173,10 @@ def merge_into(path: Path, counts: dict[tuple[str, str], int],
     """Add ``counts`` to the file at ``path`` (created if missing), under a file lock."""
     import filelock
 
+    check_regular(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(f"{path}.lock", timeout=10):
+        check_regular(path)  # again under the lock, right before the read
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         if path.exists():
             for row in read_record(path):

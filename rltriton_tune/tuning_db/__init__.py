@@ -14,8 +14,10 @@ from rltriton_tune.tuning_db.exchange import (
     ExportError,
     check_export_destination,
     export_profiles,
+    export_text,
     import_profiles,
     known_fingerprints,
+    merge_profiles,
 )
 from rltriton_tune.tuning_db.fingerprint import device_fingerprint, fingerprint_id
 from rltriton_tune.tuning_db.loading import FileReport, ProfileSet, load_profiles, loaded_once
@@ -69,6 +71,8 @@ __all__ = [
     "ExportError",
     "check_export_destination",
     "export_profiles",
+    "export_text",
     "import_profiles",
+    "merge_profiles",
     "known_fingerprints",
 ]

@@ -63,16 +63,23 @@ def export_profiles(dest: Path, fp: dict[str, Any] | None = None, *,
     existing file is replaced only with ``overwrite``.
     """
     check_export_destination(dest, overwrite)
+    text, count = export_text(fp)
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(dest, text)
+    return count
+
+
+def export_text(fp: dict[str, Any] | None = None) -> tuple[str, int]:
+    """What :func:`export_profiles` writes, and how many entries it holds (``export -``
+    prints it)."""
     fingerprints = [fp] if fp is not None else known_fingerprints()
     profiles = [Profile(f, dict(load_profiles(f).entries)) for f in fingerprints]
     if len(profiles) == 1:
         document = profiles[0].to_json()
     else:
         document = bundle_to_json(profiles)
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(dest, dumps(document))
-    return sum(len(p.entries) for p in profiles)
+    return dumps(document), sum(len(p.entries) for p in profiles)
 
 
 def import_profiles(src: Path, directory: Path | None = None) -> int:
@@ -83,7 +90,12 @@ def import_profiles(src: Path, directory: Path | None = None) -> int:
     Raises :class:`ProfileError` naming the problem if any part of ``src`` is invalid
     (then nothing is imported), and :class:`~rltriton_tune.tuning_db.store.WriteError`
     if the folder cannot be written (nothing is kept in memory then)."""
-    profiles = read_profiles(Path(src))
+    return merge_profiles(read_profiles(Path(src)), directory)
+
+
+def merge_profiles(profiles: list[Profile], directory: Path | None = None) -> int:
+    """Add validated ``profiles`` (as :func:`import_profiles` does, e.g. parsed from
+    standard input) to ``directory``; returns the number of entries added."""
     added = 0
     for profile in profiles:
         target = locations.profile_path(profile.fingerprint, directory)

@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import warnings
 
 import pytest
 import torch
@@ -86,6 +88,36 @@ def test_a_foreign_file_is_never_overwritten(recording):
         gae(4, 9)
         STATE.recorder.flush()
     assert recording.read_text() == "my notes\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
+def test_a_fifo_at_the_record_path_is_refused_without_opening_it(recording):
+    """Opening a FIFO blocks until a writer comes: the flush must never open one (nor a
+    device or folder); it warns once, naming the variable, and records nothing."""
+    os.mkfifo(recording)
+    worker = threading.Thread(target=lambda: (gae(4, 9), STATE.recorder.flush()), daemon=True)
+    with pytest.warns(RuntimeWarning, match="RLTRITON_TUNE_RECORD=.*not a regular file"):
+        worker.start()
+        worker.join(10)
+        if worker.is_alive():  # let the blocked open return, so the thread ends
+            os.close(os.open(recording, os.O_WRONLY | os.O_NONBLOCK))
+            worker.join(10)
+            pytest.fail("the workload-record flush opened the FIFO and blocked")
+    assert recording.is_fifo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once: later calls and flushes stay quiet
+        gae(4, 9)
+        gae(3, 7)
+        STATE.recorder.flush()
+    assert STATE.recorder.counts == {} and recording.is_fifo()
+
+
+def test_a_folder_at_the_record_path_stops_recording_with_one_warning(recording):
+    recording.mkdir()
+    with pytest.warns(RuntimeWarning, match="RLTRITON_TUNE_RECORD=.*not a regular file"):
+        gae(4, 9)
+        STATE.recorder.flush()
+    assert STATE.recorder.counts == {} and list(recording.iterdir()) == []
 
 
 def test_record_tune_replay_round_trip(recording, tmp_path):
