@@ -9,6 +9,16 @@ measurements (its ``borrowing`` section, written by ``rltriton-tune tune
 --borrowing``, which times entries' configs at their neighbours' keys), else
 :data:`DEFAULT_FACTORS`. The config is moved to the key's shape by its strategy
 (``Strategy.transfer``) and validated for the key before it is used.
+
+The layout is a partition, not a factor: entries of the key's own layout always rank
+first, and the other layout's are offered only where the algorithm has none of this
+one. Which rows a program reads contiguously differs between the layouts, so a config
+can be good in one and many times slower in the other, whatever a few measured pairs
+say. On the H200 (``benchmarks/results/h200/peers.jsonl``, float32), time-major cells
+served by env-major configs ran 5.1x slower than env-major at the same shape (geomean
+of 179 cells; 1.23x of rl-triton, 79 cells below 0.97x), against 2.0x slower when
+served by time-major entries (135 cells; 2.67x of rl-triton, 6 below 0.97x), while the
+profile's measured layout factor was 1.017.
 """
 
 from __future__ import annotations
@@ -125,15 +135,16 @@ def exact(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
 
 def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
              failed: frozenset = frozenset()) -> Iterator[Found]:
-    """Other entries of ``key``'s algorithm, the least expected slowdown first, each with
-    its config moved to ``key``'s shape and validated (invalid or failed ones skipped)."""
+    """Other entries of ``key``'s algorithm, those of its layout first, then the least
+    expected slowdown first, each with its config moved to ``key``'s shape and validated
+    (invalid or failed ones skipped)."""
     factors = factors_of(profiles)
     text = key.as_text()
     ranked = sorted(
         (expected_slowdown(key, other, factors) + (other_text,)
          for other, other_text in _by_algorithm(profiles).get(key.algorithm, ())
          if other_text != text),
-        key=lambda r: (r[0], r[2]))
+        key=lambda r: ("layout" in r[1], r[0], r[2]))
     for slowdown, differs, other_text in ranked:
         entry = profiles.entries[other_text]
         impl = usable.get(entry.strategy)

@@ -79,6 +79,29 @@ def test_the_other_layout_is_borrowed_only_when_nothing_else_is_there(profiles, 
     assert decide(key(8, 8), FAKE_GPU).entry == key(1024, 128).as_text()
 
 
+def test_the_layout_partitions_borrowing_whatever_the_measured_factor(fake_gpu, tmp_path,
+                                                                       monkeypatch):
+    """A profile measuring the layout as nearly free (1.017, as the shipped H200 one did)
+    still serves a time-major key from a distant time-major entry before the env-major
+    entry of its own shape; with no time-major entry, the env-major one serves."""
+    from rltriton_tune import dispatch
+    from rltriton_tune.tuning_db import Entry
+
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    env_same_shape = key(4096, 8192)
+    time_far = key(32768, 2048, layout="time")
+    for entries, expected in (((env_same_shape, time_far), time_far),
+                              ((env_same_shape,), env_same_shape)):
+        profile = Profile(FAKE_FP, {k.as_text(): Entry(k, "flat", {"BLOCK_N": 1}, 1.0)
+                                    for k in entries},
+                          borrowing={"layout": 1.017, "shape": 1.011})
+        (folder / "p.json").write_text(dumps(profile.to_json()))
+        monkeypatch.setenv("RLTRITON_TUNE_SHIPPED_DB", str(folder))
+        dispatch.reset()
+        assert decide(key(4096, 8192, layout="time"), FAKE_GPU).entry == expected.as_text()
+
+
 def test_nearest_shape_wins_among_entries_of_the_same_family(profiles, fake_gpu):
     profiles.write(FAKE_FP, [(key(4096, 32), "flat", {"BLOCK_N": 4}),
                              (key(4096, 512), "flat", {"BLOCK_N": 2}),

@@ -63,7 +63,7 @@ def recorded_launches(strategy: str, key: Any, params: dict[str, Any]) -> list[t
     launches: list[tuple] = []
 
     class Recorder:
-        def __init__(self, kernel, grid, consts, pointers=None):
+        def __init__(self, kernel, grid, consts, pointers=None, slots=None):
             self.kernel, self.consts = kernel, consts
 
         def __call__(self, args):

@@ -168,9 +168,9 @@ def test_word_offsets_take_64_bits_when_the_words_outgrow_the_inputs(monkeypatch
     seen = []
 
     class Spy(lookback.FastLaunch):
-        def __init__(self, kernel, grid, consts, pointers=None):
+        def __init__(self, kernel, grid, consts, pointers=None, slots=None):
             seen.append(consts["BIG"])
-            super().__init__(kernel, grid, consts, pointers)
+            super().__init__(kernel, grid, consts, pointers, slots)
 
     monkeypatch.setattr(lookback, "FastLaunch", Spy)
     monkeypatch.setattr(lookback, "INT32_LIMIT", 2 * 3 * 7)  # words of 7 rows x 3 chunks
