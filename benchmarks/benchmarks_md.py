@@ -8,6 +8,7 @@ Each folder ``benchmarks/results/<gpu>/`` may hold:
   beside rl-triton's kernel config, torch.compile and the best config an exhaustive
   sweep found);
 - ``dispatch_overhead.json``: ``dispatch_overhead.py`` (host time per call);
+- ``backward_cost.json``: ``backward_cost.py`` (backward pass against forward);
 - ``strategies.md``: ``strategies.py``'s report (linked).
 
     python benchmarks/benchmarks_md.py                 # every folder under benchmarks/results
@@ -201,6 +202,17 @@ def overhead_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def backward_lines(report: dict[str, Any]) -> list[str]:
+    """The backward/forward table of a ``backward_cost.py`` report."""
+    lines = ["| estimator | N x T | flags | gradients of | forward µs | backward µs | ratio |",
+             "|---|---|---|---|---:|---:|---:|"]
+    for r in report["rows"]:
+        lines.append(f"| {r['algorithm']} | {r['N']}x{r['T']} | {r['flags']} | "
+                     f"{', '.join(r['grad_inputs'])} | {r['forward_us']:.1f} | "
+                     f"{r['backward_us']:.1f} | {r['ratio']:.2f}x |")
+    return lines
+
+
 # ---------------------------------------------------------------- the page
 
 
@@ -288,6 +300,13 @@ def folder_section(folder: Path, output: Path) -> list[str]:
         lines += [f"### Host time per call (`dispatch_overhead.py`, {report.get('date', '?')})",
                   "", "Microseconds of host time per call (see above); the decision is "
                   "memoised, as in a training loop.", "", *overhead_lines(report), ""]
+    backward = folder / "backward_cost.json"
+    if backward.exists():
+        report = json.loads(backward.read_text())
+        lines += ["### Backward pass against forward (`backward_cost.py`)", "",
+                  "Device time of one forward call and of the backward pass alone "
+                  "(gradients of every floating input), CUDA-graph replay; the target is "
+                  "a ratio of at most 1.5x.", "", *backward_lines(report), ""]
     if (folder / "strategies.md").exists():
         lines += [f"Strategy sweep: [`{rel}/strategies.md`]({rel}/strategies.md).", ""]
     return lines

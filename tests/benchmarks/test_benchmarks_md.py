@@ -72,3 +72,15 @@ def test_overhead_table_shows_the_stages_a_report_has(script):
     assert "| validation | dispatch | launcher |" in lines[0]
     assert "| 3.5 | 0.5 | 12.2 |" in lines[2]
     assert lines[2].count("|") == lines[1].count("|") == lines[0].count("|")
+
+
+def test_backward_table_has_a_row_per_measurement(script):
+    md = script("benchmarks_md")
+    row = {"algorithm": "gae", "N": 4096, "T": 128, "flags": "bootstrap+trunc",
+           "grad_inputs": ["rewards", "values"], "forward_us": 3.42, "backward_us": 18.76,
+           "ratio": 5.48}
+    lines = md.backward_lines({"rows": [row, {**row, "N": 32768}]})
+    assert len(lines) == 4
+    assert lines[2] == ("| gae | 4096x128 | bootstrap+trunc | rewards, values | 3.4 | 18.8 "
+                        "| 5.48x |")
+    assert lines[2].count("|") == lines[1].count("|") == lines[0].count("|")
