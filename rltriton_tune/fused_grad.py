@@ -71,6 +71,15 @@ class _Boundary(Inputs):
     def gamma(self) -> float:
         return self.call.scalars["gamma"]  # type: ignore[return-value]
 
+    def set(self, name: str) -> Tensor:
+        """``[N, T]`` bool: where flag ``name`` is true (non-zero, NaN included; SPEC)."""
+        return self.raw(name) != 0
+
+    def where(self, mask: Tensor) -> Tensor:
+        """γ·z where ``mask``, else 0: fresh, in two whole-tensor passes (these gradients
+        are whole-tensor torch work after the fused scan, so passes are what they cost)."""
+        return torch.where(mask, self.z, 0.0).mul_(self.gamma())
+
 
 def _gae(b: _Boundary, needed: tuple[str, ...]) -> dict[str, Tensor]:
     # nv[t] = next_values[t] everywhere, else b[t] at cut steps (t = T-1 or truncated),
@@ -80,13 +89,12 @@ def _gae(b: _Boundary, needed: tuple[str, ...]) -> dict[str, Tensor]:
         return {"last_value": last}
     if "next_values" not in needed and "bootstrap_values" not in needed:
         return {}
-    kept = (1 - b.flag("terminateds")).mul_(b.z).mul_(b.gamma())
+    kept = b.raw("terminateds") == 0  # not terminated (NaN counts as terminated)
     if "next_values" in needed:
-        return {"next_values": b.call.logical(kept)}
-    trunc = b.flag("truncateds")
-    cut = torch.zeros_like(kept) if trunc is None else trunc
-    cut[:, -1] = 1
-    return {"bootstrap_values": b.call.logical(kept.mul_(cut))}
+        return {"next_values": b.call.logical(b.where(kept))}
+    cut = (torch.zeros_like(kept) if b.raw("truncateds") is None else b.set("truncateds"))
+    cut[:, -1] = True
+    return {"bootstrap_values": b.call.logical(b.where(kept.logical_and_(cut)))}
 
 
 def _returns(decay: Callable[[_Boundary], float]):
@@ -96,8 +104,8 @@ def _returns(decay: Callable[[_Boundary], float]):
     def boundary(b: _Boundary, needed: tuple[str, ...]) -> dict[str, Tensor]:
         if "bootstrap_values" not in needed:
             return {}
-        trunc = b.flag("truncateds")
-        grad = torch.zeros_like(b.z) if trunc is None else trunc.mul_(b.z).mul_(b.gamma())
+        grad = (torch.zeros_like(b.z) if b.raw("truncateds") is None
+                else b.where(b.set("truncateds")))
         last = (1 - b.done(-1)).mul_(b.z[:, -1]).mul_(decay(b))
         grad[:, -1] += last
         return {"bootstrap_values": b.call.logical(grad)}

@@ -170,3 +170,26 @@ def test_a_16_bit_step_writes_16_bit_gradients():
     _, call, _, grad, _ = case("gae", "trunc", "env", "bfloat16")
     assert grad_call(call, grad, ("rewards", "values")).out_dtype == torch.bfloat16
     assert grad_call(call, grad, ("rewards", "bootstrap_values")).out_dtype == torch.float32
+
+
+@pytest.mark.parametrize(("algorithm", "flags"), [
+    ("gae", "bootstrap+trunc"), ("gae", "next+trunc"), ("gae", "last_value"),
+    ("lambda_returns", "bootstrap+trunc"), ("discounted_returns", "bootstrap+trunc")])
+def test_boundary_gradients_read_any_non_zero_flag_as_true(algorithm, flags):
+    """Flags of -1, 0.5 and NaN are true on the boundary gradients' path too (SPEC), as
+    in the reference."""
+    kwargs, call, outputs, grad, names = case(algorithm, flags, "env")
+    for name in ("terminateds", "truncateds", "dones"):
+        if name in kwargs:
+            odd = kwargs[name].clone()
+            odd[odd != 0] = torch.tensor([-1.0, 0.5, float("nan")],
+                                         dtype=odd.dtype).repeat(odd.numel())[:int(
+                                             (odd != 0).sum())]
+            kwargs[name] = odd
+    call = prepare_call(algorithm, **kwargs)
+    outputs = dispatch.run(call)
+    want = reference_vjp(algorithm, (grad,), names, **kwargs)
+    found = gradients(call, outputs, (grad,), names)
+    for name in names:
+        torch.testing.assert_close(found[name].reshape(want[name].shape), want[name],
+                                   msg=f"d/d{name}")
