@@ -42,3 +42,17 @@ def _isolated_profile_dir(tmp_path_factory, monkeypatch):
     dispatch.reset()  # the runtime reads its environment once; read this test's
     yield
     dispatch.reset()
+
+
+@pytest.fixture
+def join_or_unblock():
+    """``join(thread, fifo, timeout, message)``: join a thread that may block opening the
+    FIFO ``fifo``; past ``timeout`` seconds, open the FIFO's other end so the thread can
+    end, and fail the test with ``message``."""
+    def join(thread, fifo, timeout: float, message: str) -> None:
+        thread.join(timeout)
+        if thread.is_alive():
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            thread.join(10)
+            pytest.fail(message)
+    return join

@@ -246,7 +246,7 @@ def test_nested_profile_in_the_way_of_tune_is_moved_aside_and_the_result_recorde
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
-def test_fifo_at_the_profile_path_is_moved_aside_without_opening_it():
+def test_fifo_at_the_profile_path_is_moved_aside_without_opening_it(join_or_unblock):
     """A write re-reads the profile under its lock: a FIFO there must not be opened (the
     open would block forever, lock held), nor a device read to its end."""
     path = profile_path(CPU_FP)
@@ -257,11 +257,8 @@ def test_fifo_at_the_profile_path_is_moved_aside_without_opening_it():
                               daemon=True)
     with pytest.warns(RuntimeWarning, match="not a regular file"):
         writer.start()
-        writer.join(30)
-        if writer.is_alive():  # let the blocked open return, so the thread ends
-            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-            writer.join(10)
-            pytest.fail("record() opened the FIFO at the profile path and blocked")
+        join_or_unblock(writer, path, 30,
+                        "record() opened the FIFO at the profile path and blocked")
     assert done == [path]
     assert "gae|none|float32|env|N=8|T=8" in read_profile(path).entries
     (aside,) = path.parent.glob(f"{path.name}.bad-*")

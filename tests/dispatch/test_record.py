@@ -91,18 +91,15 @@ def test_a_foreign_file_is_never_overwritten(recording):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
-def test_a_fifo_at_the_record_path_is_refused_without_opening_it(recording):
+def test_a_fifo_at_the_record_path_is_refused_without_opening_it(recording, join_or_unblock):
     """Opening a FIFO blocks until a writer comes: the flush must never open one (nor a
     device or folder); it warns once, naming the variable, and records nothing."""
     os.mkfifo(recording)
     worker = threading.Thread(target=lambda: (gae(4, 9), STATE.recorder.flush()), daemon=True)
     with pytest.warns(RuntimeWarning, match="RLTRITON_TUNE_RECORD=.*not a regular file"):
         worker.start()
-        worker.join(10)
-        if worker.is_alive():  # let the blocked open return, so the thread ends
-            os.close(os.open(recording, os.O_WRONLY | os.O_NONBLOCK))
-            worker.join(10)
-            pytest.fail("the workload-record flush opened the FIFO and blocked")
+        join_or_unblock(worker, recording, 10,
+                        "the workload-record flush opened the FIFO and blocked")
     assert recording.is_fifo()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once: later calls and flushes stay quiet
