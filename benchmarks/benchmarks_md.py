@@ -232,8 +232,10 @@ def summary_rows(folder: Path) -> list[str]:
             pairs = peer_ratios(peers, peer)
             if pairs:
                 geo, worst, slower, cells = ratio_cells(pairs)
-                out.append(f"| {name} | vs {label}, all estimators, dtypes, layouts, flags | "
-                           f"{geo} | {worst} | {slower} of {cells} |")
+                dtypes = ", ".join(sorted({r["dtype"] for r in peers
+                                           if r["device_us"].get(peer) is not None}))
+                out.append(f"| {name} | vs {label}, every estimator, layout and flag set "
+                           f"measured ({dtypes}) | {geo} | {worst} | {slower} of {cells} |")
     rows = [r for rep in bench_reports(folder) for r in rep["rows"]]
     if rows and not peers:
         out.append(f"| {name} | vs rl-triton 0.1.3 (the package) | not measured yet: "
