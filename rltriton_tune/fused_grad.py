@@ -71,9 +71,11 @@ class _Boundary(Inputs):
     def gamma(self) -> float:
         return self.call.scalars["gamma"]  # type: ignore[return-value]
 
-    def set(self, name: str) -> Tensor:
-        """``[N, T]`` bool: where flag ``name`` is true (non-zero, NaN included; SPEC)."""
-        return self.raw(name) != 0
+    def set(self, name: str) -> Tensor | None:
+        """``[N, T]`` bool: where flag ``name`` is true (non-zero, NaN included; SPEC);
+        fresh, None if absent (as :meth:`flag`)."""
+        x = self.raw(name)
+        return None if x is None else x != 0
 
     def where(self, mask: Tensor) -> Tensor:
         """γ·z where ``mask``, else 0: fresh, in two whole-tensor passes (these gradients
@@ -92,7 +94,9 @@ def _gae(b: _Boundary, needed: tuple[str, ...]) -> dict[str, Tensor]:
     kept = b.raw("terminateds") == 0  # not terminated (NaN counts as terminated)
     if "next_values" in needed:
         return {"next_values": b.call.logical(b.where(kept))}
-    cut = (torch.zeros_like(kept) if b.raw("truncateds") is None else b.set("truncateds"))
+    cut = b.set("truncateds")
+    if cut is None:
+        cut = torch.zeros_like(kept)
     cut[:, -1] = True
     return {"bootstrap_values": b.call.logical(b.where(kept.logical_and_(cut)))}
 
@@ -104,8 +108,8 @@ def _returns(decay: Callable[[_Boundary], float]):
     def boundary(b: _Boundary, needed: tuple[str, ...]) -> dict[str, Tensor]:
         if "bootstrap_values" not in needed:
             return {}
-        grad = (torch.zeros_like(b.z) if b.raw("truncateds") is None
-                else b.where(b.set("truncateds")))
+        trunc = b.set("truncateds")
+        grad = torch.zeros_like(b.z) if trunc is None else b.where(trunc)
         last = (1 - b.done(-1)).mul_(b.z[:, -1]).mul_(decay(b))
         grad[:, -1] += last
         return {"bootstrap_values": b.call.logical(grad)}
