@@ -35,6 +35,10 @@ class AlgorithmSpec:
     neighbour_step: tuple[str, ...] = ()
     #: Flags of options that are no input (the prefix sum's ``boundary="starts_at"``).
     options: tuple[str, ...] = ()
+    #: Grad algorithms: boundary inputs of the estimator given only to ask for their
+    #: gradient (their data is never read), written as one more output after ``outputs``
+    #: (``[N]`` for a per-env input). At most one is given.
+    boundary_grads: tuple[str, ...] = ()
 
     @property
     def first_float(self) -> str:
@@ -207,18 +211,28 @@ ALGORITHMS.update({
 # y[t] = α[t] + β[t]·y[t+1] the adjoint is z[t] = g[t] + β[t-1]·z[t-1] (β[-1] = 0), for a
 # forward-in-time one z[t] = g[t] + β[t+1]·z[t+1] (β[T] = 0); dL/dα = z. The outputs:
 #
-#     gae_grad:                  z,  -z[t] + γ·(1-done[t-1])·z[t-1]  (0 with next_values)
-#     lambda_returns_grad:       z,  γ·(1-λ)·(1-done[t])·z[t]        (rewards, next_values)
-#     discounted_returns_grad:   z                                   (rewards)
-#     eligibility_traces_grad:   z                                   (gradients)
-#     episodic_prefix_sum_grad:  z                                   (inputs)
+#     gae_grad:                  z,  -z[t] + γ·(1-done[t-1])·z[t-1]         (rewards, values)
+#                                z,  γ·(1-term[t])·z[t]   with next_values  (rewards, next_values)
+#     lambda_returns_grad:       z,  γ·(1-λ)·(1-done[t])·z[t]               (rewards, next_values)
+#     discounted_returns_grad:   z                                          (rewards)
+#     eligibility_traces_grad:   z                                          (gradients)
+#     episodic_prefix_sum_grad:  z                                          (inputs)
 #
 # with β of the estimator: γλ(1-done[t]) (GAE, λ-returns), γ(1-done[t]) (returns),
-# γλ(1-done[t-1]) (traces), 1-done[t-1] or 1-done[t] with starts_at (prefix sums). The
-# per-env and bootstrap gradients are pointwise in z (rltriton_tune.fused_grad). GAE's
-# grad call takes ``next_values`` only for its presence (the "next" flag: nv then never
-# reads values, so values get -z); its data is never read. Like the adjoint scans these
-# are problems of their own, with no public function.
+# γλ(1-done[t-1]) (traces), 1-done[t-1] or 1-done[t] with starts_at (prefix sums). GAE's
+# grad call takes ``next_values`` only for its presence (the "next" flag): nv then never
+# reads values, whose gradient is -z, so the second output is next_values's instead.
+# A boundary input given to a grad call (``boundary_grads``, data never read) asks for its
+# gradient as a third output, pointwise in z and the flags:
+#
+#     bootstrap_values (GAE):            γ(1-term[t])·z[t] where nv[t] = b[t] (t = T-1 or
+#                                        truncated), else 0
+#     last_value (GAE):                  γ(1-term[T-1])·z[T-1]                        [N]
+#     bootstrap_values (returns):        γ·trunc[t]·z[t], plus β[T-1]·z[T-1] at T-1 (the
+#                                        folded G[T] = b[T-1])
+#     seed_values (traces, prefix sums): β[0]·z[0]: γλ, or 1 (1-done[0] with starts_at)  [N]
+#
+# Like the adjoint scans these are problems of their own, with no public function.
 GRAD_ALGORITHMS: dict[str, str] = {
     name: f"{name}_grad"
     for name in ("gae", "lambda_returns", "discounted_returns", "eligibility_traces",
@@ -232,18 +246,22 @@ ALGORITHMS.update({
         AlgorithmSpec(
             name="gae_grad",
             direction="forward",
-            tensors=("grads", "terminateds", "truncateds", "next_values"),
-            optional=("truncateds", "next_values"),
+            tensors=("grads", "terminateds", "truncateds", "next_values", "bootstrap_values",
+                     "last_value"),
+            optional=("truncateds", "next_values", "bootstrap_values", "last_value"),
             outputs=("grad_rewards", "grad_values"),
             scalars=("gamma", "lambda_"),
+            per_env=("last_value",),
+            boundary_grads=("bootstrap_values", "last_value"),
             flags_inputs=("terminateds", "truncateds"),
             neighbour_step=("terminateds", "truncateds"),
         ),
         AlgorithmSpec(
             name="lambda_returns_grad",
             direction="forward",
-            tensors=("grads", "terminateds", "truncateds"),
-            optional=("truncateds",),
+            tensors=("grads", "terminateds", "truncateds", "bootstrap_values"),
+            optional=("truncateds", "bootstrap_values"),
+            boundary_grads=("bootstrap_values",),
             outputs=("grad_rewards", "grad_next_values"),
             scalars=("gamma", "lambda_"),
             flags_inputs=("terminateds", "truncateds"),
@@ -252,8 +270,9 @@ ALGORITHMS.update({
         AlgorithmSpec(
             name="discounted_returns_grad",
             direction="forward",
-            tensors=("grads", "terminateds", "truncateds"),
-            optional=("truncateds",),
+            tensors=("grads", "terminateds", "truncateds", "bootstrap_values"),
+            optional=("truncateds", "bootstrap_values"),
+            boundary_grads=("bootstrap_values",),
             outputs=("grad_rewards",),
             scalars=("gamma",),
             flags_inputs=("terminateds", "truncateds"),
@@ -262,8 +281,10 @@ ALGORITHMS.update({
         AlgorithmSpec(
             name="eligibility_traces_grad",
             direction="backward",
-            tensors=("grads", "dones"),
-            optional=(),
+            tensors=("grads", "dones", "seed_values"),
+            optional=("seed_values",),
+            per_env=("seed_values",),
+            boundary_grads=("seed_values",),
             outputs=("grad_gradients",),
             scalars=("gamma", "lambda_"),
             flags_inputs=("dones",),
@@ -271,8 +292,10 @@ ALGORITHMS.update({
         AlgorithmSpec(
             name="episodic_prefix_sum_grad",
             direction="backward",
-            tensors=("grads", "dones"),
-            optional=(),
+            tensors=("grads", "dones", "seed_values"),
+            optional=("seed_values",),
+            per_env=("seed_values",),
+            boundary_grads=("seed_values",),
             outputs=("grad_inputs",),
             scalars=(),
             flags_inputs=("dones",),

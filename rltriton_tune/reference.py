@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from rltriton_tune.algorithms import ALGORITHMS
+
 Tensor = torch.Tensor
 
 _F64 = torch.float64
@@ -242,49 +244,62 @@ def _adjoint_scan_backward(grads, beta, *, time_major=False):
 # Grad algorithms (rltriton_tune.algorithms.GRAD_ALGORITHMS): the kernel outputs of each,
 # autograd through the estimator's reference. The estimators are affine in the inputs
 # differentiated here, so their values do not matter: zeros. GAE's next_values is passed
-# on (only its presence changes the gradients).
-
-
-def _zeros_like_steps(grads: Tensor) -> Tensor:
-    return torch.zeros(grads.shape, dtype=_F64)
+# on (only its presence changes the gradients); a boundary input given asks for its
+# gradient as the last output.
 
 
 def _grad_outputs(algorithm: str, grads: Tensor, wrt: tuple[str, ...], time_major: bool,
                   **kwargs: Any) -> tuple[Tensor, ...]:
-    """Gradients of ``sum(grads·algorithm(...))`` for the inputs ``wrt``, time first."""
-    zeros = {name: _zeros_like_steps(grads) for name in wrt}
-    found = reference_vjp(algorithm, (grads,), wrt, **kwargs, **zeros, time_major=time_major)
-    return tuple(_steps(found[name], time_major) for name in wrt)
+    """Gradients of ``sum(grads·algorithm(...))`` for the inputs ``wrt``, time first
+    (``[N]`` for a per-env input); the boundary input among ``kwargs`` that is given
+    (not None) is added to ``wrt``."""
+    spec = ALGORITHMS[f"{algorithm}_grad"]
+    wrt = wrt + tuple(name for name in spec.boundary_grads if kwargs.get(name) is not None)
+    n = grads.shape[1] if time_major else grads.shape[0]
+    zeros = {name: torch.zeros(n if name in spec.per_env else grads.shape, dtype=_F64)
+             for name in wrt}
+    found = reference_vjp(algorithm, (grads,), wrt, **{**kwargs, **zeros},
+                          time_major=time_major)
+    return tuple(found[name] if found[name].dim() == 1 else _steps(found[name], time_major)
+                 for name in wrt)
 
 
-def _gae_grad(grads, terminateds, truncateds=None, next_values=None, gamma=0.99, lambda_=0.95,
-              *, time_major=False):
+def _gae_grad(grads, terminateds, truncateds=None, next_values=None, bootstrap_values=None,
+              last_value=None, gamma=0.99, lambda_=0.95, *, time_major=False):
+    if next_values is not None:  # values then only enter as -values: next_values's instead
+        return _grad_outputs("gae", grads, ("rewards", "next_values"), time_major,
+                             terminateds=terminateds, truncateds=truncateds, values=torch.zeros(
+                                 grads.shape, dtype=_F64), gamma=gamma, lambda_=lambda_)
     return _grad_outputs("gae", grads, ("rewards", "values"), time_major,
                          terminateds=terminateds, truncateds=truncateds,
-                         next_values=next_values, gamma=gamma, lambda_=lambda_)
-
-
-def _lambda_returns_grad(grads, terminateds, truncateds=None, gamma=0.99, lambda_=0.95, *,
-                         time_major=False):
-    return _grad_outputs("lambda_returns", grads, ("rewards", "next_values"), time_major,
-                         terminateds=terminateds, truncateds=truncateds, gamma=gamma,
-                         lambda_=lambda_)
-
-
-def _discounted_returns_grad(grads, terminateds, truncateds=None, gamma=0.99, *,
-                             time_major=False):
-    return _grad_outputs("discounted_returns", grads, ("rewards",), time_major,
-                         terminateds=terminateds, truncateds=truncateds, gamma=gamma)
-
-
-def _eligibility_traces_grad(grads, dones, gamma, lambda_, *, time_major=False):
-    return _grad_outputs("eligibility_traces", grads, ("gradients",), time_major, dones=dones,
+                         bootstrap_values=bootstrap_values, last_value=last_value,
                          gamma=gamma, lambda_=lambda_)
 
 
-def _episodic_prefix_sum_grad(grads, dones, boundary="ends_at", *, time_major=False):
+def _lambda_returns_grad(grads, terminateds, truncateds=None, bootstrap_values=None, gamma=0.99,
+                         lambda_=0.95, *, time_major=False):
+    return _grad_outputs("lambda_returns", grads, ("rewards", "next_values"), time_major,
+                         terminateds=terminateds, truncateds=truncateds,
+                         bootstrap_values=bootstrap_values, gamma=gamma, lambda_=lambda_)
+
+
+def _discounted_returns_grad(grads, terminateds, truncateds=None, bootstrap_values=None,
+                             gamma=0.99, *, time_major=False):
+    return _grad_outputs("discounted_returns", grads, ("rewards",), time_major,
+                         terminateds=terminateds, truncateds=truncateds,
+                         bootstrap_values=bootstrap_values, gamma=gamma)
+
+
+def _eligibility_traces_grad(grads, dones, seed_values=None, gamma=0.99, lambda_=0.95, *,
+                             time_major=False):
+    return _grad_outputs("eligibility_traces", grads, ("gradients",), time_major, dones=dones,
+                         seed_values=seed_values, gamma=gamma, lambda_=lambda_)
+
+
+def _episodic_prefix_sum_grad(grads, dones, seed_values=None, boundary="ends_at", *,
+                              time_major=False):
     return _grad_outputs("episodic_prefix_sum", grads, ("inputs",), time_major, dones=dones,
-                         boundary=boundary)
+                         seed_values=seed_values, boundary=boundary)
 
 
 _IMPLEMENTATIONS: dict[str, Callable[..., tuple[Tensor, ...]]] = {
@@ -315,7 +330,7 @@ def reference(algorithm: str, **kwargs: Any) -> Tensor | tuple[Tensor, Tensor]:
     with torch.no_grad():
         outputs = _IMPLEMENTATIONS[algorithm](**kwargs)
     if not time_major:
-        outputs = tuple(y.transpose(0, 1).contiguous() for y in outputs)
+        outputs = tuple(y.transpose(0, 1).contiguous() if y.dim() > 1 else y for y in outputs)
     return outputs[0] if len(outputs) == 1 else outputs
 
 

@@ -103,6 +103,23 @@ def test_grad_call_keeps_the_flags_its_kernel_reads(algorithm, flags, grad_flags
                              grad_flags)
 
 
+@pytest.mark.parametrize(("algorithm", "flags", "needed", "grad_flags"), [
+    ("gae", "bootstrap+trunc", ("values", "bootstrap_values"), "bootstrap+trunc"),
+    ("gae", "last_value", ("last_value",), "last_value"),
+    ("gae", "next+trunc", ("next_values",), "next+trunc"),
+    ("lambda_returns", "bootstrap", ("rewards", "bootstrap_values"), "bootstrap"),
+    ("eligibility_traces", "seed", ("seed_values",), "seed"),
+    ("episodic_prefix_sum", "seed+starts_at", ("inputs",), "starts_at"),
+])
+def test_a_needed_boundary_gradient_is_asked_of_the_grad_call(algorithm, flags, needed,
+                                                              grad_flags):
+    """A boundary input is passed (and keyed) only where its gradient is needed."""
+    _, call, outputs, grad, _ = case(algorithm, flags, "env", "float32")
+    key = grad_call(call, grad, needed).key
+    assert key == ProblemKey(GRAD_ALGORITHMS[algorithm], call.n, call.t, "float32", "env",
+                             grad_flags)
+
+
 def test_a_backward_pass_is_keyed_memoised_and_explained_as_its_own_problem():
     key = ProblemKey("gae", 4, 10, "float32", "env", "next+trunc")
     kwargs = random_inputs(key, seed=2)
@@ -137,7 +154,9 @@ def test_public_backward_with_a_forced_triton_strategy(strategy):
             adv = rt.compute_gae(r, v, term, gamma=0.9, lambda_=0.8, last_value=last)
             (adv * weights).sum().backward()
         grads[forced] = [x.grad.clone() for x in (r, v, last)]
-    decision = memo.decisions()[(ProblemKey("gae_grad", 6, 13), torch.device("cpu"))]
+    # last_value requires grad: the grad call writes its gradient (the "last_value" flag).
+    decision = memo.decisions()[(ProblemKey("gae_grad", 6, 13, flags="last_value"),
+                                 torch.device("cpu"))]
     assert decision.strategy == strategy
     for a, b in zip(grads[None], grads[strategy], strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
@@ -167,9 +186,13 @@ def test_wider_inputs_and_boundary_gradients_are_not_rounded_to_16_bits(wide):
 
 
 def test_a_16_bit_step_writes_16_bit_gradients():
-    _, call, _, grad, _ = case("gae", "trunc", "env", "bfloat16")
+    """Boundary gradients included: the kernel writes them from float32 z, rounded once."""
+    _, call, _, grad, _ = case("gae", "bootstrap+trunc", "env", "bfloat16")
     assert grad_call(call, grad, ("rewards", "values")).out_dtype == torch.bfloat16
-    assert grad_call(call, grad, ("rewards", "bootstrap_values")).out_dtype == torch.float32
+    scan = grad_call(call, grad, ("rewards", "bootstrap_values"))
+    assert scan.out_dtype == torch.bfloat16 and "bootstrap_values" in scan.tensors
+    found = gradients(call, dispatch.run(call), (grad,), ("rewards", "bootstrap_values"))
+    assert {g.dtype for g in found.values()} == {torch.bfloat16}
 
 
 @pytest.mark.parametrize(("algorithm", "flags"), [

@@ -348,61 +348,106 @@ def _adjoint_of_backward(inp: Inputs, scale: float) -> tuple[Tensor, Tensor, Ten
     return inp.fresh("grads"), _shift_prev(not_done, 0.0).mul_(scale), not_done
 
 
+def _kept(inp: Inputs, scale: float) -> Tensor:
+    """scale·(1 - term), fresh: the gradient of nv[t] per unit z[t] (GAE's δ)."""
+    return _one_minus(inp.flag("terminateds"), scale)
+
+
 def gae_grad(call: Call) -> Coefficients:
     """z[t] = g[t] + γλ(1-done[t-1])·z[t-1]; grad_values[t] = -z[t] + γ(1-done[t-1])·z[t-1]
-    (α[t-1] reads values[t] as nv unless t-1 is truncated or next_values is given)."""
+    (α[t-1] reads values[t] as nv unless t-1 is truncated), or with next_values
+    grad_next_values = γ(1-term)·z; and a boundary input's gradient where one is given
+    (:data:`rltriton_tune.algorithms.GRAD_ALGORITHMS`)."""
     inp = Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     alpha, beta, not_done = _adjoint_of_backward(inp, g * lam)
-    reads_values = "next_values" not in call.tensors
+    tensors = call.tensors
 
     def finish(z: Tensor) -> tuple[Tensor, ...]:
+        if "next_values" in tensors:
+            return z, _kept(inp, g).mul_(z)
         grad_values = torch.neg(z)
-        if reads_values:
-            grad_values[:, 1:].addcmul_(not_done[:, :-1].mul_(g), z[:, :-1])
+        grad_values[:, 1:].addcmul_(not_done[:, :-1].mul_(g), z[:, :-1])
+        if "last_value" in tensors:
+            last = _one_minus(inp.flag("terminateds", -1), g)
+            return z, grad_values, last.mul_(z[:, -1])
+        if "bootstrap_values" in tensors:
+            # nv[t] = b[t] where t = T-1 or truncated.
+            cut = inp.flag("truncateds")
+            cut = torch.zeros_like(z) if cut is None else cut
+            cut[:, -1] = 1.0
+            return z, grad_values, _kept(inp, g).mul_(cut).mul_(z)
         return z, grad_values
 
     return Coefficients(alpha, beta, False, finish)
 
 
+def _returns_bootstrap_grad(inp: Inputs, z: Tensor, decay: float | Tensor) -> Tensor:
+    """A returns estimator's bootstrap gradient: γ·trunc[t]·z[t], plus
+    decay·(1-done[T-1])·z[T-1] at T-1 (the folded G[T] = b[T-1])."""
+    trunc = inp.flag("truncateds")
+    grad = torch.zeros_like(z) if trunc is None else trunc.mul(z).mul_(inp.scalar("gamma"))
+    last = 1 - inp.flag("terminateds", -1)
+    if trunc is not None:
+        last.mul_(1 - trunc[:, -1])
+    grad[:, -1].addcmul_(last.mul_(decay), z[:, -1])
+    return grad
+
+
 def lambda_returns_grad(call: Call) -> Coefficients:
-    """z[t] = g[t] + γλ(1-done[t-1])·z[t-1]; grad_next_values = γ(1-λ)(1-done)·z."""
+    """z[t] = g[t] + γλ(1-done[t-1])·z[t-1]; grad_next_values = γ(1-λ)(1-done)·z; and the
+    bootstrap gradient where ``bootstrap_values`` is given."""
     inp = Inputs(call)
     g, lam = inp.scalar("gamma"), inp.scalar("lambda_")
     alpha, beta, not_done = _adjoint_of_backward(inp, g * lam)
 
     def finish(z: Tensor) -> tuple[Tensor, ...]:
-        return z, not_done.mul_(z).mul_(g * (1 - lam))
+        outputs = (z, not_done.mul_(z).mul_(g * (1 - lam)))
+        if "bootstrap_values" in call.tensors:
+            return (*outputs, _returns_bootstrap_grad(inp, z, g * lam))
+        return outputs
 
     return Coefficients(alpha, beta, False, finish)
 
 
 def discounted_returns_grad(call: Call) -> Coefficients:
-    """z[t] = g[t] + γ(1-done[t-1])·z[t-1]."""
+    """z[t] = g[t] + γ(1-done[t-1])·z[t-1]; and the bootstrap gradient where
+    ``bootstrap_values`` is given."""
     inp = Inputs(call)
-    alpha, beta, _ = _adjoint_of_backward(inp, inp.scalar("gamma"))
-    return Coefficients(alpha, beta, False, _identity)
+    g = inp.scalar("gamma")
+    alpha, beta, _ = _adjoint_of_backward(inp, g)
+    if "bootstrap_values" not in call.tensors:
+        return Coefficients(alpha, beta, False, _identity)
+    return Coefficients(alpha, beta, False,
+                        lambda z: (z, _returns_bootstrap_grad(inp, z, g)))
 
 
-def _adjoint_of_forward(inp: Inputs, beta_next: Tensor) -> Coefficients:
-    """α = g, β = ``beta_next`` (the estimator's β[t+1]) with β[T-1] = 0: a backward scan."""
+def _adjoint_of_forward(inp: Inputs, beta_next: Tensor, first_beta: float | Tensor
+                        ) -> Coefficients:
+    """α = g, β = ``beta_next`` (the estimator's β[t+1]) with β[T-1] = 0: a backward scan;
+    where ``seed_values`` is given, its gradient ``first_beta``·z[0] (β[0]·z[0])."""
     beta_next[:, -1] = 0.0
-    return Coefficients(inp.fresh("grads"), beta_next, True, _identity)
+    if "seed_values" not in inp.call.tensors:
+        return Coefficients(inp.fresh("grads"), beta_next, True, _identity)
+    return Coefficients(inp.fresh("grads"), beta_next, True,
+                        lambda z: (z, z[:, 0] * first_beta))
 
 
 def eligibility_traces_grad(call: Call) -> Coefficients:
-    """z[t] = g[t] + γλ(1-done[t])·z[t+1]."""
+    """z[t] = g[t] + γλ(1-done[t])·z[t+1]; seed gradient γλ·z[0]."""
     inp = Inputs(call)
     gl = inp.scalar("gamma") * inp.scalar("lambda_")
-    return _adjoint_of_forward(inp, _one_minus(inp.flag("dones"), gl))
+    return _adjoint_of_forward(inp, _one_minus(inp.flag("dones"), gl), gl)
 
 
 def episodic_prefix_sum_grad(call: Call) -> Coefficients:
-    """z[t] = g[t] + (1-done[t])·z[t+1] (``starts_at``: (1-done[t+1])·z[t+1])."""
+    """z[t] = g[t] + (1-done[t])·z[t+1] (``starts_at``: (1-done[t+1])·z[t+1]); seed
+    gradient z[0] (``starts_at``: (1-done[0])·z[0])."""
     inp = Inputs(call)
     dones = inp.flag("dones")
     keep = _shift_next(dones, 0.0) if call.starts_at else dones
-    return _adjoint_of_forward(inp, _one_minus(keep))
+    first = 1 - dones[:, 0] if call.starts_at else 1.0
+    return _adjoint_of_forward(inp, _one_minus(keep), first)
 
 
 #: One coefficient builder per algorithm name (see ``rltriton_tune.algorithms``).

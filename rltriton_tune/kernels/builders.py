@@ -83,6 +83,12 @@ def _store(ptr, rows, ts, osn, ost, value, mask):
 
 
 @triton.jit
+def _store_env(ptr, rows, ts, step, value, mask):
+    """Store a per-env ``[N]`` output from the tile's column at ``step`` (once a row)."""
+    tl.store(ptr + rows + ts * 0, value.to(ptr.dtype.element_ty), mask=mask & (ts == step))
+
+
+@triton.jit
 def _next_given(F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
     """GAE / V-trace: whether the bootstrap slot holds ``next_values`` (see the module doc)."""
     return F_BOOT and F_ENV
@@ -111,10 +117,10 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
 
 
 @triton.jit
-def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
-               san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
-               F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-               BLOCK_A: tl.constexpr):
+def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn,
+                 st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                 F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                 BLOCK_A: tl.constexpr):
     _store(O0, rows, ts, osn, ost, y, _valid(rows, ts, N, T))
 
 
@@ -184,8 +190,8 @@ def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
 
 
 @triton.jit
-def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se,
-                  san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn,
+                  st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                   BLOCK_A: tl.constexpr):
     _, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
@@ -259,7 +265,7 @@ def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se
 
 
 @triton.jit
-def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
+def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn, st,
                    se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                    BLOCK_A: tl.constexpr):
@@ -451,19 +457,49 @@ def gae_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, s
 
 
 @triton.jit
-def gae_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn,
-                    st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
-                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                    BLOCK_A: tl.constexpr):
+def _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, sn, st, osn,
+                    ost, S0, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                    F_ENV: tl.constexpr, BOUNDARY: tl.constexpr):
     # y = z[t], y_next = z[t-1]: values[t] is nv[t-1] unless t-1 is cut (truncated; never
-    # T-1) or next_values is given, so grad_values[t] = -z[t] + g(1-done[t-1]) z[t-1].
+    # T-1), so grad_values[t] = -z[t] + g(1-done[t-1]) z[t-1]. With next_values, nv never
+    # reads values (grad -z, left to the host) and O1 takes next_values's gradient.
     m = _valid(rows, ts, N, T)
+    _store(O0, rows, ts, osn, ost, y, m)
     if _next_given(F_BOOT, F_ENV):
-        grad_values = -y
+        _store(O1, rows, ts, osn, ost, S0 * (1.0 - _flag(P1, rows, ts, sn, st, m)) * y, m)
     else:
         grad_values = S0 * _previous_not_done(P1, P2, rows, ts, N, T, sn, st, F_TRUNC) * y_next - y
-    _store(O0, rows, ts, osn, ost, y, m)
-    _store(O1, rows, ts, osn, ost, grad_values, m)
+        _store(O1, rows, ts, osn, ost, grad_values, m)
+        if BOUNDARY:
+            # nv[t] = b[t] at cut steps (t = T-1, or truncated): its gradient γ(1-term[t])z[t]
+            # there; last_value is b[T-1].
+            kept = S0 * (1.0 - _flag(P1, rows, ts, sn, st, m)) * y
+            if F_BOOT:
+                cut = ts == T - 1
+                if F_TRUNC:
+                    cut = cut | (_flag(P2, rows, ts, sn, st, m) != 0)
+                _store(O2, rows, ts, osn, ost, tl.where(cut, kept, 0.0), m)
+            else:
+                _store_env(O2, rows, ts, T - 1, kept, m)
+
+
+@triton.jit
+def gae_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A,
+                    sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+                    F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                    F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, sn, st, osn,
+                    ost, S0, F_TRUNC, F_BOOT, F_ENV, False)
+
+
+@triton.jit
+def gae_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N,
+                             T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+                             F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                             F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                             BLOCK_A: tl.constexpr):
+    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, sn, st, osn,
+                    ost, S0, F_TRUNC, F_BOOT, F_ENV, True)
 
 
 @triton.jit
@@ -475,16 +511,51 @@ def lambda_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A
 
 
 @triton.jit
-def lambda_returns_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N,
-                               T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
-                               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-                               F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                               BLOCK_A: tl.constexpr):
+def _returns_bootstrap_grad(P1, P2, O2, rows, ts, y, N, T, sn, st, osn, ost, m, gamma, decay,
+                            F_TRUNC: tl.constexpr):
+    """A returns estimator's bootstrap gradient: γ·trunc[t]·z[t], plus
+    decay·(1-done[T-1])·z[T-1] at T-1 (the folded G[T] = b[T-1])."""
+    done = _flag(P1, rows, ts, sn, st, m)
+    grad = tl.zeros_like(y)
+    if F_TRUNC:
+        trunc = _flag(P2, rows, ts, sn, st, m)
+        done = tl.maximum(done, trunc)
+        grad = gamma * trunc * y
+    grad += tl.where(ts == T - 1, decay * (1.0 - done) * y, 0.0)
+    _store(O2, rows, ts, osn, ost, grad, m)
+
+
+@triton.jit
+def _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
+                               F_TRUNC: tl.constexpr, BOUNDARY: tl.constexpr):
     # alpha[t] holds g(1-l)(1-done[t]) nv[t].
     m = _valid(rows, ts, N, T)
     not_done = _not_done(P1, P2, rows, ts, sn, st, m, F_TRUNC)
     _store(O0, rows, ts, osn, ost, y, m)
     _store(O1, rows, ts, osn, ost, S0 * (1.0 - S1) * not_done * y, m)
+    if BOUNDARY:
+        _returns_bootstrap_grad(P1, P2, O2, rows, ts, y, N, T, sn, st, osn, ost, m, S0,
+                                S0 * S1, F_TRUNC)
+
+
+@triton.jit
+def lambda_returns_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next,
+                               N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+                               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                               F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                               BLOCK_A: tl.constexpr):
+    _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
+                               F_TRUNC, False)
+
+
+@triton.jit
+def lambda_returns_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y,
+                                        y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost,
+                                        S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                        F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                                        F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
+                               F_TRUNC, True)
 
 
 @triton.jit
@@ -493,6 +564,18 @@ def discounted_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, 
                                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                    F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     return _grad_of_backward(P0, P1, P2, rows, ts, N, T, sn, st, S0, F_TRUNC)
+
+
+@triton.jit
+def discounted_returns_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts,
+                                            y, y_next, N, T, A, sn, st, se, san, sat, saa, osn,
+                                            ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                            F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                                            F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    m = _valid(rows, ts, N, T)
+    _store(O0, rows, ts, osn, ost, y, m)
+    _returns_bootstrap_grad(P1, P2, O2, rows, ts, y, N, T, sn, st, osn, ost, m, S0, S0,
+                            F_TRUNC)
 
 
 @triton.jit
@@ -526,6 +609,34 @@ def episodic_prefix_sum_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N,
     return _grad_of_forward(P0, P1, rows, ts, N, T, sn, st, 1.0, F_STARTS)
 
 
+@triton.jit
+def eligibility_traces_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts,
+                                            y, y_next, N, T, A, sn, st, se, san, sat, saa, osn,
+                                            ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                            F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                                            F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    # The seed is y[-1]: its gradient β[0]·z[0] = γλ·z[0].
+    m = _valid(rows, ts, N, T)
+    _store(O0, rows, ts, osn, ost, y, m)
+    _store_env(O2, rows, ts, 0, S0 * S1 * y, m)
+
+
+@triton.jit
+def episodic_prefix_sum_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows,
+                                             ts, y, y_next, N, T, A, sn, st, se, san, sat, saa,
+                                             osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                             F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                                             F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    # The seed is C[-1]: its gradient β[0]·z[0], β[0] = 1 (1 - done[0] with starts_at).
+    m = _valid(rows, ts, N, T)
+    _store(O0, rows, ts, osn, ost, y, m)
+    if F_STARTS:
+        seed = (1.0 - _flag(P1, rows, ts, sn, st, m & (ts == 0))) * y
+    else:
+        seed = y
+    _store_env(O2, rows, ts, 0, seed, m)
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -539,6 +650,9 @@ class Builder:
     #: ``finish`` reads ``y_next``, the scan value at the neighbour the carry comes from
     #: (cores then scan an extra pair; others get ``y_next = y`` for free).
     next_value: bool = False
+    #: Grad algorithms: the finish that also writes a boundary input's gradient to ``O2``
+    #: (:attr:`rltriton_tune.algorithms.AlgorithmSpec.boundary_grads`).
+    boundary_finish: object = None
 
 
 BUILDERS: dict[str, Builder] = {
@@ -551,10 +665,15 @@ BUILDERS: dict[str, Builder] = {
     "episodic_prefix_sum": Builder(episodic_prefix_sum_coeffs, store_finish, False),
     "adjoint_scan_forward": Builder(adjoint_scan_forward_coeffs, store_finish, False),
     "adjoint_scan_backward": Builder(adjoint_scan_backward_coeffs, store_finish, True),
-    "gae_grad": Builder(gae_grad_coeffs, gae_grad_finish, False, next_value=True),
+    "gae_grad": Builder(gae_grad_coeffs, gae_grad_finish, False, next_value=True,
+                        boundary_finish=gae_grad_boundary_finish),
     "lambda_returns_grad": Builder(lambda_returns_grad_coeffs, lambda_returns_grad_finish,
-                                   False),
-    "discounted_returns_grad": Builder(discounted_returns_grad_coeffs, store_finish, False),
-    "eligibility_traces_grad": Builder(eligibility_traces_grad_coeffs, store_finish, True),
-    "episodic_prefix_sum_grad": Builder(episodic_prefix_sum_grad_coeffs, store_finish, True),
+                                   False, boundary_finish=lambda_returns_grad_boundary_finish),
+    "discounted_returns_grad": Builder(discounted_returns_grad_coeffs, store_finish, False,
+                                       boundary_finish=discounted_returns_grad_boundary_finish),
+    "eligibility_traces_grad": Builder(eligibility_traces_grad_coeffs, store_finish, True,
+                                       boundary_finish=eligibility_traces_grad_boundary_finish),
+    "episodic_prefix_sum_grad": Builder(
+        episodic_prefix_sum_grad_coeffs, store_finish, True,
+        boundary_finish=episodic_prefix_sum_grad_boundary_finish),
 }

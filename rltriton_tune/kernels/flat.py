@@ -33,7 +33,7 @@ from rltriton_tune.strategy import Launcher, Params
 
 
 @triton.jit
-def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa,
+def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat, saa,
                 osn, ost, S0, S1, S2, S3,
                 COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                 NEXT: tl.constexpr,
@@ -56,8 +56,8 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san
     else:
         y, _ = scan_pairs(a, b, SCAN_REVERSE, RUN)
         y_next = y
-    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st, se, san,
-           sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn, st, se,
+           san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
 
 
 def rl_triton_params(t: int) -> dict[str, int]:

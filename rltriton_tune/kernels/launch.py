@@ -2,7 +2,7 @@
 
 The argument list every scan core takes (in this order) is
 
-    P0..P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0..S3
+    P0..P7, O0, O1, O2, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0..S3
 
 followed by the core's own runtime arguments, then the constexprs of
 :meth:`Packer.constexprs` and the core's block sizes. Everything that depends
@@ -52,8 +52,11 @@ MAX_MOVED_WARPS = 16
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 SLOTS = 8
 SCALARS = 4
-#: Leading tensor arguments of every core: P0..P7, O0, O1.
-POINTER_ARGS = SLOTS + 2
+#: Output pointer arguments of every core: O0, O1 (the outputs) and O2 (a grad algorithm's
+#: boundary gradient, :attr:`rltriton_tune.algorithms.AlgorithmSpec.boundary_grads`).
+OUTPUT_SLOTS = 3
+#: Leading tensor arguments of every core: P0..P7, O0, O1, O2.
+POINTER_ARGS = SLOTS + OUTPUT_SLOTS
 
 
 def pow2_range(lo: int, hi: int) -> list[int]:
@@ -177,28 +180,43 @@ class Packer:
         self._sizes_and_a = (*self.sizes, key.a // self.align_a)
         self.out_strides = (1, n // self.align_n) if key.time_major else (t // self.align_t, 1)
         self.n_outputs = len(spec.outputs)
+        # A grad algorithm given a boundary input writes that input's gradient to O2:
+        # ``[N]`` for a per-env input, else shaped like the outputs.
+        boundary = next((n for n in spec.boundary_grads if n in passed), None)
+        self.boundary_shape = None if boundary is None else (
+            (n,) if boundary in spec.per_env else self.out_shape)
+        # Output pointer slots O0, O1, O2: the outputs in order, the first repeated where
+        # an output is absent.
+        written = self.n_outputs + (boundary is not None)
+        self.output_slots = (0, 1 if self.n_outputs > 1 else 0,
+                             self.n_outputs if boundary is not None else 0)
         # Positions of the distinct tensors among the pointer arguments (slots repeat
-        # ``ref``, and one output fills both output slots): all a launch must look at for
-        # alignment and element types (``FastLaunch``'s ``pointers``).
+        # ``ref``, and outputs repeat the first): all a launch must look at for alignment
+        # and element types (``FastLaunch``'s ``pointers``).
         first: dict[str, int] = {}
         for i, name in enumerate(self.slot_inputs):
             first.setdefault(name, i)
-        self.pointers = (*first.values(), *range(SLOTS, SLOTS + self.n_outputs))
+        out_positions = {}
+        for slot, index in enumerate(self.output_slots):
+            out_positions.setdefault(index, SLOTS + slot)
+        self.pointers = (*first.values(), *(out_positions[i] for i in range(written)))
         # For each pointer argument, the index in ``pointers`` of its tensor
         # (``FastLaunch``'s ``slots``): the direct launch passes each address once read.
         distinct = list(first)
-        second = len(distinct) + (1 if self.n_outputs > 1 else 0)
         self.pointer_slots = (*(distinct.index(n) for n in self.slot_inputs),
-                              len(distinct), second)
+                              *(len(distinct) + i for i in self.output_slots))
         block_a = min(next_pow2(max(key.a, 1)), max(1, ACTION_TILE_BUDGET // tile_elems))
         self.constexprs: dict[str, Any] = dict(
             COEFFS=self.builder.coeffs,
-            FINISH=self.builder.finish,
+            FINISH=(self.builder.finish if boundary is None else self.builder.boundary_finish),
             REVERSE=self.builder.reverse,
             NEXT=self.builder.next_value,
             F_TRUNC="trunc" in flags,
             F_BOOT="bootstrap" in flags or "next" in flags,
-            F_ENV="last_value" in flags or "seed" in flags or "next" in flags,
+            # A grad algorithm's per-env inputs only ask for their gradient (``O2``): no
+            # per-env value enters its scan.
+            F_ENV=("last_value" in flags or "seed" in flags) and boundary not in spec.per_env
+            or "next" in flags,
             F_STARTS="starts_at" in flags,
             BLOCK_A=block_a,
             BIG=n * t * max(key.a, 1) >= INT32_LIMIT,
@@ -229,7 +247,11 @@ class Packer:
         out = torch.empty(*self.out_shape, dtype=dtype, device=device)
         outs = (out,) if self.n_outputs == 1 else (
             out, torch.empty(*self.out_shape, dtype=dtype, device=device))
-        args = [*self._slot_tensors(tensors), out, outs[-1], *self._sizes_and_a,
+        if self.boundary_shape is not None:
+            outs = (*outs, torch.empty(*self.boundary_shape, dtype=dtype, device=device))
+        slot0, slot1, slot2 = self.output_slots
+        args = [*self._slot_tensors(tensors), outs[slot0], outs[slot1], outs[slot2],
+                *self._sizes_and_a,
                 sn, st, se, san, sat, saa, *self.out_strides,
                 *self._scalar_values(call.scalars), *self.scalar_padding]
         return args, outs

@@ -185,7 +185,7 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
 
 
 @triton.jit
-def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
+def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat,
                     saa, osn, ost, S0, S1, S2, S3, STATE, NC,
                     COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                     NEXT: tl.constexpr,
@@ -266,11 +266,11 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se,
     else:
         y_next = y
     if F_ENV and k == 0:
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn, st,
                se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS,
                BLOCK_A)
     else:
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, y, y_next, N, T, A, sn, st,
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn, st,
                se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST, F_STARTS,
                BLOCK_A)
     if not TICKET_ORDER:

@@ -23,7 +23,7 @@ from rltriton_tune.strategy import Launcher, Params
 
 
 @triton.jit
-def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
+def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat,
                       saa, osn, ost, S0, S1, S2, S3,
                       COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                       NEXT: tl.constexpr,
@@ -42,7 +42,7 @@ def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
         before = carry                      # the neighbour's value (y[t+1] backward)
         carry = a + b * carry
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, rows, ts, carry, before, N, T, A, sn, st,
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, carry, before, N, T, A, sn, st,
                se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
                BLOCK_A)
 

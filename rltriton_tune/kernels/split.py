@@ -57,7 +57,7 @@ def _chunk(pid, N, T, BLOCK_N: tl.constexpr, CHUNK_T: tl.constexpr, BIG: tl.cons
 
 
 @triton.jit
-def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
+def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat,
                         saa, osn, ost, S0, S1, S2, S3, AGG, NC,
                         COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                         NEXT: tl.constexpr,
@@ -90,7 +90,7 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st,
 
 
 @triton.jit
-def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat,
+def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat,
                       saa, osn, ost, S0, S1, S2, S3, AGG, NC,
                       COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                       NEXT: tl.constexpr,
@@ -128,7 +128,7 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, s
         y, _ = scan_tile(ka, kb, carry, cfeed, REVERSE, 1)  # chunk-major: no thread runs
         carry = take(y, cout)
     # Rescan the chunk from that carry.
-    scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, N, T, A, sn, st, se, san, sat, saa, osn,
+    scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat, saa, osn,
               ost, S0, S1, S2, S3, rows, carry, c0, tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T),
               COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, BIG, BLOCK_T,
               NEXT, RUN, DESCEND)

@@ -27,14 +27,15 @@ FLAG_SETS: dict[str, list[str]] = {
     "adjoint_scan_backward": ["none"],
 }
 
-#: The flag sets of the grad algorithms (the estimators' fused backward passes): only those
-#: their kernels read, the richest last.
+#: The flag sets of the grad algorithms (the estimators' fused backward passes): those their
+#: kernels read, and the boundary inputs whose gradients they write; the richest last.
 GRAD_FLAG_SETS: dict[str, list[str]] = {
-    "gae_grad": ["none", "trunc", "next", "next+trunc"],
-    "lambda_returns_grad": ["none", "trunc"],
-    "discounted_returns_grad": ["none", "trunc"],
-    "eligibility_traces_grad": ["none"],
-    "episodic_prefix_sum_grad": ["none", "starts_at"],
+    "gae_grad": ["none", "trunc", "next", "next+trunc", "last_value", "bootstrap",
+                 "bootstrap+trunc"],
+    "lambda_returns_grad": ["none", "trunc", "bootstrap", "bootstrap+trunc"],
+    "discounted_returns_grad": ["none", "trunc", "bootstrap", "bootstrap+trunc"],
+    "eligibility_traces_grad": ["none", "seed"],
+    "episodic_prefix_sum_grad": ["none", "starts_at", "seed", "seed+starts_at"],
 }
 
 DTYPES = ("float32", "float16", "bfloat16")

@@ -27,9 +27,9 @@ class FakeCompiled:
 
 
 class FakeKernel:
-    """A JIT kernel with runtime args P0..P7, O0, O1, N and constexpr BLOCK."""
+    """A JIT kernel with runtime args P0..P7, O0, O1, O2, N and constexpr BLOCK."""
 
-    arg_names = [f"P{i}" for i in range(8)] + ["O0", "O1", "N", "BLOCK"]
+    arg_names = [f"P{i}" for i in range(8)] + ["O0", "O1", "O2", "N", "BLOCK"]
 
     def __init__(self):
         self.log = []
@@ -113,7 +113,7 @@ def test_listed_pointers_decide_alignment_and_variant(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     kernel = FakeKernel()
     launcher = FastLaunch(kernel, (5,), {"BLOCK": 16}, pointers=(0, 3, 8),
-                          slots=(0, 0, 0, 1, 0, 0, 0, 0, 2, 2))
+                          slots=(0, 0, 0, 1, 0, 0, 0, 0, 2, 2, 2))
     args = _args()
     launcher(args)
     launcher(args)
@@ -128,8 +128,7 @@ def test_listed_pointers_decide_alignment_and_variant(monkeypatch):
         "generic", "direct", "generic", "generic", "direct"]
     # Each pointer argument gets the address of the listed tensor its slot names.
     direct = kernel.log[-1][1][9:9 + POINTER_ARGS]
-    assert direct == (*[args[0].data_ptr()] * 8, other_dtype[8].data_ptr(),
-                      other_dtype[8].data_ptr())
+    assert direct == (*[args[0].data_ptr()] * 8, *[other_dtype[8].data_ptr()] * 3)
 
 
 def test_pointers_without_slots_are_refused():
@@ -139,7 +138,8 @@ def test_pointers_without_slots_are_refused():
 
 @pytest.mark.parametrize(("algorithm", "flags"), [
     ("gae", "last_value"), ("gae", "next+trunc"), ("vtrace", "bootstrap+trunc"),
-    ("retrace", "trunc"), ("episodic_prefix_sum", "seed+starts_at")])
+    ("retrace", "trunc"), ("episodic_prefix_sum", "seed+starts_at"),
+    ("gae_grad", "bootstrap+trunc"), ("eligibility_traces_grad", "seed")])
 def test_packer_slots_name_each_pointer_arguments_tensor(algorithm, flags):
     """``pointers`` then ``pointer_slots`` give back every pointer argument."""
     key = ProblemKey(algorithm, 6, 5, "float32", "env", flags,
@@ -156,7 +156,9 @@ def test_packer_slots_name_each_pointer_arguments_tensor(algorithm, flags):
     ("gae", "last_value", "env"), ("gae", "next+trunc", "time"),
     ("vtrace", "bootstrap+trunc", "env"), ("retrace", "trunc", "env"),
     ("eligibility_traces", "seed", "time"),
-    ("episodic_prefix_sum", "none", "env"), ("adjoint_scan_forward", "none", "env")])
+    ("episodic_prefix_sum", "none", "env"), ("adjoint_scan_forward", "none", "env"),
+    ("gae_grad", "last_value", "time"), ("lambda_returns_grad", "bootstrap+trunc", "env"),
+    ("episodic_prefix_sum_grad", "seed+starts_at", "env")])
 def test_packer_pointers_cover_each_distinct_tensor_once(algorithm, flags, layout):
     """``Packer.pointers`` lists every tensor among the pointer arguments exactly once."""
     key = ProblemKey(algorithm, 6, 5, "float32", layout, flags,
