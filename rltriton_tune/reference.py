@@ -81,25 +81,29 @@ def _zero_row(x: Tensor) -> Tensor:
     return torch.zeros(x.shape[1:], dtype=_F64)
 
 
+# The loops unbind their inputs into steps once and stack the results once, so that
+# autograd (reference_vjp) stays linear in T: indexing a step, or writing it into a
+# preallocated tensor, costs a whole-tensor gradient per step (minutes at T = 2^17).
+
+
 def _backward(alpha: Tensor, beta: Tensor, end: Tensor) -> Tensor:
     """``y[t] = alpha[t] + beta[t]·y[t+1]`` with ``y[T] = end``; returns ``y[0..T-1]``."""
-    big_t = alpha.shape[0]
-    y = torch.empty((big_t + 1, *alpha.shape[1:]), dtype=_F64)
-    y[big_t] = end
-    for t in range(big_t - 1, -1, -1):
-        y[t] = alpha[t] + beta[t] * y[t + 1]
-    return y[:big_t]
+    steps = []
+    following = end
+    for a, b in zip(alpha.unbind(0)[::-1], beta.unbind(0)[::-1], strict=True):
+        following = a + b * following
+        steps.append(following)
+    return torch.stack(steps[::-1]) if steps else alpha.new_empty(alpha.shape)
 
 
 def _forward(alpha: Tensor, beta: Tensor, start: Tensor) -> Tensor:
     """``y[t] = alpha[t] + beta[t]·y[t-1]`` with ``y[-1] = start``."""
-    big_t = alpha.shape[0]
-    y = torch.empty_like(alpha)
+    steps = []
     previous = start
-    for t in range(big_t):
-        y[t] = alpha[t] + beta[t] * previous
-        previous = y[t]
-    return y
+    for a, b in zip(alpha.unbind(0), beta.unbind(0), strict=True):
+        previous = a + b * previous
+        steps.append(previous)
+    return torch.stack(steps) if steps else alpha.new_empty(alpha.shape)
 
 
 def _scalar(x: Any) -> Any:
