@@ -131,7 +131,8 @@ def data_bytes(key: ProblemKey, flag_itemsize: int = 4) -> int:
     """Bytes an ideal kernel moves for ``key``: each input read once, each output written once.
 
     Flags count ``flag_itemsize`` bytes per step (float32, as :func:`random_inputs` makes
-    them by default)."""
+    them by default). A grad algorithm's boundary input is not read, but its gradient, of
+    the same size, is written: counted once as the input."""
     spec = key.spec
     elem = DTYPES_BY_NAME[key.dtype].itemsize
     nt = key.n * key.t
