@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rltriton_tune.algorithms import ALGORITHMS, GRAD_ALGORITHMS
+from rltriton_tune.algorithms import ALGORITHMS, FLAG_NAMES, GRAD_ALGORITHMS
 from rltriton_tune.call import ProblemKey, flags_string, parse_flags
 
 #: The flag sets real calls carry, per algorithm: GAE and V-trace with ``last_value`` (what
@@ -29,11 +29,22 @@ COMMON_FLAGS: dict[str, tuple[str, ...]] = {
 }
 
 # The grad algorithms run in the backward passes of those calls, with the flags of each
-# set that they keep (truncations; GAE's next_values and the prefix sums' starts_at).
+# set that they keep (truncations; GAE's next_values and the prefix sums' starts_at),
+# without and with the boundary input's flag (its gradient needed or not).
+
+
+def _grad_flag_sets(grad: str, estimator_flags: Sequence[str]) -> tuple[str, ...]:
+    spec = ALGORITHMS[grad]
+    boundary = {FLAG_NAMES[name] for name in spec.boundary_grads}
+    found = []
+    for flags in estimator_flags:
+        kept = parse_flags(flags) & spec.possible_flags
+        found += [flags_string(kept - boundary), flags_string(kept)]
+    return tuple(dict.fromkeys(found))
+
+
 for _estimator, _grad in GRAD_ALGORITHMS.items():
-    COMMON_FLAGS[_grad] = tuple(dict.fromkeys(
-        flags_string(parse_flags(flags) & ALGORITHMS[_grad].possible_flags)
-        for flags in COMMON_FLAGS[_estimator]))
+    COMMON_FLAGS[_grad] = _grad_flag_sets(_grad, COMMON_FLAGS[_estimator])
 
 #: The shape grid of a shipped profile: 8 to 262144 environments by 8 to 65536 steps, a
 #: factor of 4 apart, up to 2^28 elements (a gigabyte a float32 tensor).

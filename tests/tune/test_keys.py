@@ -18,7 +18,8 @@ from rltriton_tune.tune.keys import (
 
 def test_common_flags_cover_every_algorithm():
     """`--algorithms all --flags common` takes the adjoint scans too (plain keys) and the
-    grad algorithms with the flags they keep of their estimator's common sets."""
+    grad algorithms with the flags they keep of their estimator's common sets, boundary
+    gradient asked or not."""
     keys = grid_keys(ALGORITHMS, [(8, 16)], ["float32"], ["env"], ["common"], 8)
     by_algorithm = {}
     for key in keys:
@@ -28,8 +29,9 @@ def test_common_flags_cover_every_algorithm():
         assert tuple(by_algorithm[name]) == COMMON_FLAGS[name]
     for name in ADJOINT_SCANS.values():
         assert by_algorithm[name] == ["none"]
-    assert COMMON_FLAGS["gae_grad"] == ("none", "trunc")
-    assert COMMON_FLAGS["episodic_prefix_sum_grad"] == ("none",)
+    # Each with and without the boundary input's gradient.
+    assert COMMON_FLAGS["gae_grad"] == ("none", "last_value", "trunc", "bootstrap+trunc")
+    assert COMMON_FLAGS["episodic_prefix_sum_grad"] == ("none", "seed")
 
 
 @pytest.mark.parametrize("requested, expected", [
