@@ -75,6 +75,18 @@ class SequentialStrategy(TritonStrategy):
         bn = min(256, max(32, next_pow2(key.n)))
         return {"BLOCK_N": bn, "num_warps": max(1, min(8, bn // 64))}
 
+    def transfer(self, source: ProblemKey, target: ProblemKey,
+                 params: Params) -> tuple[str, Params]:
+        """The programs walk all of T, so the rows are the only parallelism: a config moved
+        to fewer environments takes narrower row blocks, down to one warp's 32 rows, to
+        keep the source's program count (H200, Retrace 4096x8192 time-major: the
+        BLOCK_N=256 of 32768x2048 ran 16 programs, 0.36x of rl-triton)."""
+        programs = -(-source.n // params["BLOCK_N"])
+        fit = next_pow2(max(1, target.n // programs + 1)) // 2   # largest pow2 <= n / programs
+        bn = min(params["BLOCK_N"], max(min(32, next_pow2(target.n)), fit))
+        return self.name, {**params, "BLOCK_N": bn,
+                           "num_warps": max(1, min(params["num_warps"], bn // 32))}
+
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn = params["BLOCK_N"]
         pack = Packer(key, bn, params["num_warps"])
