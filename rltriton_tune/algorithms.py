@@ -39,6 +39,10 @@ class AlgorithmSpec:
     #: gradient (their data is never read), written as one more output after ``outputs``
     #: (``[N]`` for a per-env input). At most one is given.
     boundary_grads: tuple[str, ...] = ()
+    #: Grad algorithms whose kernel also reads the boundary input's data (V-trace's: the
+    #: gradient of its importance ratios depends on the bootstrap values): the boundary
+    #: input is always passed where the call has one, and its gradient always written.
+    reads_boundary: bool = False
 
     @property
     def first_float(self) -> str:
@@ -233,12 +237,31 @@ ALGORITHMS.update({
 #     seed_values (traces, prefix sums): β[0]·z[0]: γλ, or 1 (1-done[0] with starts_at)  [N]
 #
 # Like the adjoint scans these are problems of their own, with no public function.
+#
+# V-trace's grad algorithm reads both output gradients, its forward output vs (for the scan
+# value D = vs - values) and its inputs, and writes the gradients of log_pi_target (that of
+# log_pi_behavior is its negative), values, rewards and of the boundary input given. With
+# ratio = exp(lpt - lpb), ρ = min(ρ̄, ratio), c = min(c̄, ratio), δ[t] = ρ[t]·E[t],
+# E[t] = r + γ(1-term)·nv[t] - v and adv[t] = ρ[t]·A[t], A[t] = r + γ(1-term)·nvs[t] - v,
+# nvs[t] = b[t] where cut (t = T-1 or truncated) else vs[t+1]:
+#
+#     α[t] = g_vs[t] + (1-cut[t-1])·γ(1-term[t-1])·ρ[t-1]·g_adv[t-1]   (through nvs[t-1])
+#     β[t] = γ·c[t-1]·(1-done[t-1]),   z[t] = α[t] + β[t]·z[t-1]       (z = dL/dδ)
+#     w[t] = ρ[t]·(g_adv[t] + z[t])                                     grad_rewards
+#     grad_log_pi_target = ratio·([ratio ≤ ρ̄]·(g_adv·A + z·E) + [ratio ≤ c̄]·z·γ(1-done)·D[t+1])
+#     grad_values[t] = g_vs[t] - w[t] + (1-cut[t-1])·γ(1-term[t-1])·ρ[t-1]·(g_adv[t-1] + z[t-1])
+#                      (without z[t-1] when next_values is given: nv never reads values)
+#     bootstrap_values: cut[t]·γ(1-term[t])·w[t];  last_value: that at T-1;
+#     next_values: γ(1-term[t])·ρ[t]·(z[t] + cut[t]·g_adv[t])
+#
+# Retrace has none: its per-action inputs would need [N, T, A] gradient outputs; its
+# backward pass takes the three phases of rltriton_tune.autograd.
 GRAD_ALGORITHMS: dict[str, str] = {
     name: f"{name}_grad"
-    for name in ("gae", "lambda_returns", "discounted_returns", "eligibility_traces",
-                 "episodic_prefix_sum")
+    for name in ("gae", "vtrace", "lambda_returns", "discounted_returns",
+                 "eligibility_traces", "episodic_prefix_sum")
 }
-"""The grad algorithm of each estimator that has one (V-trace and Retrace have none)."""
+"""The grad algorithm of each estimator that has one (Retrace has none)."""
 
 ALGORITHMS.update({
     spec.name: spec
@@ -255,6 +278,22 @@ ALGORITHMS.update({
             boundary_grads=("bootstrap_values", "last_value"),
             flags_inputs=("terminateds", "truncateds"),
             neighbour_step=("terminateds", "truncateds"),
+        ),
+        AlgorithmSpec(
+            name="vtrace_grad",
+            direction="forward",
+            tensors=("grads", "grad_advantages", "vs", "log_pi_target", "log_pi_behavior",
+                     "values", "rewards", "terminateds", "truncateds", "bootstrap_values",
+                     "last_value", "next_values"),
+            optional=("truncateds", "bootstrap_values", "last_value", "next_values"),
+            outputs=("grad_log_pi_target", "grad_values", "grad_rewards"),
+            scalars=("gamma", "rho_bar", "c_bar"),
+            per_env=("last_value",),
+            boundary_grads=("bootstrap_values", "last_value", "next_values"),
+            reads_boundary=True,
+            flags_inputs=("terminateds", "truncateds"),
+            neighbour_step=("grad_advantages", "vs", "log_pi_target", "log_pi_behavior",
+                            "values", "terminateds", "truncateds"),
         ),
         AlgorithmSpec(
             name="lambda_returns_grad",

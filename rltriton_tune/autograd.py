@@ -2,11 +2,10 @@
 
 Every estimator is ``y[t] = α[t] + β[t]·y[t±1]`` with pointwise α, β built from
 its inputs (:mod:`rltriton_tune.fallback.coefficients`) and, for V-trace and
-Retrace, a pointwise ``finish`` turning ``y`` into the outputs. The five
-single-output estimators run their whole backward pass as one call of their grad
-algorithm (:mod:`rltriton_tune.fused_grad`). V-trace and Retrace (and, for tests,
-any estimator) take three phases, :func:`phased_gradients`; for a loss ``L`` with
-output gradients ``g_out``:
+Retrace, a pointwise ``finish`` turning ``y`` into the outputs. Every estimator but
+Retrace runs its whole backward pass as one call of its grad algorithm
+(:mod:`rltriton_tune.fused_grad`). Retrace (and, for tests, any estimator) takes three
+phases, :func:`phased_gradients`; for a loss ``L`` with output gradients ``g_out``:
 
 1. ``g_y``: the output gradients pulled back through ``finish`` (autograd through
    the torch finisher; the identity for the single-output estimators);
@@ -195,11 +194,11 @@ def gradients(call: Call, outputs: tuple[Tensor, ...], grad_outputs: tuple[Tenso
     :func:`differentiable`). Returns gradients shaped like the call's tensors (the caller
     casts them to the input's dtype). Needs N >= 1 and T >= 1.
 
-    Estimators with a grad algorithm take the fused path (one scan call); V-trace and
-    Retrace the three steps of :func:`phased_gradients`.
+    Estimators with a grad algorithm take the fused path (one scan call); Retrace the
+    three steps of :func:`phased_gradients`.
     """
     if call.algorithm in GRAD_ALGORITHMS:
-        return fused_gradients(call, grad_outputs[0], needed)
+        return fused_gradients(call, grad_outputs, needed, outputs)
     return phased_gradients(call, outputs, grad_outputs, needed)
 
 

@@ -1,13 +1,15 @@
-"""Fused backward passes: one scan call computes a single-output estimator's gradients.
+"""Fused backward passes: one scan call computes an estimator's gradients.
 
 The estimator's grad algorithm (:data:`rltriton_tune.algorithms.GRAD_ALGORITHMS`) reads
-the output gradient and the flags, computes β itself, scans the adjoint and writes the
-input gradients; it is dispatched like any call (:func:`rltriton_tune.dispatch.run`), so
-on a GPU it is one tuned Triton kernel. Its outputs are named ``grad_<input>``; the
-first is always the adjoint ``z`` (the gradient of α). A boundary input whose gradient is
-needed (bootstrap values, ``last_value``, seeds) is passed to the grad call, which then
-writes that gradient too (``AlgorithmSpec.boundary_grads``). With GAE's ``next_values``
-the second output is next_values's gradient, and values's gradient is ``-z``.
+the output gradients, the flags and what else its formulas need, computes β itself,
+scans the adjoint and writes the input gradients; it is dispatched like any call
+(:func:`rltriton_tune.dispatch.run`), so on a GPU it is one tuned Triton kernel. Its
+outputs are named ``grad_<input>``. A boundary input whose gradient is needed (bootstrap
+values, ``last_value``, seeds) is passed to the grad call, which then writes that gradient
+too (``AlgorithmSpec.boundary_grads``); V-trace's reads its boundary input's data and
+always writes its gradient. With GAE's ``next_values`` the second output is next_values's
+gradient, and values's gradient is ``-z``; V-trace's ``log_pi_behavior`` gets the negative
+of log_pi_target's.
 """
 
 from __future__ import annotations
@@ -28,24 +30,30 @@ def _written(spec: AlgorithmSpec, call: Call, boundary: str | None) -> tuple[str
     return (*names, boundary) if boundary is not None else tuple(names)
 
 
-def _boundary(spec: AlgorithmSpec, needed: tuple[str, ...]) -> str | None:
-    """The boundary input among ``needed`` (at most one: they exclude each other)."""
-    return next((name for name in spec.boundary_grads if name in needed), None)
+def _boundary(spec: AlgorithmSpec, call: Call, needed: tuple[str, ...]) -> str | None:
+    """The boundary input the grad call gets (at most one: they exclude each other): the
+    one in ``needed``, or the call's own where the grad algorithm reads it."""
+    among = call.tensors if spec.reads_boundary else needed
+    return next((name for name in spec.boundary_grads if name in among), None)
 
 
-def grad_call(call: Call, grad_output: Tensor, needed: tuple[str, ...] = ()) -> Call:
-    """The grad algorithm's call for an estimator ``call`` and the gradient of its output
-    (caller's layout): the flags and options of ``call``, its scalars, its layout, and the
-    boundary input in ``needed`` (for its presence: its gradient is written).
+def grad_call(call: Call, grad_output: Tensor, needed: tuple[str, ...] = (),
+              saved: dict[str, Tensor] | None = None) -> Call:
+    """The grad algorithm's call for an estimator ``call`` and the gradient of its first
+    output (caller's layout): the flags and options of ``call``, its scalars, its layout,
+    the boundary input (see :func:`_boundary`), and ``saved``: what else the grad
+    algorithm reads by name (V-trace's ``grad_advantages`` and forward output ``vs``).
 
     Its outputs take the call's output dtype when every input in ``needed`` has it (a
     16-bit training step moves 16-bit gradients); otherwise the compute dtype, so that a
     wider input's gradient is not rounded to 16 bits first."""
     spec = ALGORITHMS[GRAD_ALGORITHMS[call.algorithm]]
-    boundary = _boundary(spec, needed)
+    boundary = _boundary(spec, call, needed)
     narrow = all(call.tensors[name].dtype == call.out_dtype for name in needed)
     out_dtype = call.out_dtype if narrow else call.compute_dtype
     tensors = {"grads": grad_output.to(out_dtype).contiguous()}
+    for name, x in (saved or {}).items():
+        tensors[name] = x.to(out_dtype).contiguous()
     tensors.update((name, call.tensors[name]) for name in spec.tensors[1:]
                    if name in call.tensors and (name not in spec.boundary_grads
                                                 or name == boundary))
@@ -55,20 +63,29 @@ def grad_call(call: Call, grad_output: Tensor, needed: tuple[str, ...] = ()) -> 
                 out_dtype=out_dtype, tensor_scalars=call.tensor_scalars)
 
 
-def fused_gradients(call: Call, grad_output: Tensor, needed: tuple[str, ...]
-                    ) -> dict[str, Tensor]:
-    """Gradients of ``sum(grad_output · output)`` of a single-output estimator ``call`` with
-    respect to the inputs ``needed``, from one call of its grad algorithm.
+def fused_gradients(call: Call, grad_outputs: tuple[Tensor, ...], needed: tuple[str, ...],
+                    outputs: tuple[Tensor, ...] = ()) -> dict[str, Tensor]:
+    """Gradients of ``sum(grad_outputs · outputs)`` of an estimator ``call`` with respect to
+    the inputs ``needed``, from one call of its grad algorithm.
 
-    ``grad_output`` is in the call's layout; the gradients are in the call's layout (``[N]``
-    for per-env inputs), in the dtype :func:`grad_call` picks.
+    ``grad_outputs`` and ``outputs`` (the forward results, read by V-trace's) are in the
+    call's layout; the gradients are in the call's layout (``[N]`` for per-env inputs), in
+    the dtype :func:`grad_call` picks.
     """
-    scan = grad_call(call, grad_output, needed)
+    saved = None
+    if call.algorithm == "vtrace":
+        saved = {"grad_advantages": grad_outputs[1], "vs": outputs[0]}
+    scan = grad_call(call, grad_outputs[0], needed, saved)
     spec = scan.spec
-    outputs = dispatch.run(scan)
-    written = dict(zip(_written(spec, call, _boundary(spec, needed)), outputs, strict=True))
+    results = dispatch.run(scan)
+    written = dict(zip(_written(spec, call, _boundary(spec, call, needed)), results,
+                       strict=True))
     found = {name: written[name] for name in needed if name in written}
     if "values" in needed and "values" not in written:  # GAE with next_values: -z
         z = written["rewards"]
         found["values"] = torch.neg(z) if "rewards" in needed else z.neg_()
+    if "log_pi_behavior" in needed:                      # V-trace: -grad_log_pi_target
+        grad = written["log_pi_target"]
+        found["log_pi_behavior"] = torch.neg(grad) if "log_pi_target" in needed \
+            else grad.neg_()
     return found

@@ -129,6 +129,16 @@ def _gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=0.95
 def _vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds=None,
             gamma=0.99, rho_bar=1.0, c_bar=1.0, bootstrap_values=None, last_value=None, *,
             next_values=None, time_major=False):
+    delta, beta, finish = _vtrace_terms(
+        log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds, gamma,
+        rho_bar, c_bar, bootstrap_values, last_value, next_values, time_major)
+    # D[t] = δ[t] + γ·c[t]·(1-done[t])·D[t+1],  D[T] = 0
+    return finish(_backward(delta, beta, _zero_row(delta)))
+
+
+def _vtrace_terms(log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds,
+                  gamma, rho_bar, c_bar, bootstrap_values, last_value, next_values, time_major):
+    """V-trace as δ, β of its scan value D = vs - values and ``finish(D) -> (vs, adv)``."""
     gamma, rho_bar, c_bar = _scalar(gamma), _scalar(rho_bar), _scalar(c_bar)
     r, term, trunc, done = _episode(rewards, terminateds, truncateds, time_major)
     v = _steps(values, time_major)
@@ -142,12 +152,13 @@ def _vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, trunca
     c = torch.clamp(ratio, max=c_bar)
     nv = _next_value(v, b, trunc) if next_values is None else b
     delta = rho * (r + gamma * (1 - term) * nv - v)
-    # D[t] = δ[t] + γ·c[t]·(1-done[t])·D[t+1],  D[T] = 0
-    d = _backward(delta, gamma * c * (1 - done), _zero_row(r))
-    vs = v + d
-    nvs = _next_value(vs, b, trunc)
-    advantages = rho * (r + gamma * (1 - term) * nvs - v)
-    return vs, advantages
+
+    def finish(d: Tensor) -> tuple[Tensor, Tensor]:
+        vs = v + d
+        nvs = _next_value(vs, b, trunc)
+        return vs, rho * (r + gamma * (1 - term) * nvs - v)
+
+    return delta, gamma * c * (1 - done), finish
 
 
 def _retrace(action_probs_target, action_probs_behavior, q_values, next_q_values_all, actions,
@@ -280,6 +291,45 @@ def _gae_grad(grads, terminateds, truncateds=None, next_values=None, bootstrap_v
                          gamma=gamma, lambda_=lambda_)
 
 
+def _vtrace_grad(grads, grad_advantages, vs, log_pi_target, log_pi_behavior, values, rewards,
+                 terminateds, truncateds=None, bootstrap_values=None, last_value=None,
+                 next_values=None, gamma=0.99, rho_bar=1.0, c_bar=1.0, *, time_major=False):
+    """The pull-back of (grads, grad_advantages) through V-trace, taking its scan value as
+    the kernels do, D = vs - values from the forward output given: by autograd through the
+    terms of :func:`_vtrace` (``finish`` at that D, and δ + β·D[t+1] weighted by the adjoint
+    z of the gradient reaching D). For vs computed from the same inputs it is the gradient
+    of V-trace itself."""
+    given = {"log_pi_target": log_pi_target, "log_pi_behavior": log_pi_behavior,
+             "values": values, "rewards": rewards, "bootstrap_values": bootstrap_values,
+             "last_value": last_value, "next_values": next_values}
+    boundary = tuple(name for name in ("bootstrap_values", "last_value", "next_values")
+                     if given[name] is not None)
+    leaves = {name: given[name].detach().to("cpu", _F64).requires_grad_()
+              for name in ("log_pi_target", "values", "rewards", *boundary)}
+    d_given = _steps(vs, time_major) - _steps(values.detach(), time_major)
+    with torch.enable_grad():
+        delta, beta, finish = _vtrace_terms(
+            *({**given, **leaves}[name] for name in ("log_pi_target", "log_pi_behavior",
+                                                      "values", "rewards")),
+            terminateds, truncateds, gamma, rho_bar, c_bar,
+            *({**given, **leaves}[name] for name in ("bootstrap_values", "last_value",
+                                                      "next_values")), time_major)
+        d = d_given.clone().requires_grad_()
+        out_vs, out_adv = finish(d)
+        pulled = ((_steps(grads, time_major) * out_vs).sum()
+                  + (_steps(grad_advantages, time_major) * out_adv).sum())
+        (g_d,) = torch.autograd.grad(pulled, d, retain_graph=True)
+        # z[t] = g_d[t] + β[t-1]·z[t-1],  β[-1] = 0
+        b = beta.detach()
+        z = _forward(g_d, torch.cat([torch.zeros_like(b[:1]), b[:-1]]), _zero_row(b))
+        d_next = torch.cat([d_given[1:], torch.zeros_like(d_given[:1])])    # D[t+1], D[T] = 0
+        total = pulled + (z * (delta + beta * d_next)).sum()
+        found = torch.autograd.grad(total, tuple(leaves.values()), allow_unused=True)
+    found = [torch.zeros_like(leaf) if g is None else g
+             for leaf, g in zip(leaves.values(), found, strict=True)]
+    return tuple(g if g.dim() == 1 else _steps(g, time_major) for g in found)
+
+
 def _lambda_returns_grad(grads, terminateds, truncateds=None, bootstrap_values=None, gamma=0.99,
                          lambda_=0.95, *, time_major=False):
     return _grad_outputs("lambda_returns", grads, ("rewards", "next_values"), time_major,
@@ -317,6 +367,7 @@ _IMPLEMENTATIONS: dict[str, Callable[..., tuple[Tensor, ...]]] = {
     "adjoint_scan_forward": _adjoint_scan_forward,
     "adjoint_scan_backward": _adjoint_scan_backward,
     "gae_grad": _gae_grad,
+    "vtrace_grad": _vtrace_grad,
     "lambda_returns_grad": _lambda_returns_grad,
     "discounted_returns_grad": _discounted_returns_grad,
     "eligibility_traces_grad": _eligibility_traces_grad,

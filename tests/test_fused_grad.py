@@ -1,6 +1,6 @@
 """Fused backward passes (rltriton_tune.fused_grad): one grad-algorithm call gives the
 gradients of the three-phase path and of autograd through the float64 reference, for
-every flag set of the five single-output estimators, in both layouts."""
+every flag set of the six estimators with a grad algorithm, in both layouts."""
 
 from __future__ import annotations
 
@@ -41,25 +41,26 @@ CASES = [(a, f) for a in GRAD_ALGORITHMS for f in flag_sets(a)]
 
 def case(algorithm: str, flags: str, layout: str, dtype: str = "float64", n: int = 3,
          t: int = 9, seed: int = 0):
-    """(kwargs, call, outputs, output gradient, names of the inputs with a gradient):
-    every flag of the key in every row, some on the first and last steps."""
+    """(kwargs, call, outputs, output gradients (one per output), names of the inputs with
+    a gradient): every flag of the key in every row, some on the first and last steps."""
     key = ProblemKey(algorithm, n, t, dtype, layout, flags)
     kwargs = random_inputs(key, seed=seed, every_flag=True)
     call = prepare_call(algorithm, **kwargs)
     outputs = dispatch.run(call)
-    grad = torch.randn(outputs[0].shape, generator=torch.Generator().manual_seed(seed + 1),
-                       dtype=torch.float64).to(outputs[0].dtype)
+    gen = torch.Generator().manual_seed(seed + 1)
+    grads = tuple(torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype)
+                  for o in outputs)
     names = tuple(name for name in differentiable(algorithm) if name in call.tensors)
-    return kwargs, call, outputs, grad, names
+    return kwargs, call, outputs, grads, names
 
 
 @pytest.mark.parametrize(("algorithm", "flags"), CASES)
 def test_fused_equals_the_phases_and_the_reference(algorithm, flags):
     for layout in ("env", "time"):
-        kwargs, call, outputs, grad, names = case(algorithm, flags, layout)
-        fused = gradients(call, outputs, (grad,), names)
-        phased = phased_gradients(call, outputs, (grad,), names)
-        want = reference_vjp(algorithm, (grad,), names, **kwargs)
+        kwargs, call, outputs, grads, names = case(algorithm, flags, layout)
+        fused = gradients(call, outputs, grads, names)
+        phased = phased_gradients(call, outputs, grads, names)
+        want = reference_vjp(algorithm, grads, names, **kwargs)
         assert set(fused) == set(names)
         for name in names:
             shape = call.tensors[name].shape
@@ -71,18 +72,18 @@ def test_fused_equals_the_phases_and_the_reference(algorithm, flags):
 @pytest.mark.parametrize("algorithm", sorted(GRAD_ALGORITHMS))
 def test_only_the_needed_gradients(algorithm):
     """Each input alone: its gradient, and nothing else."""
-    kwargs, call, outputs, grad, names = case(algorithm, flag_sets(algorithm)[-1], "env")
-    want = reference_vjp(algorithm, (grad,), names, **kwargs)
+    kwargs, call, outputs, grads, names = case(algorithm, flag_sets(algorithm)[-1], "env")
+    want = reference_vjp(algorithm, grads, names, **kwargs)
     for name in names:
-        found = gradients(call, outputs, (grad,), (name,))
+        found = gradients(call, outputs, grads, (name,))
         assert list(found) == [name]
         torch.testing.assert_close(found[name].reshape(want[name].shape), want[name])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_written_gradients_have_the_output_dtype(dtype):
-    _, call, outputs, grad, _ = case("gae", "trunc", "time", dtype)
-    found = gradients(call, outputs, (grad,), ("rewards", "values"))
+    _, call, outputs, grads, _ = case("gae", "trunc", "time", dtype)
+    found = gradients(call, outputs, grads, ("rewards", "values"))
     assert {g.dtype for g in found.values()} == {call.out_dtype}
     assert found["values"].shape == call.tensors["values"].shape
 
@@ -97,7 +98,7 @@ def test_written_gradients_have_the_output_dtype(dtype):
     ("episodic_prefix_sum", "seed+starts_at", "starts_at"),
 ])
 def test_grad_call_keeps_the_flags_its_kernel_reads(algorithm, flags, grad_flags):
-    _, call, outputs, grad, _ = case(algorithm, flags, "time", "float32")
+    _, call, outputs, (grad, *_), _ = case(algorithm, flags, "time", "float32")
     key = grad_call(call, grad).key
     assert key == ProblemKey(GRAD_ALGORITHMS[algorithm], call.n, call.t, "float32", "time",
                              grad_flags)
@@ -114,7 +115,7 @@ def test_grad_call_keeps_the_flags_its_kernel_reads(algorithm, flags, grad_flags
 def test_a_needed_boundary_gradient_is_asked_of_the_grad_call(algorithm, flags, needed,
                                                               grad_flags):
     """A boundary input is passed (and keyed) only where its gradient is needed."""
-    _, call, outputs, grad, _ = case(algorithm, flags, "env", "float32")
+    _, call, outputs, (grad, *_), _ = case(algorithm, flags, "env", "float32")
     key = grad_call(call, grad, needed).key
     assert key == ProblemKey(GRAD_ALGORITHMS[algorithm], call.n, call.t, "float32", "env",
                              grad_flags)
@@ -187,7 +188,7 @@ def test_wider_inputs_and_boundary_gradients_are_not_rounded_to_16_bits(wide):
 
 def test_a_16_bit_step_writes_16_bit_gradients():
     """Boundary gradients included: the kernel writes them from float32 z, rounded once."""
-    _, call, _, grad, _ = case("gae", "bootstrap+trunc", "env", "bfloat16")
+    _, call, _, (grad,), _ = case("gae", "bootstrap+trunc", "env", "bfloat16")
     assert grad_call(call, grad, ("rewards", "values")).out_dtype == torch.bfloat16
     scan = grad_call(call, grad, ("rewards", "bootstrap_values"))
     assert scan.out_dtype == torch.bfloat16 and "bootstrap_values" in scan.tensors
@@ -197,11 +198,12 @@ def test_a_16_bit_step_writes_16_bit_gradients():
 
 @pytest.mark.parametrize(("algorithm", "flags"), [
     ("gae", "bootstrap+trunc"), ("gae", "next+trunc"), ("gae", "last_value"),
-    ("lambda_returns", "bootstrap+trunc"), ("discounted_returns", "bootstrap+trunc")])
+    ("lambda_returns", "bootstrap+trunc"), ("discounted_returns", "bootstrap+trunc"),
+    ("vtrace", "bootstrap+trunc"), ("vtrace", "next+trunc"), ("vtrace", "last_value")])
 def test_boundary_gradients_read_any_non_zero_flag_as_true(algorithm, flags):
     """Flags of -1, 0.5 and NaN are true on the boundary gradients' path too (SPEC), as
     in the reference."""
-    kwargs, call, outputs, grad, names = case(algorithm, flags, "env")
+    kwargs, call, outputs, grads, names = case(algorithm, flags, "env")
     for name in ("terminateds", "truncateds", "dones"):
         if name in kwargs:
             odd = kwargs[name].clone()
@@ -211,8 +213,8 @@ def test_boundary_gradients_read_any_non_zero_flag_as_true(algorithm, flags):
             kwargs[name] = odd
     call = prepare_call(algorithm, **kwargs)
     outputs = dispatch.run(call)
-    want = reference_vjp(algorithm, (grad,), names, **kwargs)
-    found = gradients(call, outputs, (grad,), names)
+    want = reference_vjp(algorithm, grads, names, **kwargs)
+    found = gradients(call, outputs, grads, names)
     for name in names:
         torch.testing.assert_close(found[name].reshape(want[name].shape), want[name],
                                    msg=f"d/d{name}")

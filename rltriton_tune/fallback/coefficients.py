@@ -382,6 +382,49 @@ def gae_grad(call: Call) -> Coefficients:
     return Coefficients(alpha, beta, False, finish)
 
 
+def vtrace_grad(call: Call) -> Coefficients:
+    """z[t] = α[t] + γ·c[t-1]·(1-done[t-1])·z[t-1] with α[t] = g_vs[t] plus vs[t]'s share of
+    adv[t-1]; the gradients of log_pi_target, values, rewards and of the boundary input
+    given (:data:`rltriton_tune.algorithms.GRAD_ALGORITHMS`)."""
+    inp = Inputs(call)
+    g, rho_bar, c_bar = inp.scalar("gamma"), inp.scalar("rho_bar"), inp.scalar("c_bar")
+    g_vs, g_adv = inp.value("grads"), inp.value("grad_advantages")
+    ratio = torch.sub(inp.value("log_pi_target"), inp.value("log_pi_behavior")).exp_()
+    rho = torch.clamp_max(ratio, rho_bar)
+    term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
+    cut = torch.zeros_like(term, dtype=torch.bool) if trunc is None else trunc != 0
+    cut[:, -1] = True
+    kept = _one_minus(term, g)                                   # γ(1-term)
+    weight = kept.masked_fill(cut, 0.0).mul_(rho)                # of vs[t+1] in adv[t]
+    alpha = _shift_prev(weight * g_adv, 0.0).add_(g_vs)
+    beta = _shift_prev(torch.clamp_max(ratio, c_bar).mul_(_not_done(term, trunc, g)), 0.0)
+    boot = _Bootstrap(inp)
+
+    def finish(z: Tensor) -> tuple[Tensor, ...]:
+        v, r = inp.value("values"), inp.value("rewards")
+        vs = inp.value("vs")
+        mask = _mask(trunc)
+        nv = boot.next_value(v, mask)
+        nvs = boot.next_or_b(vs, mask)
+        w = torch.add(g_adv, z).mul_(rho)                        # grad_rewards
+        through_rho = g_adv * (kept * nvs + r - v) + z * (kept * nv + r - v)
+        through_c = _shift_next(vs - v, 0.0).mul_(_not_done(term, trunc, g)).mul_(z)
+        grad_lpt = ratio * (torch.where(ratio <= rho_bar, through_rho, 0.0)
+                            + torch.where(ratio <= c_bar, through_c, 0.0))
+        carried = g_adv if boot.following is not None else g_adv + z
+        grad_values = _shift_prev(weight * carried, 0.0).add_(g_vs).sub_(w)
+        outputs = (grad_lpt, grad_values, w)
+        if boot.following is not None:
+            return (*outputs, kept * rho * (z + g_adv.masked_fill(~cut, 0.0)))
+        if "bootstrap_values" in call.tensors:
+            return (*outputs, (kept * w).masked_fill_(~cut, 0.0))
+        if "last_value" in call.tensors:
+            return (*outputs, kept[:, -1] * w[:, -1])
+        return outputs
+
+    return Coefficients(alpha, beta, False, finish)
+
+
 def _returns_bootstrap_grad(inp: Inputs, z: Tensor, decay: float | Tensor) -> Tensor:
     """A returns estimator's bootstrap gradient: γ·trunc[t]·z[t], plus
     decay·(1-done[T-1])·z[T-1] at T-1 (the folded G[T] = b[T-1])."""
@@ -462,6 +505,7 @@ BUILDERS: dict[str, Callable[[Call], Coefficients]] = {
     "adjoint_scan_forward": adjoint_scan_forward,
     "adjoint_scan_backward": adjoint_scan_backward,
     "gae_grad": gae_grad,
+    "vtrace_grad": vtrace_grad,
     "lambda_returns_grad": lambda_returns_grad,
     "discounted_returns_grad": discounted_returns_grad,
     "eligibility_traces_grad": eligibility_traces_grad,

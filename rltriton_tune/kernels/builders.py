@@ -117,7 +117,8 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
 
 
 @triton.jit
-def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn,
+def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T,
+                 A, sn,
                  st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                  F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                  BLOCK_A: tl.constexpr):
@@ -130,7 +131,7 @@ def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next
 
 
 @triton.jit
-def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
+def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat, saa,
                S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     m = _valid(rows, ts, N, T)
@@ -155,7 +156,7 @@ def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, sa
 
 
 @triton.jit
-def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
+def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, sn, st, se, S0, S1, S2,
                   F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
     m = _valid(rows, ts, N, T)
     ratio = tl.exp(_ld(P0, rows, ts, sn, st, m) - _ld(P1, rows, ts, sn, st, m))
@@ -179,23 +180,25 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
 
 
 @triton.jit
-def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
+def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
+                  saa,
                   S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # D[t] = vs[t] - values[t] = delta[t] + beta[t] * D[t+1]; finish gets D[t+1] too.
     delta, beta, _, _, _, _, _, _, _, _ = _vtrace_parts(
-        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
+        P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
     return delta, beta
 
 
 @triton.jit
-def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn,
+def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N,
+                  T, A, sn,
                   st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                   BLOCK_A: tl.constexpr):
     _, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
-        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
+        P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
     vs = v + y                                     # y = D[t], y_next = D[t+1]
     nvs = tl.where(cut, b, v_next + y_next)        # vs[t+1] = values[t+1] + D[t+1]
@@ -223,7 +226,7 @@ def _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa):
 
 
 @triton.jit
-def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, san, sat, saa,
+def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, san, sat, saa,
                    S0, S1, S2, S3, F_TRUNC: tl.constexpr, BLOCK_A: tl.constexpr):
     m = _valid(rows, ts, N, T)
     # EQ[t] = sum_a pi[t, a] * next_q[t, a], over A in chunks of BLOCK_A.
@@ -253,19 +256,21 @@ def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, sa
 
 
 @triton.jit
-def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
                    saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                    F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # Unshifted (D itself): the per-action rows are read here only; finish gets D[t+1]
     # from the core (``next_value``).
-    delta, beta, _, _, _, _ = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
+    delta, beta, _, _, _, _ = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N,
+                                             T, A,
                                              sn, st, san, sat, saa, S0, S1, S2, S3, F_TRUNC,
                                              BLOCK_A)
     return delta, beta
 
 
 @triton.jit
-def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn, st,
+def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N,
+                   T, A, sn, st,
                    se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                    BLOCK_A: tl.constexpr):
@@ -311,7 +316,8 @@ def _returns_boundary(P_TRUNC, P_BOOT, rows, ts, N, T, sn, st, term, m,
 
 
 @triton.jit
-def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san,
+def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se,
+                          san,
                           sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                           F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                           BLOCK_A: tl.constexpr):
@@ -331,7 +337,7 @@ def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn,
 
 
 @triton.jit
-def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se,
                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
@@ -368,7 +374,7 @@ def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.con
 
 
 @triton.jit
-def eligibility_traces_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+def eligibility_traces_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se,
                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
@@ -376,7 +382,8 @@ def eligibility_traces_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
 
 
 @triton.jit
-def episodic_prefix_sum_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+def episodic_prefix_sum_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st,
+                               se,
                                san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
@@ -398,7 +405,8 @@ def _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, STEP: tl.constexpr):
 
 
 @triton.jit
-def adjoint_scan_forward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+def adjoint_scan_forward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st,
+                                se,
                                 san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                 F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                 F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
@@ -406,7 +414,8 @@ def adjoint_scan_forward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, 
 
 
 @triton.jit
-def adjoint_scan_backward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+def adjoint_scan_backward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st,
+                                 se,
                                  san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                  F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                  F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
@@ -450,14 +459,14 @@ def _grad_of_backward(P0, P1, P2, rows, ts, N, T, sn, st, decay, F_TRUNC: tl.con
 
 
 @triton.jit
-def gae_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+def gae_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
                     saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                     F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     return _grad_of_backward(P0, P1, P2, rows, ts, N, T, sn, st, S0 * S1, F_TRUNC)
 
 
 @triton.jit
-def _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, sn, st, osn,
+def _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, O3, rows, ts, y, y_next, N, T, sn, st, osn,
                     ost, S0, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                     F_ENV: tl.constexpr, BOUNDARY: tl.constexpr):
     # y = z[t], y_next = z[t-1]: values[t] is nv[t-1] unless t-1 is cut (truncated; never
@@ -484,26 +493,136 @@ def _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, s
 
 
 @triton.jit
-def gae_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A,
+def gae_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N,
+                    T, A,
                     sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
-    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, sn, st, osn,
+    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, O3, rows, ts, y, y_next, N, T, sn, st, osn,
                     ost, S0, F_TRUNC, F_BOOT, F_ENV, False)
 
 
 @triton.jit
-def gae_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N,
+def gae_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
+                             y_next, N,
                              T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
                              F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                              F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                              BLOCK_A: tl.constexpr):
-    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, sn, st, osn,
+    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, O3, rows, ts, y, y_next, N, T, sn, st, osn,
                     ost, S0, F_TRUNC, F_BOOT, F_ENV, True)
 
 
+# vtrace_grad slots: grads (of vs), grad_advantages, vs, log_pi_target, log_pi_behavior, values,
+# rewards, terminateds, truncateds, and one slot for the boundary input given (bootstrap_values
+# with F_BOOT, last_value with F_ENV read by ``se``, next_values with both); scalars: gamma,
+# rho_bar, c_bar. The formulas are in rltriton_tune/algorithms.py.
+
+
 @triton.jit
-def lambda_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se,
+def _vtrace_grad_previous(P1, P3, P4, P7, P8, rows, ts, N, T, sn, st, S0, S1, S2,
+                          F_TRUNC: tl.constexpr):
+    """At t-1 (0 at t = 0 and outside): (γ(1-term)(1-cut)·ρ, g_adv, γ·c·(1-done)), the
+    weight of vs[t] in adv[t-1] (and of values[t] in δ[t-1]) per unit g_adv (z), g_adv,
+    and β[t-1]. t-1 < T-1, so it is cut only where truncated."""
+    mp = _valid(rows, ts, N, T) & (ts >= 1)
+    ratio = tl.exp(_ld(P3, rows, ts - 1, sn, st, mp) - _ld(P4, rows, ts - 1, sn, st, mp))
+    term = _flag(P7, rows, ts - 1, sn, st, mp)
+    done = term
+    kept = S0 * (1.0 - term)
+    if F_TRUNC:
+        trunc = _flag(P8, rows, ts - 1, sn, st, mp)
+        done = tl.maximum(term, trunc)
+        kept = kept * (1.0 - trunc)
+    g_adv = _ld(P1, rows, ts - 1, sn, st, mp)
+    return (tl.where(mp, kept * _clip(ratio, S1), 0.0), g_adv,
+            tl.where(mp, S0 * _clip(ratio, S2) * (1.0 - done), 0.0))
+
+
+@triton.jit
+def vtrace_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se,
+                       san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                       F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                       BLOCK_A: tl.constexpr):
+    # α[t] = g_vs[t] + (1-cut[t-1])·γ(1-term[t-1])·ρ[t-1]·g_adv[t-1], β[t] = γ·c[t-1]·(1-done[t-1])
+    m = _valid(rows, ts, N, T)
+    weight, g_adv_prev, beta = _vtrace_grad_previous(P1, P3, P4, P7, P8, rows, ts, N, T, sn, st,
+                                                     S0, S1, S2, F_TRUNC)
+    alpha = _ld(P0, rows, ts, sn, st, m) + weight * g_adv_prev
+    return tl.where(m, alpha, 0.0), beta
+
+
+@triton.jit
+def _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
+                       y_next, N, T, sn, st, se, osn, ost, S0, S1, S2, F_TRUNC: tl.constexpr,
+                       F_BOOT: tl.constexpr, F_ENV: tl.constexpr, BOUNDARY: tl.constexpr):
+    # y = z[t], y_next = z[t-1].
+    m = _valid(rows, ts, N, T)
+    ratio = tl.exp(_ld(P3, rows, ts, sn, st, m) - _ld(P4, rows, ts, sn, st, m))
+    rho = _clip(ratio, S1)
+    g_vs = _ld(P0, rows, ts, sn, st, m)
+    g_adv = _ld(P1, rows, ts, sn, st, m)
+    v = _ld(P5, rows, ts, sn, st, m)
+    r = _ld(P6, rows, ts, sn, st, m)
+    term = _flag(P7, rows, ts, sn, st, m)
+    trunc, b, done, cut = _bootstrap_and_done(P8, P9, P9, rows, ts, N, T, sn, st, se, term, m,
+                                              F_TRUNC, F_BOOT, F_ENV)
+    mn = m & (ts + 1 < T)
+    v_next = _ld(P5, rows, ts + 1, sn, st, mn)
+    vs_next = _ld(P2, rows, ts + 1, sn, st, mn)
+    kept = S0 * (1.0 - term)
+    if _next_given(F_BOOT, F_ENV):
+        nv = b                                     # next_values[t] at every step
+    else:
+        nv = tl.where(cut, b, v_next)
+    nvs = tl.where(cut, b, vs_next)
+    w = rho * (g_adv + y)                          # grad_rewards
+    through_rho = g_adv * (r + kept * nvs - v) + y * (r + kept * nv - v)
+    through_c = y * S0 * (1.0 - done) * (vs_next - v_next)      # z[t]·γ(1-done)·D[t+1]
+    grad_lpt = ratio * (tl.where(ratio <= S1, through_rho, 0.0)
+                        + tl.where(ratio <= S2, through_c, 0.0))
+    weight, g_adv_prev, _ = _vtrace_grad_previous(P1, P3, P4, P7, P8, rows, ts, N, T, sn, st,
+                                                  S0, S1, S2, F_TRUNC)
+    if _next_given(F_BOOT, F_ENV):
+        carried = g_adv_prev                       # nv never reads values
+    else:
+        carried = g_adv_prev + y_next
+    _store(O0, rows, ts, osn, ost, grad_lpt, m)
+    _store(O1, rows, ts, osn, ost, g_vs - w + weight * carried, m)
+    _store(O2, rows, ts, osn, ost, w, m)
+    if BOUNDARY:
+        if _next_given(F_BOOT, F_ENV):
+            _store(O3, rows, ts, osn, ost, kept * rho * (y + tl.where(cut, g_adv, 0.0)), m)
+        elif F_BOOT:
+            _store(O3, rows, ts, osn, ost, tl.where(cut, kept * w, 0.0), m)
+        else:
+            _store_env(O3, rows, ts, T - 1, kept * w, m)
+
+
+@triton.jit
+def vtrace_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
+                       y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
+                       y_next, N, T, sn, st, se, osn, ost, S0, S1, S2, F_TRUNC, F_BOOT, F_ENV,
+                       False)
+
+
+@triton.jit
+def vtrace_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows,
+                                ts, y, y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost,
+                                S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                                F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                                BLOCK_A: tl.constexpr):
+    _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
+                       y_next, N, T, sn, st, se, osn, ost, S0, S1, S2, F_TRUNC, F_BOOT, F_ENV,
+                       True)
+
+
+@triton.jit
+def lambda_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st,
+                               se,
                                san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
@@ -526,7 +645,7 @@ def _returns_bootstrap_grad(P1, P2, O2, rows, ts, y, N, T, sn, st, osn, ost, m, 
 
 
 @triton.jit
-def _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
+def _lambda_returns_grad_store(P1, P2, O0, O1, O2, O3, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
                                F_TRUNC: tl.constexpr, BOUNDARY: tl.constexpr):
     # alpha[t] holds g(1-l)(1-done[t]) nv[t].
     m = _valid(rows, ts, N, T)
@@ -539,27 +658,30 @@ def _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, os
 
 
 @triton.jit
-def lambda_returns_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next,
+def lambda_returns_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
+                               y_next,
                                N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
                                F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                                F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                                BLOCK_A: tl.constexpr):
-    _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
+    _lambda_returns_grad_store(P1, P2, O0, O1, O2, O3, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
                                F_TRUNC, False)
 
 
 @triton.jit
-def lambda_returns_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y,
+def lambda_returns_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3,
+                                        rows, ts, y,
                                         y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost,
                                         S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                         F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                         F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
-    _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
+    _lambda_returns_grad_store(P1, P2, O0, O1, O2, O3, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
                                F_TRUNC, True)
 
 
 @triton.jit
-def discounted_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st,
+def discounted_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn,
+                                   st,
                                    se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                    F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
@@ -567,7 +689,8 @@ def discounted_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, 
 
 
 @triton.jit
-def discounted_returns_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts,
+def discounted_returns_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3,
+                                            rows, ts,
                                             y, y_next, N, T, A, sn, st, se, san, sat, saa, osn,
                                             ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                             F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
@@ -594,7 +717,8 @@ def _grad_of_forward(P0, P1, rows, ts, N, T, sn, st, decay, F_STARTS: tl.constex
 
 
 @triton.jit
-def eligibility_traces_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st,
+def eligibility_traces_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn,
+                                   st,
                                    se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                    F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
@@ -602,7 +726,8 @@ def eligibility_traces_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, 
 
 
 @triton.jit
-def episodic_prefix_sum_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st,
+def episodic_prefix_sum_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn,
+                                    st,
                                     se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                     F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
@@ -610,7 +735,8 @@ def episodic_prefix_sum_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N,
 
 
 @triton.jit
-def eligibility_traces_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts,
+def eligibility_traces_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3,
+                                            rows, ts,
                                             y, y_next, N, T, A, sn, st, se, san, sat, saa, osn,
                                             ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                             F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
@@ -622,7 +748,8 @@ def eligibility_traces_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, 
 
 
 @triton.jit
-def episodic_prefix_sum_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows,
+def episodic_prefix_sum_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2,
+                                             O3, rows,
                                              ts, y, y_next, N, T, A, sn, st, se, san, sat, saa,
                                              osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                              F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
@@ -667,6 +794,8 @@ BUILDERS: dict[str, Builder] = {
     "adjoint_scan_backward": Builder(adjoint_scan_backward_coeffs, store_finish, True),
     "gae_grad": Builder(gae_grad_coeffs, gae_grad_finish, False, next_value=True,
                         boundary_finish=gae_grad_boundary_finish),
+    "vtrace_grad": Builder(vtrace_grad_coeffs, vtrace_grad_finish, False, next_value=True,
+                           boundary_finish=vtrace_grad_boundary_finish),
     "lambda_returns_grad": Builder(lambda_returns_grad_coeffs, lambda_returns_grad_finish,
                                    False, boundary_finish=lambda_returns_grad_boundary_finish),
     "discounted_returns_grad": Builder(discounted_returns_grad_coeffs, store_finish, False,

@@ -33,7 +33,8 @@ from rltriton_tune.strategy import Launcher, Params
 
 
 @triton.jit
-def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat, saa,
+def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san,
+                sat, saa,
                 osn, ost, S0, S1, S2, S3,
                 COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                 NEXT: tl.constexpr,
@@ -47,7 +48,8 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se,
     rows = row_block(tl.program_id(0), BLOCK_N, BIG)
     ts = time_block(0, BLOCK_T, BIG, DESCEND)
     SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND  # see scan.time_block
-    a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat, saa,
+    a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
+                  saa,
                   S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
     if NEXT:
         feed, _ = edges(BLOCK_T, SCAN_REVERSE)
@@ -56,7 +58,8 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se,
     else:
         y, _ = scan_pairs(a, b, SCAN_REVERSE, RUN)
         y_next = y
-    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn, st, se,
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A,
+           sn, st, se,
            san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
 
 

@@ -2,7 +2,7 @@
 
 The argument list every scan core takes (in this order) is
 
-    P0..P7, O0, O1, O2, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0..S3
+    P0..P9, O0..O3, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0..S3
 
 followed by the core's own runtime arguments, then the constexprs of
 :meth:`Packer.constexprs` and the core's block sizes. Everything that depends
@@ -50,12 +50,13 @@ MIN_PROGRAMS = 256
 #: 1.27x).
 MAX_MOVED_WARPS = 16
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
-SLOTS = 8
+SLOTS = 10
 SCALARS = 4
-#: Output pointer arguments of every core: O0, O1 (the outputs) and O2 (a grad algorithm's
-#: boundary gradient, :attr:`rltriton_tune.algorithms.AlgorithmSpec.boundary_grads`).
-OUTPUT_SLOTS = 3
-#: Leading tensor arguments of every core: P0..P7, O0, O1, O2.
+#: Output pointer arguments of every core, O0..O3: the outputs in order, and a grad
+#: algorithm's boundary gradient in O2, or in O3 after three outputs
+#: (:attr:`rltriton_tune.algorithms.AlgorithmSpec.boundary_grads`).
+OUTPUT_SLOTS = 4
+#: Leading tensor arguments of every core: P0..P9, O0..O3.
 POINTER_ARGS = SLOTS + OUTPUT_SLOTS
 
 
@@ -136,6 +137,22 @@ def scan_run(key: ProblemKey, tile_elems: int, num_warps: int) -> int:
     return max(1, min(vector, tile_elems // (32 * num_warps)))
 
 
+def _env_flag(spec: Any, flags: frozenset[str], boundary: str | None) -> bool | int:
+    """``F_ENV``: whether a per-env value (``last_value``, a seed) enters the scan, or GAE's
+    and V-trace's ``next_values`` rides in the bootstrap slot. The cores load a per-env
+    value in the first tile in scan order only (T-1 backward, 0 forward), except for 2:
+    V-trace's grad algorithm reads ``last_value`` at T-1 of a forward scan, so every tile
+    may. A grad algorithm's per-env boundary input only asks for its gradient: no per-env
+    value enters its scan, unless it reads its boundary input (V-trace's)."""
+    if "next" in flags:
+        return True
+    if not ({"last_value", "seed"} & flags):
+        return False
+    if boundary in spec.per_env and not spec.reads_boundary:
+        return False
+    return 2 if spec.reads_boundary else True
+
+
 class Packer:
     """Precomputed argument plan for one problem key."""
 
@@ -157,6 +174,14 @@ class Packer:
         names = tuple(n for n in spec.tensors if n != "next_values" or n not in spec.optional)
         if "next" in flags:
             names = tuple("next_values" if n == "bootstrap_values" else n for n in names)
+        if len(names) > SLOTS:
+            # V-trace's grad algorithm reads all three boundary inputs, which exclude each
+            # other: last_value takes bootstrap_values's slot too (read as [N] by ``se``).
+            names = tuple(n for n in names if n != "last_value")
+            if "last_value" in flags:
+                names = tuple("last_value" if n == "bootstrap_values" else n for n in names)
+        if len(names) > SLOTS:
+            raise ValueError(f"{spec.name}: {len(names)} tensors for {SLOTS} pointer slots")
         self.slots = names + (self.ref,) * (SLOTS - len(names))
         self.named_slots = len(names)
         # The key's flags say which optional inputs a call passes, so each slot's tensor is
@@ -180,16 +205,19 @@ class Packer:
         self._sizes_and_a = (*self.sizes, key.a // self.align_a)
         self.out_strides = (1, n // self.align_n) if key.time_major else (t // self.align_t, 1)
         self.n_outputs = len(spec.outputs)
-        # A grad algorithm given a boundary input writes that input's gradient to O2:
+        # A grad algorithm given a boundary input writes that input's gradient after its
+        # outputs:
         # ``[N]`` for a per-env input, else shaped like the outputs.
         boundary = next((n for n in spec.boundary_grads if n in passed), None)
         self.boundary_shape = None if boundary is None else (
             (n,) if boundary in spec.per_env else self.out_shape)
-        # Output pointer slots O0, O1, O2: the outputs in order, the first repeated where
-        # an output is absent.
+        # Output pointer slots O0..O3: the outputs in order, then the boundary gradient in
+        # O2 (O3 after three outputs); the first output repeated in the slots left.
         written = self.n_outputs + (boundary is not None)
-        self.output_slots = (0, 1 if self.n_outputs > 1 else 0,
-                             self.n_outputs if boundary is not None else 0)
+        boundary_slot = max(self.n_outputs, 2) if boundary is not None else None
+        self.output_slots = tuple(
+            i if i < self.n_outputs else self.n_outputs if i == boundary_slot else 0
+            for i in range(OUTPUT_SLOTS))
         # Positions of the distinct tensors among the pointer arguments (slots repeat
         # ``ref``, and outputs repeat the first): all a launch must look at for alignment
         # and element types (``FastLaunch``'s ``pointers``).
@@ -213,10 +241,9 @@ class Packer:
             NEXT=self.builder.next_value,
             F_TRUNC="trunc" in flags,
             F_BOOT="bootstrap" in flags or "next" in flags,
-            # A grad algorithm's per-env inputs only ask for their gradient (``O2``): no
-            # per-env value enters its scan.
-            F_ENV=("last_value" in flags or "seed" in flags) and boundary not in spec.per_env
-            or "next" in flags,
+            # A grad algorithm's per-env inputs only ask for their gradient: no per-env
+            # value enters its scan, unless it reads its boundary input (V-trace's).
+            F_ENV=_env_flag(spec, flags, boundary),
             F_STARTS="starts_at" in flags,
             BLOCK_A=block_a,
             BIG=n * t * max(key.a, 1) >= INT32_LIMIT,
@@ -245,12 +272,13 @@ class Packer:
         # The shape goes in as separate ints: torch.empty parses a tuple argument slower.
         dtype, device = call.out_dtype, ref.device
         out = torch.empty(*self.out_shape, dtype=dtype, device=device)
-        outs = (out,) if self.n_outputs == 1 else (
-            out, torch.empty(*self.out_shape, dtype=dtype, device=device))
+        outs = (out,) if self.n_outputs == 1 else (out, *(
+            torch.empty(*self.out_shape, dtype=dtype, device=device)
+            for _ in range(self.n_outputs - 1)))
         if self.boundary_shape is not None:
             outs = (*outs, torch.empty(*self.boundary_shape, dtype=dtype, device=device))
-        slot0, slot1, slot2 = self.output_slots
-        args = [*self._slot_tensors(tensors), outs[slot0], outs[slot1], outs[slot2],
+        slot0, slot1, slot2, slot3 = self.output_slots
+        args = [*self._slot_tensors(tensors), outs[slot0], outs[slot1], outs[slot2], outs[slot3],
                 *self._sizes_and_a,
                 sn, st, se, san, sat, saa, *self.out_strides,
                 *self._scalar_values(call.scalars), *self.scalar_padding]

@@ -185,7 +185,8 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
 
 
 @triton.jit
-def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat,
+def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se,
+                    san, sat,
                     saa, osn, ost, S0, S1, S2, S3, STATE, NC,
                     COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                     NEXT: tl.constexpr,
@@ -230,13 +231,15 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st,
     # Per-env inputs (last_value at T-1, seeds at t = 0) act on the first chunk in scan
     # order only: other chunks compile and run without their load and select. GAE's and
     # V-trace's next_values ride in the bootstrap slot with F_ENV set and are read at
-    # every step (ENV_REST).
-    ENV_REST: tl.constexpr = F_ENV and F_BOOT
+    # every step (ENV_REST), as is a per-env input with F_ENV = 2 (launch._env_flag).
+    ENV_REST: tl.constexpr = (F_ENV and F_BOOT) or F_ENV == 2
     if F_ENV and k == 0:
-        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
+                      sat,
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS, BLOCK_A)
     else:
-        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
+                      sat,
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST, F_STARTS, BLOCK_A)
     zero = tl.zeros([BLOCK_N], tl.float32)
     y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, SCAN_REVERSE, NEXT, RUN)
@@ -266,11 +269,13 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st,
     else:
         y_next = y
     if F_ENV and k == 0:
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn, st,
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T,
+               A, sn, st,
                se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS,
                BLOCK_A)
     else:
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn, st,
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T,
+               A, sn, st,
                se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST, F_STARTS,
                BLOCK_A)
     if not TICKET_ORDER:

@@ -179,7 +179,8 @@ def time_block(t0, BLOCK_T: tl.constexpr, BIG: tl.constexpr, DESCEND: tl.constex
 
 
 @triton.jit
-def _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat, saa,
+def _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san,
+               sat, saa,
                osn, ost, S0, S1, S2, S3, rows, carry, i, base, n_tiles,
                COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
@@ -190,17 +191,19 @@ def _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, 
     SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND
     feed, out = edges(BLOCK_T, SCAN_REVERSE)
     ts = time_block(tile_start(i, n_tiles, base, BLOCK_T, REVERSE), BLOCK_T, BIG, DESCEND)
-    a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+    a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
                   saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
     y, _, y_next, _ = scan_tile_next(a, b, carry, feed, SCAN_REVERSE, NEXT, RUN)
-    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, y, y_next, N, T, A, sn, st, se,
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A,
+           sn, st, se,
            san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
            BLOCK_A)
     return take(y, out)
 
 
 @triton.jit
-def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat, saa,
+def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san,
+              sat, saa,
               osn, ost, S0, S1, S2, S3, rows, carry, base, n_tiles,
               COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
@@ -217,17 +220,20 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, s
     load nor select them (H200, GAE 24000x300 tiled (1, 256, 4): 61.1 us with
     ``last_value`` against 55.9 without, the per-env load repeated in every tile)."""
     # GAE's and V-trace's next_values ride in the bootstrap slot with F_ENV set and are
-    # read at every step: only a true per-env input leaves the later tiles.
-    ENV_REST: tl.constexpr = F_ENV and F_BOOT
+    # read at every step, as is a per-env input with F_ENV = 2 (launch._env_flag): only a
+    # per-env input of the first tile leaves the later tiles.
+    ENV_REST: tl.constexpr = (F_ENV and F_BOOT) or F_ENV == 2
     start = 0
     if F_ENV:
-        carry = _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san,
+        carry = _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st,
+                           se, san,
                            sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, 0, base, n_tiles,
                            COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, True, F_STARTS, BLOCK_A,
                            BIG, BLOCK_T, NEXT, RUN, DESCEND)
         start = 1
     for i in range(start, n_tiles):
-        carry = _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san,
+        carry = _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st,
+                           se, san,
                            sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, i, base, n_tiles,
                            COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, ENV_REST, F_STARTS,
                            BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND)

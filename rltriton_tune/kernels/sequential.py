@@ -23,7 +23,8 @@ from rltriton_tune.strategy import Launcher, Params
 
 
 @triton.jit
-def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat,
+def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se,
+                      san, sat,
                       saa, osn, ost, S0, S1, S2, S3,
                       COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                       NEXT: tl.constexpr,
@@ -38,11 +39,13 @@ def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, s
     carry = tl.zeros([BLOCK_N, 1], tl.float32)
     for i in range(0, T):
         ts = time_block(tile_start(i, T, 0, 1, REVERSE), 1, BIG)
-        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
+                      sat,
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
         before = carry                      # the neighbour's value (y[t+1] backward)
         carry = a + b * carry
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, rows, ts, carry, before, N, T, A, sn, st,
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, carry, before, N,
+               T, A, sn, st,
                se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
                BLOCK_A)
 

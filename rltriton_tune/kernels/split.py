@@ -57,7 +57,8 @@ def _chunk(pid, N, T, BLOCK_N: tl.constexpr, CHUNK_T: tl.constexpr, BIG: tl.cons
 
 
 @triton.jit
-def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat,
+def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st,
+                        se, san, sat,
                         saa, osn, ost, S0, S1, S2, S3, AGG, NC,
                         COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                         NEXT: tl.constexpr,
@@ -77,7 +78,8 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn,
     agg_b = tl.zeros([BLOCK_N], tl.float32) + 1.0
     for i in range(0, n_tiles):
         ts = time_block(tile_start(i, n_tiles, c0, BLOCK_T, REVERSE), BLOCK_T, BIG, DESCEND)
-        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, se, san, sat,
+        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
+                      sat,
                       saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
         y, p = scan_tile(a, b, agg_a, feed, SCAN_REVERSE, RUN)
         agg_a = take(y, out)
@@ -90,7 +92,8 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn,
 
 
 @triton.jit
-def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat,
+def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se,
+                      san, sat,
                       saa, osn, ost, S0, S1, S2, S3, AGG, NC,
                       COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                       NEXT: tl.constexpr,
@@ -128,7 +131,8 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, s
         y, _ = scan_tile(ka, kb, carry, cfeed, REVERSE, 1)  # chunk-major: no thread runs
         carry = take(y, cout)
     # Rescan the chunk from that carry.
-    scan_span(P0, P1, P2, P3, P4, P5, P6, P7, O0, O1, O2, N, T, A, sn, st, se, san, sat, saa, osn,
+    scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san,
+              sat, saa, osn,
               ost, S0, S1, S2, S3, rows, carry, c0, tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T),
               COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, BIG, BLOCK_T,
               NEXT, RUN, DESCEND)

@@ -32,6 +32,8 @@ FLAG_SETS: dict[str, list[str]] = {
 GRAD_FLAG_SETS: dict[str, list[str]] = {
     "gae_grad": ["none", "trunc", "next", "next+trunc", "last_value", "bootstrap",
                  "bootstrap+trunc"],
+    "vtrace_grad": ["none", "trunc", "last_value", "bootstrap", "bootstrap+trunc", "next",
+                    "next+trunc"],
     "lambda_returns_grad": ["none", "trunc", "bootstrap", "bootstrap+trunc"],
     "discounted_returns_grad": ["none", "trunc", "bootstrap", "bootstrap+trunc"],
     "eligibility_traces_grad": ["none", "seed"],

@@ -170,14 +170,17 @@ def test_scan_runs_only_for_env_major_backward_scans(monkeypatch):
 
 #: The grad algorithms' flag sets that change their kernels (GAE's values term with and
 #: without next_values, truncations, the prefix sums' boundary, each boundary gradient:
-#: per step, and per env at the last or first step), each once per strategy.
+#: per step, and per env at the last or first step; V-trace's with each boundary input it
+#: reads), each once per strategy.
 GRAD_CASES = [("gae_grad", "trunc"), ("gae_grad", "next"), ("gae_grad", "bootstrap+trunc"),
               ("gae_grad", "last_value"), ("lambda_returns_grad", "trunc"),
               ("lambda_returns_grad", "bootstrap+trunc"), ("discounted_returns_grad", "trunc"),
               ("discounted_returns_grad", "bootstrap"), ("eligibility_traces_grad", "none"),
               ("eligibility_traces_grad", "seed"), ("episodic_prefix_sum_grad", "none"),
               ("episodic_prefix_sum_grad", "starts_at"),
-              ("episodic_prefix_sum_grad", "seed+starts_at")]
+              ("episodic_prefix_sum_grad", "seed+starts_at"), ("vtrace_grad", "none"),
+              ("vtrace_grad", "last_value"), ("vtrace_grad", "bootstrap+trunc"),
+              ("vtrace_grad", "next+trunc")]
 
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)

@@ -8,7 +8,7 @@ import torch
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
 from rltriton_tune.kernels import launch as launch_module
-from rltriton_tune.kernels.launch import POINTER_ARGS, FastLaunch, Packer
+from rltriton_tune.kernels.launch import OUTPUT_SLOTS, POINTER_ARGS, SLOTS, FastLaunch, Packer
 
 from .cases import check_outputs, expected, make_call
 
@@ -112,8 +112,9 @@ def test_listed_pointers_decide_alignment_and_variant(monkeypatch):
     monkeypatch.setattr(launch_module, "current_stream", lambda device: 77)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     kernel = FakeKernel()
-    launcher = FastLaunch(kernel, (5,), {"BLOCK": 16}, pointers=(0, 3, 8),
-                          slots=(0, 0, 0, 1, 0, 0, 0, 0, 2, 2, 2))
+    # The first output (position SLOTS) is the third listed tensor.
+    launcher = FastLaunch(kernel, (5,), {"BLOCK": 16}, pointers=(0, 3, SLOTS),
+                          slots=(0, 0, 0, 1, *[0] * (SLOTS - 4), *[2] * OUTPUT_SLOTS))
     args = _args()
     launcher(args)
     launcher(args)
@@ -121,14 +122,15 @@ def test_listed_pointers_decide_alignment_and_variant(monkeypatch):
     misaligned[3] = _args(offset=1)[0]
     launcher(misaligned)
     other_dtype = list(args)
-    other_dtype[8] = _args(torch.bfloat16)[0]
+    other_dtype[SLOTS] = _args(torch.bfloat16)[0]
     launcher(other_dtype)
     launcher(other_dtype)
     assert [entry[0] for entry in kernel.log] == [
         "generic", "direct", "generic", "generic", "direct"]
     # Each pointer argument gets the address of the listed tensor its slot names.
     direct = kernel.log[-1][1][9:9 + POINTER_ARGS]
-    assert direct == (*[args[0].data_ptr()] * 8, *[other_dtype[8].data_ptr()] * 3)
+    assert direct == (*[args[0].data_ptr()] * SLOTS,
+                      *[other_dtype[SLOTS].data_ptr()] * OUTPUT_SLOTS)
 
 
 def test_pointers_without_slots_are_refused():
