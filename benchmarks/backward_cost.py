@@ -5,9 +5,8 @@ For each estimator and shape it measures, with the default dispatch decisions:
 * ``forward_us``: one call without autograd;
 * ``backward_us``: ``torch.autograd.grad`` of the outputs with respect to every floating
   data input, on a graph recorded once (``retain_graph``), i.e. the backward pass alone:
-  one call of the estimator's grad algorithm (the single-output estimators, boundary
-  gradients included), or the two pointwise phases and the
-  adjoint scan (V-trace, Retrace);
+  one call of the estimator's grad algorithm (boundary gradients included), or for
+  Retrace the two pointwise phases and the adjoint scan;
 * ``ratio`` = backward_us / forward_us.
 
 On CUDA both are device times: the median of CUDA-graph replays (no host overhead;
