@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from triton.runtime import driver
 
+from rltriton_tune.algorithms import AlgorithmSpec
 from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.pow2 import next_pow2
@@ -137,7 +138,7 @@ def scan_run(key: ProblemKey, tile_elems: int, num_warps: int) -> int:
     return max(1, min(vector, tile_elems // (32 * num_warps)))
 
 
-def _env_flag(spec: Any, flags: frozenset[str], boundary: str | None) -> bool | int:
+def _env_flag(spec: AlgorithmSpec, flags: frozenset[str], boundary: str | None) -> bool | int:
     """``F_ENV``: whether a per-env value (``last_value``, a seed) enters the scan, or GAE's
     and V-trace's ``next_values`` rides in the bootstrap slot. The cores load a per-env
     value in the first tile in scan order only (T-1 backward, 0 forward), except for 2:

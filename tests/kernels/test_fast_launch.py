@@ -299,3 +299,26 @@ def test_direct_path_packs_the_arguments_of_real_kernels(direct_on_cpu, strategy
         call, kwargs = make_call(key, seed=seed, **scalars)
         check_outputs(launcher(call), expected(algorithm, kwargs), call, f"call {seed}")
     assert direct_on_cpu and all(log == ["generic", "direct"] for log in direct_on_cpu)
+
+
+def test_pointer_and_output_slots_of_the_grad_algorithms():
+    """V-trace's grad algorithm fills all ten input slots, its exclusive boundary inputs
+    sharing the last one, and writes a boundary gradient after three outputs in O3; a
+    single-output grad algorithm writes it in O2. F_ENV = 2 marks a per-env input read
+    at T-1 of a forward scan (any tile may hold it)."""
+    def pack(text):
+        return Packer(ProblemKey.from_text(text), 64, 1)
+
+    for flags, boundary in (("last_value", "last_value"), ("bootstrap+trunc", "bootstrap_values"),
+                            ("next", "next_values")):
+        p = pack(f"vtrace_grad|{flags}|float32|env|N=4|T=8")
+        assert len(p.slots) == SLOTS and p.slots[-1] == boundary
+        assert p.output_slots == (0, 1, 2, 3)
+    assert pack("vtrace_grad|none|float32|env|N=4|T=8").output_slots == (0, 1, 2, 0)
+    assert pack("gae_grad|bootstrap|float32|env|N=4|T=8").output_slots == (0, 1, 2, 0)
+    assert pack("discounted_returns_grad|bootstrap|float32|env|N=4|T=8").output_slots == \
+        (0, 0, 1, 0)
+    assert pack("vtrace_grad|last_value|float32|env|N=4|T=8").constexprs["F_ENV"] == 2
+    assert pack("gae_grad|last_value|float32|env|N=4|T=8").constexprs["F_ENV"] is False
+    assert pack("gae|last_value|float32|env|N=4|T=8").constexprs["F_ENV"] is True
+    assert pack("eligibility_traces|seed|float32|env|N=4|T=8").constexprs["F_ENV"] is True
