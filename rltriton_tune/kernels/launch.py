@@ -207,8 +207,7 @@ class Packer:
         self.out_strides = (1, n // self.align_n) if key.time_major else (t // self.align_t, 1)
         self.n_outputs = len(spec.outputs)
         # A grad algorithm given a boundary input writes that input's gradient after its
-        # outputs:
-        # ``[N]`` for a per-env input, else shaped like the outputs.
+        # outputs: ``[N]`` for a per-env input, else shaped like the outputs.
         boundary = next((n for n in spec.boundary_grads if n in passed), None)
         self.boundary_shape = None if boundary is None else (
             (n,) if boundary in spec.per_env else self.out_shape)
@@ -242,8 +241,6 @@ class Packer:
             NEXT=self.builder.next_value,
             F_TRUNC="trunc" in flags,
             F_BOOT="bootstrap" in flags or "next" in flags,
-            # A grad algorithm's per-env inputs only ask for their gradient: no per-env
-            # value enters its scan, unless it reads its boundary input (V-trace's).
             F_ENV=_env_flag(spec, flags, boundary),
             F_STARTS="starts_at" in flags,
             BLOCK_A=block_a,
