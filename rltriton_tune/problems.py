@@ -132,12 +132,16 @@ def data_bytes(key: ProblemKey, flag_itemsize: int = 4) -> int:
 
     Flags count ``flag_itemsize`` bytes per step (float32, as :func:`random_inputs` makes
     them by default). A grad algorithm's boundary input is not read, but its gradient, of
-    the same size, is written: counted once as the input."""
+    the same size, is written: counted once as the input (twice where the grad algorithm
+    reads it too, V-trace's)."""
     spec = key.spec
     elem = DTYPES_BY_NAME[key.dtype].itemsize
     nt = key.n * key.t
     total = 0
+    boundary_reads = {name for name in spec.boundary_grads if spec.reads_boundary}
     for name in key.passed_tensors:
+        if name in boundary_reads:                       # read, and its gradient written
+            total += key.n * elem if name in spec.per_env else nt * elem
         if name in spec.per_env:
             total += key.n * elem
         elif name in spec.per_action:

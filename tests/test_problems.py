@@ -23,6 +23,15 @@ def test_retrace_bytes_by_hand():
     assert data_bytes(key) == 100
 
 
+def test_vtrace_grad_bytes_by_hand():
+    # Reads g_vs, g_adv, vs, lpt, lpb, values, rewards, terminateds (8 x 4) and writes the
+    # gradients of lpt, values, rewards (3 x 4): 44 bytes per step. Its boundary input is
+    # read and its gradient written: 8 more per step, or 8 per row for last_value.
+    assert data_bytes(ProblemKey("vtrace_grad", 2, 3)) == 6 * 44
+    assert data_bytes(ProblemKey("vtrace_grad", 2, 3, flags="bootstrap")) == 6 * 52
+    assert data_bytes(ProblemKey("vtrace_grad", 2, 3, flags="last_value")) == 6 * 44 + 2 * 8
+
+
 def test_per_env_inputs_count_once_per_row():
     plain = data_bytes(ProblemKey("gae", 5, 7))
     assert data_bytes(ProblemKey("gae", 5, 7, flags="last_value")) == plain + 5 * 4
