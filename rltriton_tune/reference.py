@@ -306,14 +306,13 @@ def _vtrace_grad(grads, grad_advantages, vs, log_pi_target, log_pi_behavior, val
                      if given[name] is not None)
     leaves = {name: given[name].detach().to("cpu", _F64).requires_grad_()
               for name in ("log_pi_target", "values", "rewards", *boundary)}
+    args = {**given, **leaves}
     d_given = _steps(vs, time_major) - _steps(values.detach(), time_major)
     with torch.enable_grad():
         delta, beta, finish = _vtrace_terms(
-            *({**given, **leaves}[name] for name in ("log_pi_target", "log_pi_behavior",
-                                                      "values", "rewards")),
-            terminateds, truncateds, gamma, rho_bar, c_bar,
-            *({**given, **leaves}[name] for name in ("bootstrap_values", "last_value",
-                                                      "next_values")), time_major)
+            args["log_pi_target"], args["log_pi_behavior"], args["values"], args["rewards"],
+            terminateds, truncateds, gamma, rho_bar, c_bar, args["bootstrap_values"],
+            args["last_value"], args["next_values"], time_major)
         d = d_given.clone().requires_grad_()
         out_vs, out_adv = finish(d)
         pulled = ((_steps(grads, time_major) * out_vs).sum()

@@ -118,8 +118,7 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
 
 @triton.jit
 def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T,
-                 A, sn,
-                 st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                 A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                  F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                  BLOCK_A: tl.constexpr):
     _store(O0, rows, ts, osn, ost, y, _valid(rows, ts, N, T))
@@ -132,8 +131,8 @@ def store_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, t
 
 @triton.jit
 def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat, saa,
-               S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-               F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+               S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     v = _ld(P1, rows, ts, sn, st, m)
@@ -156,7 +155,7 @@ def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st
 
 
 @triton.jit
-def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, sn, st, se, S0, S1, S2,
+def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
                   F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
     m = _valid(rows, ts, N, T)
     ratio = tl.exp(_ld(P0, rows, ts, sn, st, m) - _ld(P1, rows, ts, sn, st, m))
@@ -181,24 +180,22 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, sn, st
 
 @triton.jit
 def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
-                  saa,
-                  S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                  saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # D[t] = vs[t] - values[t] = delta[t] + beta[t] * D[t+1]; finish gets D[t+1] too.
     delta, beta, _, _, _, _, _, _, _, _ = _vtrace_parts(
-        P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, sn, st, se, S0, S1, S2,
+        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
     return delta, beta
 
 
 @triton.jit
-def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N,
-                  T, A, sn,
-                  st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T,
+                  A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                   BLOCK_A: tl.constexpr):
     _, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
-        P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, sn, st, se, S0, S1, S2,
+        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
     vs = v + y                                     # y = D[t], y_next = D[t+1]
     nvs = tl.where(cut, b, v_next + y_next)        # vs[t+1] = values[t+1] + D[t+1]
@@ -226,7 +223,7 @@ def _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa):
 
 
 @triton.jit
-def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, san, sat, saa,
+def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, san, sat, saa,
                    S0, S1, S2, S3, F_TRUNC: tl.constexpr, BLOCK_A: tl.constexpr):
     m = _valid(rows, ts, N, T)
     # EQ[t] = sum_a pi[t, a] * next_q[t, a], over A in chunks of BLOCK_A.
@@ -261,8 +258,7 @@ def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn
                    F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # Unshifted (D itself): the per-action rows are read here only; finish gets D[t+1]
     # from the core (``next_value``).
-    delta, beta, _, _, _, _ = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N,
-                                             T, A,
+    delta, beta, _, _, _, _ = _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A,
                                              sn, st, san, sat, saa, S0, S1, S2, S3, F_TRUNC,
                                              BLOCK_A)
     return delta, beta
@@ -270,8 +266,7 @@ def retrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn
 
 @triton.jit
 def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N,
-                   T, A, sn, st,
-                   se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                   T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                    BLOCK_A: tl.constexpr):
     # y = D[t], y_next = D[t+1]: q_ret[t] = q[t] + D[t], q_ret[t+1] = q[t+1] + D[t+1].
@@ -317,8 +312,7 @@ def _returns_boundary(P_TRUNC, P_BOOT, rows, ts, N, T, sn, st, term, m,
 
 @triton.jit
 def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se,
-                          san,
-                          sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                          san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                           F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                           BLOCK_A: tl.constexpr):
     m = _valid(rows, ts, N, T)
@@ -339,8 +333,8 @@ def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T
 @triton.jit
 def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se,
                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
-                              F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+                              F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                              BLOCK_A: tl.constexpr):
     m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     term = _flag(P1, rows, ts, sn, st, m)
@@ -376,17 +370,16 @@ def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.con
 @triton.jit
 def eligibility_traces_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se,
                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
-                              F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+                              F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                              BLOCK_A: tl.constexpr):
     return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, S0 * S1, F_ENV, False)
 
 
 @triton.jit
 def episodic_prefix_sum_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st,
-                               se,
-                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
-                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+                               se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                               BLOCK_A: tl.constexpr):
     return _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, 1.0, F_ENV, F_STARTS)
 
 
@@ -406,19 +399,17 @@ def _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, STEP: tl.constexpr):
 
 @triton.jit
 def adjoint_scan_forward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st,
-                                se,
-                                san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
-                                F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                                F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+                                se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                                BLOCK_A: tl.constexpr):
     return _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, -1)
 
 
 @triton.jit
 def adjoint_scan_backward_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st,
-                                 se,
-                                 san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
-                                 F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                                 F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+                                 se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                 F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                                 BLOCK_A: tl.constexpr):
     return _adjoint_coeffs(P0, P1, rows, ts, N, T, sn, st, 1)
 
 
@@ -466,7 +457,7 @@ def gae_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, s
 
 
 @triton.jit
-def _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, O3, rows, ts, y, y_next, N, T, sn, st, osn,
+def _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, sn, st, osn,
                     ost, S0, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                     F_ENV: tl.constexpr, BOUNDARY: tl.constexpr):
     # y = z[t], y_next = z[t-1]: values[t] is nv[t-1] unless t-1 is cut (truncated; never
@@ -494,22 +485,19 @@ def _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, O3, rows, ts, y, y_next, N, 
 
 @triton.jit
 def gae_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N,
-                    T, A,
-                    sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+                    T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
-    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, O3, rows, ts, y, y_next, N, T, sn, st, osn,
+    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, sn, st, osn,
                     ost, S0, F_TRUNC, F_BOOT, F_ENV, False)
 
 
 @triton.jit
 def gae_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
-                             y_next, N,
-                             T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
-                             F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-                             F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                             BLOCK_A: tl.constexpr):
-    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, O3, rows, ts, y, y_next, N, T, sn, st, osn,
+                             y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+                             F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                             F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    _gae_grad_store(P0, P1, P2, P3, P4, O0, O1, O2, rows, ts, y, y_next, N, T, sn, st, osn,
                     ost, S0, F_TRUNC, F_BOOT, F_ENV, True)
 
 
@@ -540,10 +528,9 @@ def _vtrace_grad_previous(P1, P3, P4, P7, P8, rows, ts, N, T, sn, st, S0, S1, S2
 
 
 @triton.jit
-def vtrace_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se,
-                       san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
-                       F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                       BLOCK_A: tl.constexpr):
+def vtrace_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
+                       sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                       F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # α[t] = g_vs[t] + (1-cut[t-1])·γ(1-term[t-1])·ρ[t-1]·g_adv[t-1], β[t] = γ·c[t-1]·(1-done[t-1])
     m = _valid(rows, ts, N, T)
     weight, g_adv_prev, beta = _vtrace_grad_previous(P1, P3, P4, P7, P8, rows, ts, N, T, sn, st,
@@ -553,8 +540,8 @@ def vtrace_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A
 
 
 @triton.jit
-def _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
-                       y_next, N, T, sn, st, se, osn, ost, S0, S1, S2, F_TRUNC: tl.constexpr,
+def _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next,
+                       N, T, sn, st, se, osn, ost, S0, S1, S2, F_TRUNC: tl.constexpr,
                        F_BOOT: tl.constexpr, F_ENV: tl.constexpr, BOUNDARY: tl.constexpr):
     # y = z[t], y_next = z[t-1].
     m = _valid(rows, ts, N, T)
@@ -600,32 +587,28 @@ def _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, r
 
 
 @triton.jit
-def vtrace_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
-                       y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+def vtrace_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next,
+                       N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
                        F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                        F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
-    _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
-                       y_next, N, T, sn, st, se, osn, ost, S0, S1, S2, F_TRUNC, F_BOOT, F_ENV,
-                       False)
+    _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next,
+                       N, T, sn, st, se, osn, ost, S0, S1, S2, F_TRUNC, F_BOOT, F_ENV, False)
 
 
 @triton.jit
-def vtrace_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows,
-                                ts, y, y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost,
-                                S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-                                F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                                BLOCK_A: tl.constexpr):
-    _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
-                       y_next, N, T, sn, st, se, osn, ost, S0, S1, S2, F_TRUNC, F_BOOT, F_ENV,
-                       True)
+def vtrace_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
+                                y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2,
+                                S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
+                                F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next,
+                       N, T, sn, st, se, osn, ost, S0, S1, S2, F_TRUNC, F_BOOT, F_ENV, True)
 
 
 @triton.jit
 def lambda_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st,
-                               se,
-                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
-                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+                               se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                               BLOCK_A: tl.constexpr):
     return _grad_of_backward(P0, P1, P2, rows, ts, N, T, sn, st, S0 * S1, F_TRUNC)
 
 
@@ -645,7 +628,7 @@ def _returns_bootstrap_grad(P1, P2, O2, rows, ts, y, N, T, sn, st, osn, ost, m, 
 
 
 @triton.jit
-def _lambda_returns_grad_store(P1, P2, O0, O1, O2, O3, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
+def _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
                                F_TRUNC: tl.constexpr, BOUNDARY: tl.constexpr):
     # alpha[t] holds g(1-l)(1-done[t]) nv[t].
     m = _valid(rows, ts, N, T)
@@ -659,30 +642,26 @@ def _lambda_returns_grad_store(P1, P2, O0, O1, O2, O3, rows, ts, y, N, T, sn, st
 
 @triton.jit
 def lambda_returns_grad_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
-                               y_next,
-                               N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
-                               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
-                               F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
-                               BLOCK_A: tl.constexpr):
-    _lambda_returns_grad_store(P1, P2, O0, O1, O2, O3, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
+                               y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+                               F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                               F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
                                F_TRUNC, False)
 
 
 @triton.jit
 def lambda_returns_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3,
-                                        rows, ts, y,
-                                        y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost,
-                                        S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                        rows, ts, y, y_next, N, T, A, sn, st, se, san, sat, saa,
+                                        osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                         F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                         F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
-    _lambda_returns_grad_store(P1, P2, O0, O1, O2, O3, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
+    _lambda_returns_grad_store(P1, P2, O0, O1, O2, rows, ts, y, N, T, sn, st, osn, ost, S0, S1,
                                F_TRUNC, True)
 
 
 @triton.jit
 def discounted_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn,
-                                   st,
-                                   se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                   st, se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                    F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     return _grad_of_backward(P0, P1, P2, rows, ts, N, T, sn, st, S0, F_TRUNC)
@@ -690,9 +669,8 @@ def discounted_returns_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows,
 
 @triton.jit
 def discounted_returns_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3,
-                                            rows, ts,
-                                            y, y_next, N, T, A, sn, st, se, san, sat, saa, osn,
-                                            ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                            rows, ts, y, y_next, N, T, A, sn, st, se, san, sat, saa,
+                                            osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                             F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                             F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     m = _valid(rows, ts, N, T)
@@ -718,8 +696,7 @@ def _grad_of_forward(P0, P1, rows, ts, N, T, sn, st, decay, F_STARTS: tl.constex
 
 @triton.jit
 def eligibility_traces_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn,
-                                   st,
-                                   se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                   st, se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                    F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                    F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     return _grad_of_forward(P0, P1, rows, ts, N, T, sn, st, S0 * S1, False)
@@ -727,8 +704,7 @@ def eligibility_traces_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows,
 
 @triton.jit
 def episodic_prefix_sum_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn,
-                                    st,
-                                    se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                    st, se, san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                     F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     return _grad_of_forward(P0, P1, rows, ts, N, T, sn, st, 1.0, F_STARTS)
@@ -736,9 +712,8 @@ def episodic_prefix_sum_grad_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows
 
 @triton.jit
 def eligibility_traces_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3,
-                                            rows, ts,
-                                            y, y_next, N, T, A, sn, st, se, san, sat, saa, osn,
-                                            ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+                                            rows, ts, y, y_next, N, T, A, sn, st, se, san, sat, saa,
+                                            osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                             F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                             F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # The seed is y[-1]: its gradient β[0]·z[0] = γλ·z[0].
@@ -748,10 +723,9 @@ def eligibility_traces_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, 
 
 
 @triton.jit
-def episodic_prefix_sum_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2,
-                                             O3, rows,
-                                             ts, y, y_next, N, T, A, sn, st, se, san, sat, saa,
-                                             osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
+def episodic_prefix_sum_grad_boundary_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3,
+                                             rows, ts, y, y_next, N, T, A, sn, st, se, san, sat,
+                                             saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                                              F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                                              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # The seed is C[-1]: its gradient β[0]·z[0], β[0] = 1 (1 - done[0] with starts_at).

@@ -34,23 +34,19 @@ from rltriton_tune.strategy import Launcher, Params
 
 @triton.jit
 def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san,
-                sat, saa,
-                osn, ost, S0, S1, S2, S3,
-                COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
-                NEXT: tl.constexpr,
-                F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
-                ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                RUN: tl.constexpr, DESCEND: tl.constexpr,
-                BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
+                sat, saa, osn, ost, S0, S1, S2, S3, COEFFS: tl.constexpr, FINISH: tl.constexpr,
+                REVERSE: tl.constexpr, NEXT: tl.constexpr, F_TRUNC: tl.constexpr,
+                F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+                BLOCK_A: tl.constexpr, BIG: tl.constexpr, ALIGN_N: tl.constexpr,
+                ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr, RUN: tl.constexpr,
+                DESCEND: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows = row_block(tl.program_id(0), BLOCK_N, BIG)
     ts = time_block(0, BLOCK_T, BIG, DESCEND)
     SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND  # see scan.time_block
     a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
-                  saa,
-                  S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+                  saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
     if NEXT:
         feed, _ = edges(BLOCK_T, SCAN_REVERSE)
         y, _, y_next, _ = scan_tile_next(a, b, tl.zeros([BLOCK_N], tl.float32), feed,
@@ -58,9 +54,9 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A,
     else:
         y, _ = scan_pairs(a, b, SCAN_REVERSE, RUN)
         y_next = y
-    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A,
-           sn, st, se,
-           san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A, sn,
+           st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
+           BLOCK_A)
 
 
 def rl_triton_params(t: int) -> dict[str, int]:

@@ -186,17 +186,14 @@ def _look_back(WORDS, plane, r, m, k, base, N, BIG: tl.constexpr, WINDOW: tl.con
 
 @triton.jit
 def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se,
-                    san, sat,
-                    saa, osn, ost, S0, S1, S2, S3, STATE, NC,
-                    COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
-                    NEXT: tl.constexpr,
+                    san, sat, saa, osn, ost, S0, S1, S2, S3, STATE, NC, COEFFS: tl.constexpr,
+                    FINISH: tl.constexpr, REVERSE: tl.constexpr, NEXT: tl.constexpr,
                     F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                     F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                     ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                    RUN: tl.constexpr, DESCEND: tl.constexpr,
-                    BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr,
-                    PUBLISH_INCLUSIVE: tl.constexpr, WINDOW: tl.constexpr,
-                    TICKET_ORDER: tl.constexpr):
+                    RUN: tl.constexpr, DESCEND: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_T: tl.constexpr, MAX_SPINS: tl.constexpr, PUBLISH_INCLUSIVE: tl.constexpr,
+                    WINDOW: tl.constexpr, TICKET_ORDER: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     # STATE (int64): [0] launch counter, never reset; then two [NC, N] planes of tagged
@@ -235,12 +232,10 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T
     ENV_REST: tl.constexpr = (F_ENV and F_BOOT) or F_ENV == 2
     if F_ENV and k == 0:
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
-                      sat,
-                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS, BLOCK_A)
+                      sat, saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS, BLOCK_A)
     else:
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
-                      sat,
-                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST, F_STARTS, BLOCK_A)
+                      sat, saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST, F_STARTS, BLOCK_A)
     zero = tl.zeros([BLOCK_N], tl.float32)
     y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, SCAN_REVERSE, NEXT, RUN)
     agg_a = take(y, out)
@@ -269,15 +264,13 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T
     else:
         y_next = y
     if F_ENV and k == 0:
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T,
-               A, sn, st,
-               se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS,
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A,
+               sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS,
                BLOCK_A)
     else:
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T,
-               A, sn, st,
-               se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST, F_STARTS,
-               BLOCK_A)
+        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A,
+               sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST,
+               F_STARTS, BLOCK_A)
     if not TICKET_ORDER:
         tl.atomic_add(STATE, 1, sem="relaxed")  # finished (a fire-and-forget reduction)
 

@@ -180,13 +180,11 @@ def time_block(t0, BLOCK_T: tl.constexpr, BIG: tl.constexpr, DESCEND: tl.constex
 
 @triton.jit
 def _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san,
-               sat, saa,
-               osn, ost, S0, S1, S2, S3, rows, carry, i, base, n_tiles,
+               sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, i, base, n_tiles,
                COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
                F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
-               BLOCK_T: tl.constexpr, NEXT: tl.constexpr, RUN: tl.constexpr,
-               DESCEND: tl.constexpr):
+               BLOCK_T: tl.constexpr, NEXT: tl.constexpr, RUN: tl.constexpr, DESCEND: tl.constexpr):
     """Scan and store the i-th tile of ``scan_span`` from ``carry``; the carry leaving it."""
     SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND
     feed, out = edges(BLOCK_T, SCAN_REVERSE)
@@ -194,22 +192,19 @@ def _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, 
     a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
                   saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
     y, _, y_next, _ = scan_tile_next(a, b, carry, feed, SCAN_REVERSE, NEXT, RUN)
-    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A,
-           sn, st, se,
-           san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A, sn,
+           st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
            BLOCK_A)
     return take(y, out)
 
 
 @triton.jit
-def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san,
-              sat, saa,
-              osn, ost, S0, S1, S2, S3, rows, carry, base, n_tiles,
-              COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
-              F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-              F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
-              BLOCK_T: tl.constexpr, NEXT: tl.constexpr, RUN: tl.constexpr,
-              DESCEND: tl.constexpr):
+def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san, sat,
+              saa, osn, ost, S0, S1, S2, S3, rows, carry, base, n_tiles, COEFFS: tl.constexpr,
+              FINISH: tl.constexpr, REVERSE: tl.constexpr, F_TRUNC: tl.constexpr,
+              F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
+              BLOCK_A: tl.constexpr, BIG: tl.constexpr, BLOCK_T: tl.constexpr, NEXT: tl.constexpr,
+              RUN: tl.constexpr, DESCEND: tl.constexpr):
     """Scan ``n_tiles`` (at least one) BLOCK_T tiles from time ``base`` starting from
     ``carry``, storing the outputs of each tile; returns the carry leaving the span.
     Tiles are visited in scan order; with DESCEND each holds its steps last to first and
@@ -226,16 +221,14 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, s
     start = 0
     if F_ENV:
         carry = _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st,
-                           se, san,
-                           sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, 0, base, n_tiles,
-                           COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, True, F_STARTS, BLOCK_A,
-                           BIG, BLOCK_T, NEXT, RUN, DESCEND)
+                           se, san, sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, 0, base,
+                           n_tiles, COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, True, F_STARTS,
+                           BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND)
         start = 1
     for i in range(start, n_tiles):
         carry = _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st,
-                           se, san,
-                           sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, i, base, n_tiles,
-                           COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, ENV_REST, F_STARTS,
+                           se, san, sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, i, base,
+                           n_tiles, COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, ENV_REST, F_STARTS,
                            BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND)
     return carry
 

@@ -24,15 +24,12 @@ from rltriton_tune.strategy import Launcher, Params
 
 @triton.jit
 def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se,
-                      san, sat,
-                      saa, osn, ost, S0, S1, S2, S3,
-                      COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
-                      NEXT: tl.constexpr,
+                      san, sat, saa, osn, ost, S0, S1, S2, S3, COEFFS: tl.constexpr,
+                      FINISH: tl.constexpr, REVERSE: tl.constexpr, NEXT: tl.constexpr,
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                       ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                      RUN: tl.constexpr, DESCEND: tl.constexpr,
-                      BLOCK_N: tl.constexpr):
+                      RUN: tl.constexpr, DESCEND: tl.constexpr, BLOCK_N: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows = row_block(tl.program_id(0), BLOCK_N, BIG)
@@ -40,14 +37,12 @@ def sequential_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N,
     for i in range(0, T):
         ts = time_block(tile_start(i, T, 0, 1, REVERSE), 1, BIG)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
-                      sat,
-                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+                      sat, saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
         before = carry                      # the neighbour's value (y[t+1] backward)
         carry = a + b * carry
         FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, carry, before, N,
-               T, A, sn, st,
-               se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
-               BLOCK_A)
+               T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV,
+               F_STARTS, BLOCK_A)
 
 
 class SequentialStrategy(TritonStrategy):

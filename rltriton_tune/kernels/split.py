@@ -57,17 +57,14 @@ def _chunk(pid, N, T, BLOCK_N: tl.constexpr, CHUNK_T: tl.constexpr, BIG: tl.cons
 
 
 @triton.jit
-def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st,
-                        se, san, sat,
-                        saa, osn, ost, S0, S1, S2, S3, AGG, NC,
-                        COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
-                        NEXT: tl.constexpr,
+def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se,
+                        san, sat, saa, osn, ost, S0, S1, S2, S3, AGG, NC, COEFFS: tl.constexpr,
+                        FINISH: tl.constexpr, REVERSE: tl.constexpr, NEXT: tl.constexpr,
                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                         F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                         ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                        RUN: tl.constexpr, DESCEND: tl.constexpr,
-                        BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
-                        CARRY_BLOCK: tl.constexpr):
+                        RUN: tl.constexpr, DESCEND: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr, CARRY_BLOCK: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
@@ -79,8 +76,7 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, 
     for i in range(0, n_tiles):
         ts = time_block(tile_start(i, n_tiles, c0, BLOCK_T, REVERSE), BLOCK_T, BIG, DESCEND)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
-                      sat,
-                      saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
+                      sat, saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
         y, p = scan_tile(a, b, agg_a, feed, SCAN_REVERSE, RUN)
         agg_a = take(y, out)
         agg_b = take(p, out) * agg_b
@@ -93,16 +89,13 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, 
 
 @triton.jit
 def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se,
-                      san, sat,
-                      saa, osn, ost, S0, S1, S2, S3, AGG, NC,
-                      COEFFS: tl.constexpr, FINISH: tl.constexpr, REVERSE: tl.constexpr,
-                      NEXT: tl.constexpr,
+                      san, sat, saa, osn, ost, S0, S1, S2, S3, AGG, NC, COEFFS: tl.constexpr,
+                      FINISH: tl.constexpr, REVERSE: tl.constexpr, NEXT: tl.constexpr,
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                       ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
-                      RUN: tl.constexpr, DESCEND: tl.constexpr,
-                      BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr,
-                      CARRY_BLOCK: tl.constexpr):
+                      RUN: tl.constexpr, DESCEND: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr, CARRY_BLOCK: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
@@ -131,11 +124,10 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N,
         y, _ = scan_tile(ka, kb, carry, cfeed, REVERSE, 1)  # chunk-major: no thread runs
         carry = take(y, cout)
     # Rescan the chunk from that carry.
-    scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san,
-              sat, saa, osn,
-              ost, S0, S1, S2, S3, rows, carry, c0, tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T),
-              COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A, BIG, BLOCK_T,
-              NEXT, RUN, DESCEND)
+    scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san, sat,
+              saa, osn, ost, S0, S1, S2, S3, rows, carry, c0,
+              tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T), COEFFS, FINISH, REVERSE, F_TRUNC,
+              F_BOOT, F_ENV, F_STARTS, BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND)
 
 
 class SplitStrategy(TritonStrategy):
