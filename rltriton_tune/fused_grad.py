@@ -64,7 +64,7 @@ def grad_call(call: Call, grad_output: Tensor, needed: tuple[str, ...] = (),
 
 
 def fused_gradients(call: Call, grad_outputs: tuple[Tensor, ...], needed: tuple[str, ...],
-                    outputs: tuple[Tensor, ...] = ()) -> dict[str, Tensor]:
+                    outputs: tuple[Tensor, ...]) -> dict[str, Tensor]:
     """Gradients of ``sum(grad_outputs · outputs)`` of an estimator ``call`` with respect to
     the inputs ``needed``, from one call of its grad algorithm.
 
@@ -72,11 +72,16 @@ def fused_gradients(call: Call, grad_outputs: tuple[Tensor, ...], needed: tuple[
     call's layout; the gradients are in the call's layout (``[N]`` for per-env inputs), in
     the dtype :func:`grad_call` picks.
     """
-    saved = None
-    if call.algorithm == "vtrace":
-        saved = {"grad_advantages": grad_outputs[1], "vs": outputs[0]}
+    spec = ALGORITHMS[GRAD_ALGORITHMS[call.algorithm]]
+    # What else the grad algorithm reads by name: the gradients of the other outputs
+    # (``grad_<output>``) and forward outputs (V-trace's ``vs``).
+    outputs_of = call.spec.outputs
+    saved = {f"grad_{name}": g
+             for name, g in zip(outputs_of[1:], grad_outputs[1:], strict=True)
+             if f"grad_{name}" in spec.tensors}
+    saved.update((name, x) for name, x in zip(outputs_of, outputs, strict=True)
+                 if name in spec.tensors)
     scan = grad_call(call, grad_outputs[0], needed, saved)
-    spec = scan.spec
     results = dispatch.run(scan)
     written = dict(zip(_written(spec, call, _boundary(spec, call, needed)), results,
                        strict=True))

@@ -397,7 +397,8 @@ def vtrace_grad(call: Call) -> Coefficients:
     kept = _one_minus(term, g)                                   # γ(1-term)
     weight = kept.masked_fill(cut, 0.0).mul_(rho)                # of vs[t+1] in adv[t]
     alpha = _shift_prev(weight * g_adv, 0.0).add_(g_vs)
-    beta = _shift_prev(torch.clamp_max(ratio, c_bar).mul_(_not_done(term, trunc, g)), 0.0)
+    not_done = _not_done(term, trunc, g)                         # γ(1-done)
+    beta = _shift_prev(torch.clamp_max(ratio, c_bar).mul_(not_done), 0.0)
     boot = _Bootstrap(inp)
 
     def finish(z: Tensor) -> tuple[Tensor, ...]:
@@ -408,7 +409,7 @@ def vtrace_grad(call: Call) -> Coefficients:
         nvs = boot.next_or_b(vs, mask)
         w = torch.add(g_adv, z).mul_(rho)                        # grad_rewards
         through_rho = g_adv * (kept * nvs + r - v) + z * (kept * nv + r - v)
-        through_c = _shift_next(vs - v, 0.0).mul_(_not_done(term, trunc, g)).mul_(z)
+        through_c = _shift_next(vs - v, 0.0).mul_(not_done).mul_(z)
         grad_lpt = ratio * (torch.where(ratio <= rho_bar, through_rho, 0.0)
                             + torch.where(ratio <= c_bar, through_c, 0.0))
         carried = g_adv if boot.following is not None else g_adv + z
