@@ -175,7 +175,7 @@ class Packer:
         names = tuple(n for n in spec.tensors if n != "next_values" or n not in spec.optional)
         if "next" in flags:
             names = tuple("next_values" if n == "bootstrap_values" else n for n in names)
-        if len(names) > SLOTS:
+        if spec.reads_boundary:
             # V-trace's grad algorithm reads all three boundary inputs, which exclude each
             # other: last_value takes bootstrap_values's slot too (read as [N] by ``se``).
             names = tuple(n for n in names if n != "last_value")
