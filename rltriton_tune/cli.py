@@ -192,9 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes compiling candidates in parallel on a GPU (default: one per "
                    "CPU core up to 16, shared among --devices; 0: threads in this process)")
     t.add_argument("--refresh", action="store_true",
-                   help="re-time the entries this device uses (of --algorithms) on this "
-                   "software stack: each stored config against its runner-up and the "
-                   "heuristic's choice; the fastest is recorded")
+                   help="re-time the entries this device uses (of --algorithms; with "
+                   "--shapes, only those shapes in the --dtypes and --layouts asked for) on "
+                   "this software stack: each stored config against its runner-up, "
+                   "dispatch's and rl-triton's choices, at the key and at an off-grid "
+                   "neighbour; the one that serves both best is recorded")
     t.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     t.add_argument("--no-compile-baseline", action="store_true",
                    help="skip measuring torch.compile (seconds of compilation per key)")
@@ -684,8 +686,15 @@ def _refresh(args, devices: list[Any]) -> int:
 
     rows: list[list[str]] = []
     errors: list[str] = []
+    wanted = None
+    if args.shapes:
+        shapes, dtypes, layouts = set(args.shapes), set(args.dtypes), set(args.layouts)
+
+        def wanted(key: Any) -> bool:
+            return (key.n, key.t) in shapes and key.dtype in dtypes and key.layout in layouts
     for device in devices:
-        for done in refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed):
+        for done in refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
+                            wanted=wanted):
             if done.new is None:
                 errors.append(f"{done.key.as_text()}: kept as stored: {done.error}")
                 continue

@@ -317,6 +317,9 @@ def test_tune_refresh_retimes_stored_entries(capsys):
     assert run(capsys, "tune", "--algorithms", "gae", "--shapes", "8x8", "--trials", "1",
                "--device", "cpu", "--no-progress", "--no-compile-baseline")[0] == 0
     before = show_json(capsys)[0]
+    code, out, _ = run(capsys, "tune", "--refresh", "--algorithms", "gae", "--shapes", "16x16",
+                       "--device", "cpu")  # --shapes picks which entries: none of them
+    assert code == 0 and "no stored entries to refresh" in out
     code, out, _ = run(capsys, "tune", "--refresh", "--algorithms", "gae", "--device", "cpu")
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
     assert out.split()[-1] in ("kept", "replaced")

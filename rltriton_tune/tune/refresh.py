@@ -1,10 +1,11 @@
 """``tune --refresh``: re-time the entries this device uses, on this software stack.
 
-Each entry's stored config is gated and timed again beside its stored runner-up
-and the built-in heuristic's choice, on the same inputs in one process; the
-fastest is recorded with its fresh time (so the stored config stays only if it
-still wins). An entry none of whose configs works here is left as it is and
-reported.
+Each entry's stored config is gated and timed again beside its stored runner-up,
+dispatch's choice without the entry and rl-triton's config (the flat heuristic),
+on the same inputs in one process, and at the key's off-grid companion
+(``tune.neighbours``); the config that serves both best is recorded with its fresh
+time (so the stored config stays only if it still wins). An entry none of whose
+configs works here is left as it is and reported.
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ from typing import Any
 import torch
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.tune.baselines import flat_heuristic
 from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice
-from rltriton_tune.tune.study import fingerprint_of, make_evaluator
+from rltriton_tune.tune.study import (
+    all_strategies_for,
+    choose_for_neighbourhood,
+    fingerprint_of,
+    make_evaluator,
+)
 
 
 @dataclass
@@ -36,14 +43,16 @@ class Refreshed:
             self.old.strategy, self.old.params)
 
 
-def entries_to_refresh(device: torch.device, algorithms: Iterable[str]) -> list[Any]:
-    """The entries this device uses now (user over shipped) for ``algorithms``."""
+def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
+                       wanted: Callable[[ProblemKey], bool] | None = None) -> list[Any]:
+    """The entries this device uses now (user over shipped) for ``algorithms`` whose keys
+    ``wanted`` accepts (all of them without it)."""
     from rltriton_tune.tuning_db import load_profiles
 
-    wanted = set(algorithms)
+    names = set(algorithms)
     entries = load_profiles(fingerprint_of(device)).entries.values()
-    return sorted((e for e in entries if e.key.algorithm in wanted),
-                  key=lambda e: e.key.as_text())
+    return sorted((e for e in entries if e.key.algorithm in names
+                   and (wanted is None or wanted(e.key))), key=lambda e: e.key.as_text())
 
 
 def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
@@ -58,11 +67,12 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     if entry.runner_up:
         contenders.append(Candidate(entry.runner_up["strategy"],
                                     dict(entry.runner_up.get("params", {}))))
-    heuristic = heuristic_choice(key, device)
-    if heuristic is not None:
-        contenders.append(heuristic)
-    contenders = list({c.label(): c for c in contenders}.values())
     space = SearchSpace(key, device)
+    for other in (heuristic_choice(key, device),
+                  flat_heuristic(key, all_strategies_for(device, space))):
+        if other is not None:
+            contenders.append(other)
+    contenders = list({c.label(): c for c in contenders}.values())
     evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed)
     try:
         budget = budget_s if budget_s is not None else 2 * getattr(evaluator, "time_budget_s",
@@ -74,13 +84,17 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     if not ok:
         reasons = "; ".join(f"{o.candidate.label()}: {o.error}" for o in outcomes)
         return Refreshed(key, entry, error=f"no config works here ({reasons})"[:500])
-    best = ok[0]
+    choice = choose_for_neighbourhood(key, ok, device, space, budget, isolate=isolate,
+                                      seed=seed)
+    best = ok[choice.index]
+    rest = [o for i, o in enumerate(ok) if i != choice.index]
     runner = None
-    if len(ok) > 1:
-        runner = {"strategy": ok[1].candidate.strategy, "params": dict(ok[1].candidate.params),
-                  "device_time_us": round(ok[1].timing.device_us, 3)}
-    extra = dict(entry.extra)
-    extra.update(host_us=round(best.timing.host_us, 3), refreshed=True)
+    if rest:
+        runner = {"strategy": rest[0].candidate.strategy,
+                  "params": dict(rest[0].candidate.params),
+                  "device_time_us": round(rest[0].timing.device_us, 3)}
+    extra = {k: v for k, v in entry.extra.items() if k not in ("companion", "companion_us")}
+    extra.update(host_us=round(best.timing.host_us, 3), refreshed=True, **choice.extra())
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3), runner_up=runner,
                   date=utc_now(), extra=extra)
@@ -89,13 +103,15 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
 
 def refresh(device: torch.device, algorithms: Iterable[str], *, isolate: bool = False,
             seed: int = 0, budget_s: float | None = None,
+            wanted: Callable[[ProblemKey], bool] | None = None,
             on_entry: Callable[[Refreshed], None] | None = None) -> list[Refreshed]:
-    """Refresh every entry of ``algorithms`` this device uses and record the winners
-    (each replaces its entry: it won a head-to-head). Returns one result per entry."""
+    """Refresh every entry of ``algorithms`` this device uses (whose key ``wanted``
+    accepts) and record the winners (each replaces its entry: it won a head-to-head).
+    Returns one result per entry."""
     from rltriton_tune.tuning_db import record
 
     results = []
-    for entry in entries_to_refresh(device, algorithms):
+    for entry in entries_to_refresh(device, algorithms, wanted):
         done = refresh_entry(entry, device, isolate=isolate, seed=seed, budget_s=budget_s)
         results.append(done)
         if on_entry is not None:

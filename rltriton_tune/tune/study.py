@@ -4,12 +4,14 @@
 choice and a few diverse configs enqueued first), evaluates them and tells the
 results; the study's finished trials count toward the budget, so an interrupted
 run resumes and several workers share one budget. :func:`finalize` re-measures
-the best few distinct configs, measures the baselines and records the entry.
+the best few distinct configs and rl-triton's (the flat heuristic), times them at
+the key's off-grid companion too (``tune.neighbours``: the entry serves the calls
+near its key), measures the baselines and records the entry.
 
 A stored entry for the key (from an earlier run, an import or the shipped
 profile) is replaced only after a head-to-head: its config is re-measured beside
-the new best ones, on the same inputs in the same process, and whichever is
-faster is recorded. A date written in a file never decides.
+the new best ones, on the same inputs in the same process, and whichever serves
+the key and its companion best is recorded. A date written in a file never decides.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from optuna.trial import TrialState
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.strategy import InvalidConfig, Strategy
-from rltriton_tune.tune.baselines import baseline_candidates
+from rltriton_tune.tune.baselines import baseline_candidates, flat_heuristic
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator, Outcome, describe
+from rltriton_tune.tune.neighbours import Choice, choose
 from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice, related_choices
 from rltriton_tune.tune.storage import open_storage
 
@@ -244,6 +247,8 @@ class StudyResult:
     stored: Candidate | None = None
     #: Why the stored config took no part (it fails on this stack), if it did not.
     stored_error: str | None = None
+    #: How the finalists served the key's off-grid companion (``tune.neighbours``).
+    choice: Choice | None = None
 
     @property
     def kept_stored(self) -> bool:
@@ -288,11 +293,17 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
             result.stored_error = gate_verdict(evaluator, result.stored, budget)
             if result.stored_error is None:
                 top = [*top, result.stored]  # head to head with the new best configs
+        flat = flat_heuristic(key, all_strategies_for(device, space))
+        if top and flat is not None and flat.label() not in {c.label() for c in top}:
+            top = [*top, flat]  # rl-triton's config: a finalist wherever it is valid
         measured = [o for o in evaluator.evaluate(top, budget_s=budget, gate=False) if o.ok]
         measured.sort(key=lambda o: o.timing.device_us)
         if measured:
-            result.best = measured[0]
-            result.runner_up = measured[1] if len(measured) > 1 else None
+            result.choice = choose_for_neighbourhood(key, measured, device, space, budget,
+                                                     isolate=isolate, seed=seed)
+            result.best = measured[result.choice.index]
+            rest = [o for i, o in enumerate(measured) if i != result.choice.index]
+            result.runner_up = rest[0] if rest else None
         if measure_baselines and result.best is not None:
             strategies = all_strategies_for(device, space)
             bases = {name: cand for name, cand in
@@ -312,6 +323,20 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
 
             record_entries(fingerprint_of(device), [result.entry])
     return result
+
+
+def choose_for_neighbourhood(key: ProblemKey, measured: Sequence[Outcome],
+                             device: torch.device, space: SearchSpace,
+                             budget_s: float | None, *, isolate: bool = False,
+                             seed: int = 0) -> Choice:
+    """Which of the ``measured`` finalists (fastest first) serves ``key`` and its off-grid
+    companion best (:func:`rltriton_tune.tune.neighbours.choose`)."""
+    def evaluator_for(other: ProblemKey) -> Any:
+        return make_evaluator(other, device, SearchSpace(other, device), isolate=isolate,
+                              seed=seed)
+
+    return choose(key, [o.candidate for o in measured], [o.timing.device_us for o in measured],
+                  device, all_strategies_for(device, space), budget_s, evaluator_for)
 
 
 def stored_candidate(key: ProblemKey, device: torch.device) -> Candidate | None:
@@ -352,7 +377,8 @@ def make_entry(result: StudyResult) -> Any:
                  device_time_us=round(best.timing.device_us, 3), runner_up=runner,
                  baselines=dict(result.baselines), trials=result.trials, date=utc_now(),
                  software=software_versions(),
-                 extra={"host_us": round(best.timing.host_us, 3), "method": "optuna"})
+                 extra={"host_us": round(best.timing.host_us, 3), "method": "optuna",
+                        **(result.choice.extra() if result.choice is not None else {})})
 
 
 def tune(key: ProblemKey, device: torch.device | str, *, trials: int,

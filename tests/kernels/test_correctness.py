@@ -140,17 +140,42 @@ def test_backward_scan_in_flipped_runs(strategy, dtype, flip, monkeypatch):
     monkeypatch.setattr(launch, "FLIP_RUNS", flip)
     params = RUN_PARAMS[strategy]
     for algorithm in ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns"):
-        # 300 steps: two chunks or more for split and lookback, three tiles for tiled
-        key = ProblemKey(algorithm, 3, 300 if strategy != "flat" else 250, dtype, "env",
+        # 304 steps: two chunks or more for split and lookback, three tiles for tiled;
+        # multiples of 8, so rows start on a vector of either dtype (unaligned rows
+        # descend instead: test_unaligned_rows_descend)
+        key = ProblemKey(algorithm, 3, 304 if strategy != "flat" else 248, dtype, "env",
                          FLAG_SETS[algorithm][-1], a=5 if algorithm == "retrace" else 0)
         impl = type(strategies()[strategy])()
         full = impl.validate(key, params)
         tile = full["BLOCK_N"] * full.get("BLOCK_T", launch.next_pow2(key.t))
         assert launch.scan_run(key, tile, full["num_warps"]) == (
             min(16 // (4 if dtype == "float32" else 2), tile // 32) if flip else 1)
+        assert not launch.descend_tiles(key, tile, full["num_warps"])
         call, kwargs = make_call(key, seed=7)
         outs = impl.prepare(key, params)(call)
         check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
+
+
+@pytest.mark.parametrize("strategy", sorted(RUN_PARAMS))
+def test_unaligned_rows_descend(strategy):
+    """Env-major rows whose length is not a multiple of a 16-byte vector start unaligned,
+    so their accesses are scalar in any order: backward scans hold their tiles last to
+    first and scan forward (no flipped runs), and give the reference's numbers."""
+    params = RUN_PARAMS[strategy]
+    for algorithm, t, dtype in (("gae", 301, "float32"), ("vtrace", 298, "float32"),
+                                ("lambda_returns", 300, "bfloat16")):
+        key = ProblemKey(algorithm, 3, t, dtype, "env", FLAG_SETS[algorithm][-1])
+        impl = type(strategies()[strategy])()
+        full = impl.validate(key, params)
+        tile = full["BLOCK_N"] * full.get("BLOCK_T", launch.next_pow2(key.t))
+        assert launch.descend_tiles(key, tile, full["num_warps"])
+        call, kwargs = make_call(key, seed=3)
+        outs = impl.prepare(key, params)(call)
+        check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
+    aligned = ProblemKey("gae", 3, 300, "float32", "env")  # 300 = 4 x 75: float32 vectors
+    assert not launch.descend_tiles(aligned, 256, 1)
+    assert launch.descend_tiles(ProblemKey("gae", 3, 300, "bfloat16", "env"), 256, 1)
+    assert not launch.descend_tiles(ProblemKey("eligibility_traces", 3, 301), 256, 1)
 
 
 def test_scan_runs_only_for_env_major_backward_scans(monkeypatch):

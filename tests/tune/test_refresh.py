@@ -118,6 +118,9 @@ def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
     assert done.replaced and done.new.params == FAST
     assert done.new.runner_up["params"] == SLOW
     assert _current().params == FAST and _current().extra.get("refreshed") is True
+    # both configs were also timed at the key's off-grid companion, which is recorded
+    assert _current().extra["companion"] == "gae|none|float32|env|N=5|T=9"
+    assert _current().extra["companion_us"] > 0
     (again,) = refresh_module.refresh(CPU, ["gae"])  # now the stored config wins: kept
     assert not again.replaced and _current().params == FAST
 

@@ -1,0 +1,101 @@
+"""An entry's config is chosen for its key and the off-grid companion it will serve."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.fallback import STRATEGIES
+from rltriton_tune.tune import neighbours
+from rltriton_tune.tune.space import Candidate
+
+CPU = torch.device("cpu")
+KEY = ProblemKey("gae", 128, 32)
+USABLE = {"torch": STRATEGIES["torch"]}
+MODES = ("doubling", "loop", "chunked")
+
+
+@pytest.mark.parametrize(("key", "want"), [
+    (ProblemKey("gae", 128, 32), (77, 19)),
+    (ProblemKey("vtrace", 8, 8, "bfloat16", "time", "last_value"), (5, 5)),
+    (ProblemKey("retrace", 512, 128, a=8), (307, 77)),
+    (ProblemKey("gae", 1, 4), (1, 3)),
+])
+def test_companion_is_an_odd_sized_neighbour_of_the_same_kind(key, want):
+    other = neighbours.companion(key)
+    assert (other.n, other.t) == want
+    assert (other.algorithm, other.dtype, other.layout, other.flags, other.a) == (
+        key.algorithm, key.dtype, key.layout, key.flags, key.a)
+
+
+def test_keys_too_short_for_a_companion_have_none():
+    assert neighbours.companion(ProblemKey("gae", 8, 2)) is None
+    assert neighbours.companion(ProblemKey("gae", 1, 1)) is None
+
+
+class FakeEvaluator:
+    """Times each candidate at the companion as ``times`` says (None: it fails)."""
+
+    def __init__(self, times, seen):
+        self.times, self.seen, self.closed = times, seen, False
+
+    def evaluate(self, cands, budget_s=None, gate=True):
+        self.seen.extend(cands)
+        out = []
+        for c in cands:
+            t = self.times[c.params["mode"]]
+            out.append(SimpleNamespace(ok=t is not None, candidate=c,
+                                       timing=None if t is None else SimpleNamespace(
+                                           device_us=t)))
+        return out
+
+    def close(self):
+        self.closed = True
+
+
+def _choose(key_us, companion_us, finalists=MODES):
+    seen, made = [], []
+
+    def evaluator_for(other):
+        made.append(other)
+        evaluator = FakeEvaluator(dict(zip(finalists, companion_us, strict=True)), seen)
+        made.append(evaluator)
+        return evaluator
+
+    cands = [Candidate("torch", {"mode": m}) for m in finalists]
+    choice = neighbours.choose(KEY, cands, key_us, CPU, USABLE, 0.01, evaluator_for)
+    return choice, made, seen
+
+
+def test_the_config_serving_both_shapes_best_wins_over_a_near_tie_at_the_key():
+    # 3% slower at the key, 15% faster at the companion: the geometric mean decides.
+    choice, made, seen = _choose([1.00, 1.03, 1.50], [1.15, 1.00, 1.60])
+    assert choice.index == 1
+    assert made[0] == neighbours.companion(KEY) and made[1].closed
+    assert [c.params["mode"] for c in seen] == list(MODES)  # moved there, all timed
+    assert choice.extra() == {"companion": "gae|none|float32|env|N=77|T=19",
+                              "companion_us": 1.0}
+
+
+def test_a_config_much_slower_at_the_key_is_not_chosen_for_its_companion():
+    choice, _, _ = _choose([1.00, 1.60, 1.70], [1.10, 1.00, 1.00])
+    assert choice.index == 0
+
+
+def test_a_config_failing_at_the_companion_cannot_be_chosen():
+    choice, _, _ = _choose([1.00, 1.01, 1.50], [None, 1.00, 1.20])
+    assert choice.index == 1
+    choice, _, _ = _choose([1.00, 1.01, 1.50], [None, None, None])
+    assert choice.index == 0 and choice.extra() == {}
+
+
+def test_one_finalist_or_no_companion_needs_no_companion_timing():
+    choice, made, _ = _choose([2.0], [1.0], finalists=("loop",))
+    assert choice.index == 0 and not made
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    choice = neighbours.choose(ProblemKey("gae", 8, 2), cands, [3.0, 1.0, 2.0], CPU, USABLE,
+                               0.01, lambda other: pytest.fail("no companion to time"))
+    assert choice.index == 1 and choice.extra() == {}
