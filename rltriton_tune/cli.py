@@ -680,6 +680,13 @@ def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
     return 0
 
 
+def _refresh_progress(done: Any) -> None:
+    """One line on stderr per entry refreshed (a run cut short still shows its work)."""
+    what = "no config works" if done.new is None else (
+        "replaced" if done.replaced else "kept")
+    print(f"refreshed {done.key.as_text()}: {what}", file=sys.stderr, flush=True)
+
+
 def _refresh(args, devices: list[Any]) -> int:
     """``tune --refresh``: re-time the stored entries of each device on this stack."""
     from rltriton_tune.tune.refresh import refresh
@@ -694,7 +701,7 @@ def _refresh(args, devices: list[Any]) -> int:
             return (key.n, key.t) in shapes and key.dtype in dtypes and key.layout in layouts
     for device in devices:
         for done in refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
-                            wanted=wanted):
+                            wanted=wanted, on_entry=_refresh_progress):
             if done.new is None:
                 errors.append(f"{done.key.as_text()}: kept as stored: {done.error}")
                 continue

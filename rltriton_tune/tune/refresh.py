@@ -106,17 +106,17 @@ def refresh(device: torch.device, algorithms: Iterable[str], *, isolate: bool = 
             wanted: Callable[[ProblemKey], bool] | None = None,
             on_entry: Callable[[Refreshed], None] | None = None) -> list[Refreshed]:
     """Refresh every entry of ``algorithms`` this device uses (whose key ``wanted``
-    accepts) and record the winners (each replaces its entry: it won a head-to-head).
-    Returns one result per entry."""
+    accepts) and record each winner as it is found (it replaces its entry: it won a
+    head-to-head), so that a run cut short keeps what it measured. Returns one result
+    per entry."""
     from rltriton_tune.tuning_db import record
 
     results = []
     for entry in entries_to_refresh(device, algorithms, wanted):
         done = refresh_entry(entry, device, isolate=isolate, seed=seed, budget_s=budget_s)
         results.append(done)
+        if done.new is not None:
+            record(fingerprint_of(device), [done.new])
         if on_entry is not None:
             on_entry(done)
-    fresh = [r.new for r in results if r.new is not None]
-    if fresh:
-        record(fingerprint_of(device), fresh)
     return results
