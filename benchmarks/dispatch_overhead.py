@@ -2,7 +2,11 @@
 
 For each case (estimator, shape, the flags training code passes) it measures host
 wall time per call, in microseconds (median over rounds of back-to-back calls; the
-device queue is drained at the end of each round):
+device queue is drained at the end of each round). A case's measurements take turns
+round by round (public call, floors, stages, in a rotating order), so that a host
+whose speed drifts over seconds (a shared machine: the same empty launch took 11 to
+21 µs in consecutive H200 runs) moves them all alike and ``over_floor_us`` compares
+numbers taken in the same seconds:
 
 * ``public``: the full public function once its decision is memoised (validation,
   dispatch, output allocation, argument packing, launch);
@@ -63,17 +67,29 @@ BUDGET_OVER_FLOOR_US = 3.0
 
 def host_us(fn: Callable[[], object], device: torch.device, reps: int, rounds: int) -> float:
     """Median over ``rounds`` of the host time per call of ``reps`` back-to-back calls."""
+    return interleaved({"fn": fn}, device, reps, rounds)["fn"]
+
+
+def interleaved(fns: dict[str, Callable[[], object]], device: torch.device, reps: int,
+                rounds: int) -> dict[str, float]:
+    """For each of ``fns``: the median over ``rounds`` of the host time per call of
+    ``reps`` back-to-back calls, the functions taking turns within each round (the
+    order rotating from round to round)."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
-    fn()
+    names = list(fns)
+    for fn in fns.values():
+        fn()
     sync(device)
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync(device)
-        samples.append((time.perf_counter() - start) / reps * 1e6)
-    return statistics.median(samples)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[name]
+            start = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            sync(device)
+            samples[name].append((time.perf_counter() - start) / reps * 1e6)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def empty_kernel_launch(device: torch.device) -> Callable[[], object]:
@@ -105,9 +121,11 @@ def graph_replay(fn: Callable[[], object], device: torch.device) -> Callable[[],
 
 
 def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: int,
-           rounds: int) -> dict[str, float]:
+           rounds: int, together: dict[str, Callable[[], object]] | None = None
+           ) -> dict[str, float]:
     """``validate_us``, ``dispatch_us`` and ``launcher_us`` of one call whose decision
-    is memoised already (see the module doc)."""
+    is memoised already (see the module doc); ``together``: more functions timed in
+    turn with validation and the launcher (their times are returned too)."""
     from rltriton_tune import dispatch, estimators
     from rltriton_tune.dispatch import forcing, memo
     from rltriton_tune.state import STATE
@@ -123,8 +141,10 @@ def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: i
         raise RuntimeError(f"{algorithm}: no memoised launcher after a public call")
     outputs = launcher(call)
     mk = memo.memo_key(call, forcing.current())
-    row = {"validate_us": host_us(validate, device, reps, rounds),
-           "launcher_us": host_us(lambda: launcher(call), device, reps, rounds)}
+    fns = {**(together or {}), "validate_us": validate, "launcher_us": lambda: launcher(call)}
+    row = interleaved(fns, device, reps, rounds)
+    # The dispatch stage needs the memo's launcher stubbed, which the public call must
+    # not see: it is timed on its own.
     STATE.table[mk] = lambda _: outputs
     try:
         row["dispatch_us"] = host_us(lambda: dispatch.run(call), device, reps, rounds)
@@ -134,7 +154,7 @@ def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: i
 
 
 def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
-            rounds: int, floors: dict[str, float]) -> dict[str, Any]:
+            rounds: int, floors: dict[str, Callable[[], object]]) -> dict[str, Any]:
     from rltriton_tune import explain
     from rltriton_tune.call import ProblemKey
     from rltriton_tune.estimators import ESTIMATORS
@@ -146,24 +166,23 @@ def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
     function = ESTIMATORS[algorithm]
     decision = explain(algorithm, n, t, flags=flags, A=key.a, device=device)
     row: dict[str, Any] = {"case": key.as_text(), "strategy": decision.strategy,
-                           "params": dict(decision.params), "source": decision.source,
-                           "public_us": host_us(lambda: function(**kwargs), device, reps,
-                                                rounds), **floors}
-    row.update(stages(algorithm, kwargs, device, reps, rounds))
+                           "params": dict(decision.params), "source": decision.source}
+    function(**kwargs)  # memoises the decision the stages look up
+    together = {"public_us": lambda: function(**kwargs), **floors}
     if device.type == "cuda":
-        row["graph_replay_us"] = host_us(graph_replay(lambda: function(**kwargs), device),
-                                         device, reps, rounds)
-    row["over_floor_us"] = row["public_us"] - floors["empty_triton_us"]
+        together["graph_replay_us"] = graph_replay(lambda: function(**kwargs), device)
+    row.update(stages(algorithm, kwargs, device, reps, rounds, together))
+    row["over_floor_us"] = row["public_us"] - row["empty_triton_us"]
     row["within_budget"] = row["over_floor_us"] <= BUDGET_OVER_FLOOR_US
     return row
 
 
 def run(cases: list[tuple[str, int, int, str]], device: torch.device, reps: int,
         rounds: int) -> dict[str, Any]:
-    """Every case's row, with the two floors measured once in this process."""
+    """Every case's row, each with the two floors measured in turn with its call."""
     a, b = torch.ones(16, device=device), torch.ones(16, device=device)
-    floors = {"empty_triton_us": host_us(empty_kernel_launch(device), device, reps, rounds),
-              "torch_add_us": host_us(lambda: torch.add(a, b), device, reps, rounds)}
+    floors = {"empty_triton_us": empty_kernel_launch(device),
+              "torch_add_us": lambda: torch.add(a, b)}
     from peers import software
 
     return {**software(device), "date": time.strftime("%Y-%m-%d", time.gmtime()),
