@@ -9,7 +9,10 @@ calls pass (none; GAE/V-trace with ``last_value``; traces/prefix sums with
 
 Per cell and peer: device time in microseconds (CUDA: median CUDA-graph replay of
 launches over input copies rotated past the L2 cache, ``tune.measure.time_cuda``) and
-host time of back-to-back full calls; on CPU both are the median wall time. Each peer's
+host time of back-to-back full calls; on CPU both are the median wall time. Where the
+dispatched call and rl-triton come within 15% of each other, both are timed a second
+time in the other order and each gets the mean of its two rounds (``device_us_rounds``
+keeps them). Each peer's
 outputs are checked against the dispatched call's once per cell (``agree``).
 
 Rows are appended to ``peers.jsonl`` in the output folder as cells finish, so a run
@@ -100,6 +103,12 @@ TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2}
 
 
 # ---------------------------------------------------------------- cells
+
+
+#: Cells whose first-round ratio to rl-triton lies within this of 1 are timed twice
+#: (``settle_close``): on the H200, two timings of one kernel in one process differ by up
+#: to a few percent, and by up to 10% between processes.
+CLOSE = 0.15
 
 
 def cells(estimators: tuple[str, ...], shapes: tuple[tuple[int, int], ...],
@@ -209,6 +218,22 @@ def peer_adapters(key: ProblemKey, device: torch.device, peers: tuple[str, ...],
     return found, errors
 
 
+def settle_close(device_us: dict[str, float], pair: tuple[str, str],
+                 time_again: Any, close: float = CLOSE) -> dict[str, list[float]]:
+    """Time the two of ``pair`` a second time, in ``pair``'s order (the reverse of the
+    first round's), where the first round's ratio lies within ``close`` of 1 (a verdict
+    that noise between timings could flip); each then gets the mean of its two rounds in
+    ``device_us``. Returns the rounds of each (empty when the first round was clear)."""
+    first = {name: device_us.get(name) for name in pair}
+    if not all(first.values()) or abs(math.log(first[pair[0]] / first[pair[1]])) > \
+            math.log1p(close):
+        return {}
+    rounds = {name: [first[name], time_again(name)] for name in pair}
+    for name, values in rounds.items():
+        device_us[name] = sum(values) / len(values)
+    return rounds
+
+
 def as_users_pass(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` made valid for every peer, as real rollouts are: a step is terminated or
     truncated, not both, and bootstrap values are zero except at truncated steps and the
@@ -255,6 +280,7 @@ def measure(key: ProblemKey, device: torch.device, peers: tuple[str, ...],
     row["device_us"][DISPATCHED], row["host_us"][DISPATCHED] = _time(
         dispatched, inputs, device, budget_s)
     adapters, row["errors"] = peer_adapters(key, device, peers, compile_on_cpu)
+    timed: dict[str, tuple[Adapter, list[Any]]] = {DISPATCHED: (dispatched, inputs)}
     for name, adapter in adapters.items():
         try:
             first = adapter.prepare(inputs[0])
@@ -266,11 +292,17 @@ def measure(key: ProblemKey, device: torch.device, peers: tuple[str, ...],
             row["device_us"][name], row["host_us"][name] = _time(adapter, args, device,
                                                                  budget_s)
             row["peer_copies"][name] = len(args)
+            timed[name] = (adapter, args)
         except Exception as exc:  # noqa: BLE001 - a peer's failure is a recorded result
             row["errors"][name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         finally:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+    if "rl_triton" in timed:
+        rounds = settle_close(row["device_us"], ("rl_triton", DISPATCHED),
+                              lambda name: _time(*timed[name], device, budget_s)[0])
+        if rounds:
+            row["device_us_rounds"] = rounds
     _best_compile(row)
     us = row["device_us"]
     row["speedup_rl_triton"] = (us["rl_triton"] / us[DISPATCHED]

@@ -186,3 +186,29 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on(script, tmp_path, monkey
     assert rows[1]["errors"] == {"cell": "RuntimeError: CUDA out of memory"}
     assert rows[2]["device_us"]["dispatched"] > 0
     assert len(peers.read_rows(tmp_path / "peers.jsonl")) == 3
+
+
+def test_close_verdicts_are_timed_again_in_the_other_order(script):
+    peers = script("peers")
+    order: list[str] = []
+
+    def again(times):
+        def time_again(name):
+            order.append(name)
+            return times[name]
+        return time_again
+
+    # 5% apart: both timed again, rl-triton first this time, each gets its mean
+    us = {"dispatched": 10.0, "rl_triton": 10.5, "torchrl": 99.0}
+    rounds = peers.settle_close(us, ("rl_triton", "dispatched"),
+                                again({"dispatched": 11.0, "rl_triton": 9.5}))
+    assert order == ["rl_triton", "dispatched"]
+    assert rounds == {"rl_triton": [10.5, 9.5], "dispatched": [10.0, 11.0]}
+    assert us == {"dispatched": 10.5, "rl_triton": 10.0, "torchrl": 99.0}
+    # a clear verdict (2x) or a missing time is left alone
+    order.clear()
+    us = {"dispatched": 5.0, "rl_triton": 10.0}
+    assert peers.settle_close(us, ("rl_triton", "dispatched"), again({})) == {}
+    assert us == {"dispatched": 5.0, "rl_triton": 10.0} and not order
+    assert peers.settle_close({"dispatched": 5.0}, ("rl_triton", "dispatched"),
+                              again({})) == {}
