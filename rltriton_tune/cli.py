@@ -175,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "factors dispatch borrows by in the user's profile")
     t.add_argument("--missing-only", action="store_true",
                    help="skip keys that already have an entry measured with this torch and "
-                   "Triton in the user's profile (resumes a long grid run)")
+                   "Triton in the user's profile (resumes a long grid run); with --refresh, "
+                   "entries already re-timed at their companion on this stack")
     t.add_argument("--trials", type=_positive(int), help="trials per key (default: preset's)")
     t.add_argument("--timeout", type=_positive(float), help="seconds per key for trials")
     t.add_argument("--max-seconds", type=_positive(float),
@@ -693,12 +694,20 @@ def _refresh(args, devices: list[Any]) -> int:
 
     rows: list[list[str]] = []
     errors: list[str] = []
-    wanted = None
-    if args.shapes:
-        shapes, dtypes, layouts = set(args.shapes), set(args.dtypes), set(args.layouts)
+    from rltriton_tune.tuning_db.fingerprint import software_versions
 
-        def wanted(key: Any) -> bool:
-            return (key.n, key.t) in shapes and key.dtype in dtypes and key.layout in layouts
+    shapes, dtypes, layouts = set(args.shapes or ()), set(args.dtypes), set(args.layouts)
+    here = software_versions()
+
+    def wanted(entry: Any) -> bool:
+        """--shapes (with --dtypes, --layouts) picks entries; --missing-only skips those
+        already chosen for their neighbourhood on this software stack."""
+        key = entry.key
+        if shapes and not ((key.n, key.t) in shapes and key.dtype in dtypes
+                           and key.layout in layouts):
+            return False
+        return not (args.missing_only and entry.software == here
+                    and "companion" in entry.extra)
     for device in devices:
         for done in refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
                             wanted=wanted, on_entry=_refresh_progress):

@@ -44,21 +44,22 @@ class Refreshed:
 
 
 def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
-                       wanted: Callable[[ProblemKey], bool] | None = None) -> list[Any]:
-    """The entries this device uses now (user over shipped) for ``algorithms`` whose keys
+                       wanted: Callable[[Any], bool] | None = None) -> list[Any]:
+    """The entries this device uses now (user over shipped) for ``algorithms`` that
     ``wanted`` accepts (all of them without it)."""
     from rltriton_tune.tuning_db import load_profiles
 
     names = set(algorithms)
     entries = load_profiles(fingerprint_of(device)).entries.values()
     return sorted((e for e in entries if e.key.algorithm in names
-                   and (wanted is None or wanted(e.key))), key=lambda e: e.key.as_text())
+                   and (wanted is None or wanted(e))), key=lambda e: e.key.as_text())
 
 
 def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
                   seed: int = 0, budget_s: float | None = None) -> Refreshed:
     """Time ``entry``'s config against its runner-up and the heuristic's choice; return
     the entry to record (``new``: the winner with fresh times) or why there is none."""
+    from rltriton_tune.tuning_db.fingerprint import software_versions
     from rltriton_tune.tuning_db.schema import utc_now
 
     key = entry.key
@@ -97,16 +98,15 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     extra.update(host_us=round(best.timing.host_us, 3), refreshed=True, **choice.extra())
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3), runner_up=runner,
-                  date=utc_now(), extra=extra)
+                  date=utc_now(), software=software_versions(), extra=extra)
     return Refreshed(key, entry, new=new)
 
 
 def refresh(device: torch.device, algorithms: Iterable[str], *, isolate: bool = False,
             seed: int = 0, budget_s: float | None = None,
-            wanted: Callable[[ProblemKey], bool] | None = None,
+            wanted: Callable[[Any], bool] | None = None,
             on_entry: Callable[[Refreshed], None] | None = None) -> list[Refreshed]:
-    """Refresh every entry of ``algorithms`` this device uses (whose key ``wanted``
-    accepts) and record each winner as it is found (it replaces its entry: it won a
+    """Refresh every entry of ``algorithms`` this device uses (that ``wanted`` accepts) and record each winner as it is found (it replaces its entry: it won a
     head-to-head), so that a run cut short keeps what it measured. Returns one result
     per entry."""
     from rltriton_tune.tuning_db import record

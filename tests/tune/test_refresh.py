@@ -20,6 +20,7 @@ from rltriton_tune.tune import refresh as refresh_module
 from rltriton_tune.tune.evaluate import Evaluator
 from rltriton_tune.tune.study import finalize
 from rltriton_tune.tuning_db import Entry, load_profiles, record
+from rltriton_tune.tuning_db.fingerprint import software_versions
 from rltriton_tune.tuning_db.state import invalidate_cache
 
 CPU = torch.device("cpu")
@@ -121,6 +122,7 @@ def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
     # both configs were also timed at the key's off-grid companion, which is recorded
     assert _current().extra["companion"] == "gae|none|float32|env|N=5|T=9"
     assert _current().extra["companion_us"] > 0
+    assert _current().software == software_versions()  # re-timed on this stack
     (again,) = refresh_module.refresh(CPU, ["gae"])  # now the stored config wins: kept
     assert not again.replaced and _current().params == FAST
 
