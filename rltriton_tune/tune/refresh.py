@@ -106,9 +106,9 @@ def refresh(device: torch.device, algorithms: Iterable[str], *, isolate: bool = 
             seed: int = 0, budget_s: float | None = None,
             wanted: Callable[[Any], bool] | None = None,
             on_entry: Callable[[Refreshed], None] | None = None) -> list[Refreshed]:
-    """Refresh every entry of ``algorithms`` this device uses (that ``wanted`` accepts) and record each winner as it is found (it replaces its entry: it won a
-    head-to-head), so that a run cut short keeps what it measured. Returns one result
-    per entry."""
+    """Refresh every entry of ``algorithms`` this device uses (that ``wanted`` accepts)
+    and record each winner as it is found (it replaces its entry: it won a head-to-head),
+    so that a run cut short keeps what it measured. Returns one result per entry."""
     from rltriton_tune.tuning_db import record
 
     results = []
