@@ -3,7 +3,8 @@
 For each case (estimator, shape, the flags training code passes) it measures host
 wall time per call, in microseconds (median over rounds of back-to-back calls; the
 device queue is drained at the end of each round). A case's measurements take turns
-round by round (public call, floors, stages, in a rotating order), so that a host
+round by round (public call, floors, validation and launcher, in a rotating order; the
+dispatch stage, which stubs the memoised launcher, runs after them), so that a host
 whose speed drifts over seconds (a shared machine: the same empty launch took 11 to
 21 µs in consecutive H200 runs) moves them all alike and ``over_floor_us`` compares
 numbers taken in the same seconds:

@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--missing-only", action="store_true",
                    help="skip keys that already have an entry measured with this torch and "
                    "Triton in the user's profile (resumes a long grid run); with --refresh, "
-                   "entries already re-timed at their companion on this stack")
+                   "entries already refreshed on this stack")
     t.add_argument("--trials", type=_positive(int), help="trials per key (default: preset's)")
     t.add_argument("--timeout", type=_positive(float), help="seconds per key for trials")
     t.add_argument("--max-seconds", type=_positive(float),
@@ -195,9 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--refresh", action="store_true",
                    help="re-time the entries this device uses (of --algorithms; with "
                    "--shapes, only those shapes in the --dtypes and --layouts asked for) on "
-                   "this software stack: each stored config against its runner-up, "
-                   "dispatch's and rl-triton's choices, at the key and at an off-grid "
-                   "neighbour; the one that serves both best is recorded")
+                   "this software stack: each stored config against its runner-up and "
+                   "rl-triton's config, at the key and at an off-grid neighbour; the one "
+                   "that serves both best is recorded")
     t.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     t.add_argument("--no-compile-baseline", action="store_true",
                    help="skip measuring torch.compile (seconds of compilation per key)")
@@ -701,13 +701,13 @@ def _refresh(args, devices: list[Any]) -> int:
 
     def wanted(entry: Any) -> bool:
         """--shapes (with --dtypes, --layouts) picks entries; --missing-only skips those
-        already chosen for their neighbourhood on this software stack."""
+        already refreshed on this software stack."""
         key = entry.key
         if shapes and not ((key.n, key.t) in shapes and key.dtype in dtypes
                            and key.layout in layouts):
             return False
         return not (args.missing_only and entry.software == here
-                    and "companion" in entry.extra)
+                    and entry.extra.get("refreshed"))
     for device in devices:
         for done in refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
                             wanted=wanted, on_entry=_refresh_progress):

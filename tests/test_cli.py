@@ -325,8 +325,7 @@ def test_tune_refresh_retimes_stored_entries(capsys):
     assert out.split()[-1] in ("kept", "replaced")
     after = show_json(capsys)[0]
     assert after["refreshed"] is True and after["date"] >= before["date"]
-    assert after["companion"] == "gae|none|float32|env|N=5|T=5"
-    # --missing-only resumes: the entry was re-timed at its companion on this stack
+    # --missing-only resumes: the entry was refreshed on this stack
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
     assert code == 0 and "no stored entries to refresh" in out

@@ -11,9 +11,10 @@ at 512x128 four rows a program on 4 warps won, and at 777x77 it took 2.64 µs ag
 
 So the finalists of a key, measured at the key, are also timed at its *companion*: an
 off-grid neighbour (:func:`companion`), each config moved there the way dispatch moves
-a borrowed config. The config recorded is the one with the least geometric mean of its
-slowdowns against the fastest at the two shapes; its companion time is kept in the
-entry beside its own.
+a borrowed config. Among the fastest at the key and those within :data:`KEY_MARGIN` of
+it that ran at the companion, the config recorded is the one with the least geometric
+mean of its slowdowns against the fastest at the two shapes; its companion time is kept
+in the entry beside its own.
 """
 
 from __future__ import annotations
@@ -29,8 +30,12 @@ from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import lookup
 
 #: Where a companion lies, as a fraction of the key's sizes: between this grid point and
-#: the next smaller one (grid points are 4x apart), nearer this one.
+#: the next smaller one, nearer this one where grid points are 4x apart (the shipped
+#: grid, but for its largest sizes).
 COMPANION_FRACTION = 0.6
+#: Most a config chosen for the neighbourhood may be slower at the key itself than the
+#: fastest there: the key is a call too.
+KEY_MARGIN = 0.10
 
 
 def _odd(x: float) -> int:
@@ -68,9 +73,9 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
            device: torch.device, usable: dict[str, Any], budget_s: float | None,
            evaluator_for: Any) -> Choice:
     """The finalist (``Candidate``s timed at ``key`` in ``key_us``) that serves ``key`` and
-    its companion best. ``evaluator_for(key)`` makes an evaluator for another key (closed
-    here). With one finalist, no companion, or no finalist that runs at the companion,
-    the fastest at ``key`` is chosen."""
+    its companion best (see the module doc). ``evaluator_for(key)`` makes an evaluator
+    for another key (closed here). With one finalist, no companion, or no finalist that
+    runs at the companion, the fastest at ``key`` is chosen."""
     fastest = min(range(len(finalists)), key=lambda i: key_us[i])
     other = companion(key)
     if other is None or len(finalists) < 2:
@@ -96,12 +101,16 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     best_key, best_other = min(key_us), min(ran)
 
     def cost(i: int) -> float:
-        if times[i] is None:
-            return math.inf
-        return math.log(key_us[i] / best_key) + math.log(times[i] / best_other)
+        # A config with no time at the companion (not movable there, or it failed) is
+        # judged at the key alone: dispatch would serve the companion from another entry.
+        there = 0.0 if times[i] is None else math.log(times[i] / best_other)
+        return math.log(key_us[i] / best_key) + there
 
-    chosen = min(range(len(finalists)), key=lambda i: (cost(i), key_us[i]))
-    return Choice(chosen if math.isfinite(cost(chosen)) else fastest, other.as_text(), times)
+    eligible = [i for i in range(len(finalists))
+                if i == fastest or (times[i] is not None
+                                    and key_us[i] <= best_key * (1 + KEY_MARGIN))]
+    chosen = min(eligible, key=lambda i: (cost(i), key_us[i]))
+    return Choice(chosen, other.as_text(), times)
 
 
 def _time(outcome: Any) -> float | None:

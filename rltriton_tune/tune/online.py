@@ -70,7 +70,7 @@ def tune_key(key: ProblemKey, device: torch.device | str,
             left = max(0.01, budget_s - (time.monotonic() - start))
             result = finalize(study, key, device, evaluator=evaluator, space=space,
                               remeasure_s=min(left / 8, 0.1), measure_baselines=False,
-                              record=False)
+                              record=False, neighbourhood=False)  # an exact key, in budget
         finally:
             evaluator.close()
         return result.entry

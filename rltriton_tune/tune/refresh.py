@@ -1,11 +1,12 @@
 """``tune --refresh``: re-time the entries this device uses, on this software stack.
 
 Each entry's stored config is gated and timed again beside its stored runner-up,
-dispatch's choice without the entry and rl-triton's config (the flat heuristic),
-on the same inputs in one process, and at the key's off-grid companion
-(``tune.neighbours``); the config that serves both best is recorded with its fresh
-time (so the stored config stays only if it still wins). An entry none of whose
-configs works here is left as it is and reported.
+what dispatch chooses for the key now (the stored config, unless it no longer
+validates) and, on CUDA, rl-triton's config (the flat heuristic), on the same inputs
+in one process, and at the key's off-grid companion (``tune.neighbours``); the config
+that serves both best is recorded with its fresh time and the installed software (so
+the stored config stays only if it still wins). An entry none of whose configs works
+here, or whose refresh fails, is left as it is and reported.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.tune.baselines import flat_heuristic
+from rltriton_tune.tune.evaluate import describe
 from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice
 from rltriton_tune.tune.study import (
     all_strategies_for,
@@ -57,8 +59,9 @@ def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
 
 def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
                   seed: int = 0, budget_s: float | None = None) -> Refreshed:
-    """Time ``entry``'s config against its runner-up and the heuristic's choice; return
-    the entry to record (``new``: the winner with fresh times) or why there is none."""
+    """Time ``entry``'s config against its runner-up, dispatch's and rl-triton's choices,
+    at its key and companion; return the entry to record (``new``: the winner with fresh
+    times) or why there is none."""
     from rltriton_tune.tuning_db.fingerprint import software_versions
     from rltriton_tune.tuning_db.schema import utc_now
 
@@ -69,8 +72,9 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
         contenders.append(Candidate(entry.runner_up["strategy"],
                                     dict(entry.runner_up.get("params", {}))))
     space = SearchSpace(key, device)
-    for other in (heuristic_choice(key, device),
-                  flat_heuristic(key, all_strategies_for(device, space))):
+    rl_triton = flat_heuristic(key, all_strategies_for(device, space)) \
+        if device.type == "cuda" else None
+    for other in (heuristic_choice(key, device), rl_triton):
         if other is not None:
             contenders.append(other)
     contenders = list({c.label(): c for c in contenders}.values())
@@ -113,7 +117,10 @@ def refresh(device: torch.device, algorithms: Iterable[str], *, isolate: bool = 
 
     results = []
     for entry in entries_to_refresh(device, algorithms, wanted):
-        done = refresh_entry(entry, device, isolate=isolate, seed=seed, budget_s=budget_s)
+        try:
+            done = refresh_entry(entry, device, isolate=isolate, seed=seed, budget_s=budget_s)
+        except Exception as exc:  # noqa: BLE001 - one entry's failure leaves the rest to do
+            done = Refreshed(entry.key, entry, error=f"refresh failed: {describe(exc)}"[:500])
         results.append(done)
         if done.new is not None:
             record(fingerprint_of(device), [done.new])

@@ -273,8 +273,12 @@ def best_candidates(study: optuna.Study, k: int = TOP_K) -> list[Candidate]:
 def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *,
              evaluator: Any = None, space: SearchSpace | None = None, record: bool = True,
              isolate: bool = False, seed: int = 0, remeasure_s: float | None = None,
-             measure_baselines: bool = True, skip: Sequence[str] = ()) -> StudyResult:
-    """Re-measure the top candidates, measure baselines, and record the winner."""
+             measure_baselines: bool = True, skip: Sequence[str] = (),
+             neighbourhood: bool = True) -> StudyResult:
+    """Re-measure the top candidates, measure baselines, and record the winner. With
+    ``neighbourhood``, the winner is the finalist that serves the key and its off-grid
+    companion best (:func:`choose_for_neighbourhood`), rl-triton's config among the
+    finalists on CUDA; otherwise the fastest at the key."""
     device = torch.device(device)
     space = space or SearchSpace(key, device)
     own = evaluator is None
@@ -293,17 +297,22 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
             result.stored_error = gate_verdict(evaluator, result.stored, budget)
             if result.stored_error is None:
                 top = [*top, result.stored]  # head to head with the new best configs
-        flat = flat_heuristic(key, all_strategies_for(device, space))
-        if top and flat is not None and flat.label() not in {c.label() for c in top}:
+        flat = flat_heuristic(key, all_strategies_for(device, space)) \
+            if neighbourhood and device.type == "cuda" else None
+        if top and flat is not None and flat.label() not in {c.label() for c in top} \
+                and gate_verdict(evaluator, flat, budget) is None:
             top = [*top, flat]  # rl-triton's config: a finalist wherever it is valid
         measured = [o for o in evaluator.evaluate(top, budget_s=budget, gate=False) if o.ok]
         measured.sort(key=lambda o: o.timing.device_us)
         if measured:
-            result.choice = choose_for_neighbourhood(key, measured, device, space, budget,
-                                                     isolate=isolate, seed=seed)
-            result.best = measured[result.choice.index]
-            rest = [o for i, o in enumerate(measured) if i != result.choice.index]
-            result.runner_up = rest[0] if rest else None
+            index = 0
+            if neighbourhood:
+                result.choice = choose_for_neighbourhood(key, measured, device, space, budget,
+                                                         isolate=isolate, seed=seed)
+                index = result.choice.index
+            result.best = measured[index]
+            rest = [o for i, o in enumerate(measured) if i != index]
+            result.runner_up = rest[0] if rest else None  # the fastest of the others
         if measure_baselines and result.best is not None:
             strategies = all_strategies_for(device, space)
             bases = {name: cand for name, cand in
@@ -394,6 +403,7 @@ def tune(key: ProblemKey, device: torch.device | str, *, trials: int,
     try:
         run_trials(key, device, trials=trials, timeout_s=timeout_s, study=study,
                    evaluator=evaluator, space=space, on_trial=on_trial)
-        return finalize(study, key, device, evaluator=evaluator, space=space, record=record)
+        return finalize(study, key, device, evaluator=evaluator, space=space, record=record,
+                        isolate=isolate, seed=seed)
     finally:
         evaluator.close()

@@ -83,11 +83,22 @@ def test_the_config_serving_both_shapes_best_wins_over_a_near_tie_at_the_key():
 def test_a_config_much_slower_at_the_key_is_not_chosen_for_its_companion():
     choice, _, _ = _choose([1.00, 1.60, 1.70], [1.10, 1.00, 1.00])
     assert choice.index == 0
+    # 20% slower at the key is past the margin, however much it wins at the companion
+    assert neighbours.KEY_MARGIN < 0.2
+    choice, _, _ = _choose([1.00, 1.20, 1.50], [2.00, 1.00, 1.00])
+    assert choice.index == 0
 
 
-def test_a_config_failing_at_the_companion_cannot_be_chosen():
+def test_a_config_without_a_companion_time_is_judged_at_the_key():
+    # The fastest failed at the companion (dispatch would serve it from another entry):
+    # it stays, whatever the others do there.
+    choice, _, _ = _choose([1.00, 5.00, 9.00], [None, 1.00, 1.20])
+    assert choice.index == 0
     choice, _, _ = _choose([1.00, 1.01, 1.50], [None, 1.00, 1.20])
-    assert choice.index == 1
+    assert choice.index == 0 and choice.extra() == {}
+    # one that failed there cannot win through the companion
+    choice, _, _ = _choose([1.00, 1.05, 1.08], [1.30, None, 1.00])
+    assert choice.index == 2
     choice, _, _ = _choose([1.00, 1.01, 1.50], [None, None, None])
     assert choice.index == 0 and choice.extra() == {}
 

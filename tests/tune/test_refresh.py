@@ -134,3 +134,34 @@ def test_refresh_with_no_working_config_leaves_the_entry(monkeypatch):
     (done,) = refresh_module.refresh(CPU, ["gae"])
     assert done.new is None and "no config works here" in done.error
     assert _current().params == {"mode": "no-such-mode"}
+
+
+def test_a_choice_for_the_neighbourhood_keeps_the_fastest_other_as_runner_up(monkeypatch):
+    """When the companion picks a finalist slower at the key, the entry records it, its
+    companion time, and the fastest of the others as its runner-up."""
+    from rltriton_tune.tune import study as study_module
+    from rltriton_tune.tune.neighbours import Choice
+
+    seen = []
+
+    def pick_slowest(key, measured, *args, **kwargs):
+        seen.append([o.candidate.params["mode"] for o in measured])
+        return Choice(len(measured) - 1, "gae|none|float32|env|N=5|T=9",
+                      tuple(float(i + 1) for i in range(len(measured))))
+
+    monkeypatch.setattr(study_module, "choose_for_neighbourhood", pick_slowest)
+    _stored(FAST, 1.0, "2026-01-01T00:00:00Z")
+    result = finalize(_study_that_found(SLOW), KEY, CPU, evaluator=_evaluator(),
+                      measure_baselines=False)
+    assert seen == [["doubling", "loop"]]  # fastest first
+    assert result.best.candidate.params == SLOW
+    assert result.runner_up.candidate.params == FAST
+    entry = _current()
+    assert entry.params == SLOW and entry.runner_up["params"] == FAST
+    assert entry.extra["companion"] == "gae|none|float32|env|N=5|T=9"
+    assert entry.extra["companion_us"] == 2.0
+    # without the neighbourhood choice, the fastest at the key wins
+    result = finalize(_study_that_found(FAST), KEY, CPU, evaluator=_evaluator(),
+                      measure_baselines=False, neighbourhood=False)
+    assert result.best.candidate.params == FAST and len(seen) == 1
+    assert "companion" not in _current().extra
