@@ -19,6 +19,7 @@ in the entry beside its own.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ import torch
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import lookup
+
+_log = logging.getLogger("rltriton_tune.tune")
 
 #: Where a companion lies, as a fraction of the key's sizes: between this grid point and
 #: the next smaller one, nearer this one where grid points are 4x apart (the shipped
@@ -89,11 +92,16 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     runnable = [c for c in moved if c is not None]
     if not runnable:
         return Choice(fastest)
-    evaluator = evaluator_for(other)
     try:
-        outcomes = iter(evaluator.evaluate(runnable, budget_s=budget_s, gate=True))
-    finally:
-        evaluator.close()
+        evaluator = evaluator_for(other)
+        try:
+            outcomes = iter(evaluator.evaluate(runnable, budget_s=budget_s, gate=True))
+        finally:
+            evaluator.close()
+    except Exception as exc:  # noqa: BLE001 - e.g. no memory for the companion's inputs
+        _log.warning("%s: companion %s not timed (%s); the fastest at the key is recorded",
+                     key.as_text(), other.as_text(), exc)
+        return Choice(fastest)
     times = tuple(None if c is None else _time(next(outcomes)) for c in moved)
     ran = [t for t in times if t is not None]
     if not ran:

@@ -110,3 +110,13 @@ def test_one_finalist_or_no_companion_needs_no_companion_timing():
     choice = neighbours.choose(ProblemKey("gae", 8, 2), cands, [3.0, 1.0, 2.0], CPU, USABLE,
                                0.01, lambda other: pytest.fail("no companion to time"))
     assert choice.index == 1 and choice.extra() == {}
+
+
+def test_a_companion_that_cannot_be_timed_leaves_the_fastest(caplog):
+    def broken(other):
+        raise MemoryError("no room for the companion's inputs")
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    choice = neighbours.choose(KEY, cands, [2.0, 1.0, 3.0], CPU, USABLE, 0.01, broken)
+    assert choice.index == 1 and choice.extra() == {}
+    assert "not timed" in caplog.text
