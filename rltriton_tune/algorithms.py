@@ -43,6 +43,10 @@ class AlgorithmSpec:
     #: gradient of its importance ratios depends on the bootstrap values): the boundary
     #: input is always passed where the call has one, and its gradient always written.
     reads_boundary: bool = False
+    #: Grad algorithms: (input, source) pairs whose input's gradient, where the kernel does
+    #: not write it, is the negative of the source's (GAE's values with next_values given:
+    #: -z; V-trace's log_pi_behavior: minus log_pi_target's).
+    negated_grads: tuple[tuple[str, str], ...] = ()
 
     @property
     def first_float(self) -> str:
@@ -276,6 +280,7 @@ ALGORITHMS.update({
             scalars=("gamma", "lambda_"),
             per_env=("last_value",),
             boundary_grads=("bootstrap_values", "last_value"),
+            negated_grads=(("values", "rewards"),),
             flags_inputs=("terminateds", "truncateds"),
             neighbour_step=("terminateds", "truncateds"),
         ),
@@ -291,6 +296,7 @@ ALGORITHMS.update({
             per_env=("last_value",),
             boundary_grads=("bootstrap_values", "last_value", "next_values"),
             reads_boundary=True,
+            negated_grads=(("log_pi_behavior", "log_pi_target"),),
             flags_inputs=("terminateds", "truncateds"),
             neighbour_step=("grad_advantages", "vs", "log_pi_target", "log_pi_behavior",
                             "values", "terminateds", "truncateds"),

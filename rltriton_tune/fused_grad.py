@@ -8,8 +8,9 @@ outputs are named ``grad_<input>``. A boundary input whose gradient is needed (b
 values, ``last_value``, seeds) is passed to the grad call, which then writes that gradient
 too (``AlgorithmSpec.boundary_grads``); V-trace's reads its boundary input's data and
 always writes its gradient. With GAE's ``next_values`` the second output is next_values's
-gradient, and values's gradient is ``-z``; V-trace's ``log_pi_behavior`` gets the negative
-of log_pi_target's.
+gradient; the gradients a kernel does not write are negatives of others
+(``AlgorithmSpec.negated_grads``: GAE's values, then, is ``-z``; V-trace's
+``log_pi_behavior`` gets minus log_pi_target's).
 """
 
 from __future__ import annotations
@@ -86,11 +87,8 @@ def fused_gradients(call: Call, grad_outputs: tuple[Tensor, ...], needed: tuple[
     written = dict(zip(_written(spec, call, _boundary(spec, call, needed)), results,
                        strict=True))
     found = {name: written[name] for name in needed if name in written}
-    if "values" in needed and "values" not in written:  # GAE with next_values: -z
-        z = written["rewards"]
-        found["values"] = torch.neg(z) if "rewards" in needed else z.neg_()
-    if "log_pi_behavior" in needed:                      # V-trace: -grad_log_pi_target
-        grad = written["log_pi_target"]
-        found["log_pi_behavior"] = torch.neg(grad) if "log_pi_target" in needed \
-            else grad.neg_()
+    for name, source in spec.negated_grads:
+        if name in needed and name not in written:
+            grad = written[source]
+            found[name] = torch.neg(grad) if source in needed else grad.neg_()
     return found
