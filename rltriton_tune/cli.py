@@ -691,11 +691,10 @@ def _refresh_progress(done: Any) -> None:
 def _refresh(args, devices: list[Any]) -> int:
     """``tune --refresh``: re-time the stored entries of each device on this stack."""
     from rltriton_tune.tune.refresh import refresh
+    from rltriton_tune.tuning_db.fingerprint import software_versions
 
     rows: list[list[str]] = []
     errors: list[str] = []
-    from rltriton_tune.tuning_db.fingerprint import software_versions
-
     shapes, dtypes, layouts = set(args.shapes or ()), set(args.dtypes), set(args.layouts)
     here = software_versions()
 

@@ -18,14 +18,15 @@ from typing import Any
 import torch
 
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.tune.baselines import flat_heuristic
 from rltriton_tune.tune.evaluate import describe
 from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice
 from rltriton_tune.tune.study import (
-    all_strategies_for,
     choose_for_neighbourhood,
+    chosen_and_runner_up,
     fingerprint_of,
     make_evaluator,
+    rl_triton_finalist,
+    runner_up_record,
 )
 
 
@@ -72,9 +73,7 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
         contenders.append(Candidate(entry.runner_up["strategy"],
                                     dict(entry.runner_up.get("params", {}))))
     space = SearchSpace(key, device)
-    rl_triton = flat_heuristic(key, all_strategies_for(device, space)) \
-        if device.type == "cuda" else None
-    for other in (heuristic_choice(key, device), rl_triton):
+    for other in (heuristic_choice(key, device), rl_triton_finalist(key, device, space)):
         if other is not None:
             contenders.append(other)
     contenders = list({c.label(): c for c in contenders}.values())
@@ -91,17 +90,12 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
         return Refreshed(key, entry, error=f"no config works here ({reasons})"[:500])
     choice = choose_for_neighbourhood(key, ok, device, space, budget, isolate=isolate,
                                       seed=seed)
-    best = ok[choice.index]
-    rest = [o for i, o in enumerate(ok) if i != choice.index]
-    runner = None
-    if rest:
-        runner = {"strategy": rest[0].candidate.strategy,
-                  "params": dict(rest[0].candidate.params),
-                  "device_time_us": round(rest[0].timing.device_us, 3)}
+    best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items() if k not in ("companion", "companion_us")}
     extra.update(host_us=round(best.timing.host_us, 3), refreshed=True, **choice.extra())
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
-                  device_time_us=round(best.timing.device_us, 3), runner_up=runner,
+                  device_time_us=round(best.timing.device_us, 3),
+                  runner_up=runner_up_record(runner),
                   date=utc_now(), software=software_versions(), extra=extra)
     return Refreshed(key, entry, new=new)
 

@@ -297,8 +297,7 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
             result.stored_error = gate_verdict(evaluator, result.stored, budget)
             if result.stored_error is None:
                 top = [*top, result.stored]  # head to head with the new best configs
-        flat = flat_heuristic(key, all_strategies_for(device, space)) \
-            if neighbourhood and device.type == "cuda" else None
+        flat = rl_triton_finalist(key, device, space) if neighbourhood else None
         if top and flat is not None and flat.label() not in {c.label() for c in top} \
                 and gate_verdict(evaluator, flat, budget) is None:
             top = [*top, flat]  # rl-triton's config: a finalist wherever it is valid
@@ -310,9 +309,7 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
                 result.choice = choose_for_neighbourhood(key, measured, device, space, budget,
                                                          isolate=isolate, seed=seed)
                 index = result.choice.index
-            result.best = measured[index]
-            rest = [o for i, o in enumerate(measured) if i != index]
-            result.runner_up = rest[0] if rest else None  # the fastest of the others
+            result.best, result.runner_up = chosen_and_runner_up(measured, index)
         if measure_baselines and result.best is not None:
             strategies = all_strategies_for(device, space)
             bases = {name: cand for name, cand in
@@ -348,6 +345,31 @@ def choose_for_neighbourhood(key: ProblemKey, measured: Sequence[Outcome],
                   device, all_strategies_for(device, space), budget_s, evaluator_for)
 
 
+def rl_triton_finalist(key: ProblemKey, device: torch.device,
+                       space: SearchSpace) -> Candidate | None:
+    """rl-triton's config for ``key`` (the flat heuristic), a finalist on CUDA wherever it
+    is valid; None elsewhere."""
+    if device.type != "cuda":
+        return None
+    return flat_heuristic(key, all_strategies_for(device, space))
+
+
+def chosen_and_runner_up(measured: Sequence[Outcome], index: int
+                         ) -> tuple[Outcome, Outcome | None]:
+    """The finalist at ``index`` of ``measured`` (fastest first), and the fastest of the
+    others: the entry's runner-up."""
+    rest = [o for i, o in enumerate(measured) if i != index]
+    return measured[index], rest[0] if rest else None
+
+
+def runner_up_record(outcome: Outcome | None) -> dict[str, Any] | None:
+    """An entry's ``runner_up`` field for a timed finalist (None without one)."""
+    if outcome is None or outcome.timing is None:
+        return None
+    return {"strategy": outcome.candidate.strategy, "params": dict(outcome.candidate.params),
+            "device_time_us": round(outcome.timing.device_us, 3)}
+
+
 def stored_candidate(key: ProblemKey, device: torch.device) -> Candidate | None:
     """The config of the entry this device uses for ``key`` now (user or shipped), if any."""
     from rltriton_tune.tuning_db import load_profiles
@@ -376,14 +398,10 @@ def make_entry(result: StudyResult) -> Any:
 
     best = result.best
     assert best is not None and best.timing is not None
-    runner = None
-    if result.runner_up is not None and result.runner_up.timing is not None:
-        runner = {"strategy": result.runner_up.candidate.strategy,
-                  "params": dict(result.runner_up.candidate.params),
-                  "device_time_us": round(result.runner_up.timing.device_us, 3)}
     return Entry(key=result.key, strategy=best.candidate.strategy,
                  params=dict(best.candidate.params),
-                 device_time_us=round(best.timing.device_us, 3), runner_up=runner,
+                 device_time_us=round(best.timing.device_us, 3),
+                 runner_up=runner_up_record(result.runner_up),
                  baselines=dict(result.baselines), trials=result.trials, date=utc_now(),
                  software=software_versions(),
                  extra={"host_us": round(best.timing.host_us, 3), "method": "optuna",
