@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.kernels.shapes import time_major_columns
 from rltriton_tune.pow2 import next_pow2
 
 #: (strategy, parameter overrides, why) in order of preference.
@@ -38,8 +39,8 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     if key.time_major and t <= SEQUENTIAL_MAX_T:
         ranked.append(("sequential", {}, "time-major, short rows: one step at a time"))
     elif key.time_major and n >= sm_count:
-        ranked.append(("tiled", {"BLOCK_N": 8, "BLOCK_T": 128, "num_warps": 4},
-                       "time-major: blocks of rows, a chunk loop over time"))
+        ranked.append(("tiled", time_major_columns(key, sm_count),
+                       "time-major: whole columns a thread, a pipelined chunk loop over time"))
     elif n < sm_count and t >= LONG_T and not key.time_major:
         chunk = 256 if key.a else 1024
         ranked.append(("lookback", {"BLOCK_N": 1, "BLOCK_T": chunk, "num_warps": 1},

@@ -204,11 +204,16 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, s
               FINISH: tl.constexpr, REVERSE: tl.constexpr, F_TRUNC: tl.constexpr,
               F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
               BLOCK_A: tl.constexpr, BIG: tl.constexpr, BLOCK_T: tl.constexpr, NEXT: tl.constexpr,
-              RUN: tl.constexpr, DESCEND: tl.constexpr):
+              RUN: tl.constexpr, DESCEND: tl.constexpr, STAGES: tl.constexpr = 1):
     """Scan ``n_tiles`` (at least one) BLOCK_T tiles from time ``base`` starting from
     ``carry``, storing the outputs of each tile; returns the carry leaving the span.
     Tiles are visited in scan order; with DESCEND each holds its steps last to first and
     is scanned forward.
+
+    STAGES > 1 software-pipelines the tile loop: each tile's loads are issued STAGES - 1
+    tiles ahead (asynchronous copies to shared memory). Triton pipelines a loop without
+    a matrix product only when the loop itself asks for stages (``tl.range``); the
+    kernel's ``num_stages`` launch option alone leaves it unpipelined.
 
     Per-env inputs (``F_ENV``: ``last_value`` at T-1, seeds at t = 0) act on the first
     tile in scan order only: that tile is peeled off, so that the loop's tiles neither
@@ -225,7 +230,7 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, s
                            n_tiles, COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, True, F_STARTS,
                            BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND)
         start = 1
-    for i in range(start, n_tiles):
+    for i in tl.range(start, n_tiles, num_stages=STAGES):
         carry = _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st,
                            se, san, sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, i, base,
                            n_tiles, COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, ENV_REST, F_STARTS,

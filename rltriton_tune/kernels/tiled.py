@@ -23,6 +23,7 @@ from rltriton_tune.kernels.launch import (
     rescale_tile,
 )
 from rltriton_tune.kernels.scan import row_block, scan_span, true_sizes
+from rltriton_tune.kernels.shapes import time_major_columns
 from rltriton_tune.strategy import Launcher, Params
 
 
@@ -33,14 +34,15 @@ def tiled_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A
                  F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                  BLOCK_A: tl.constexpr, BIG: tl.constexpr, ALIGN_N: tl.constexpr,
                  ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr, RUN: tl.constexpr,
-                 DESCEND: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
+                 DESCEND: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
+                 STAGES: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows = row_block(tl.program_id(0), BLOCK_N, BIG)
     scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san, sat,
               saa, osn, ost, S0, S1, S2, S3, rows, tl.zeros([BLOCK_N], tl.float32), 0,
               tl.cdiv(T, BLOCK_T), COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
-              BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND)
+              BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND, STAGES)
 
 
 #: Steps from which an env-major key with fewer rows than SMs is left to the look-back
@@ -56,11 +58,11 @@ class TiledStrategy(TritonStrategy):
             "BLOCK_N": pow2_range(1, max(1, min(MAX_BLOCK_N, next_pow2(key.n)))),
             "BLOCK_T": pow2_range(min(8, next_pow2(key.t)), min(4096, next_pow2(key.t))),
             "num_warps": pow2_range(1, 16),
-            # Software pipelining of the tile loop: in the 12 H200 exhaustive tables
-            # (benchmarks/results/search_quality) stages 2 and 4 never beat the better of 1
-            # and 3 by more than 2.8% for the same tile, nor the best tiled config by more
-            # than 0.5%; 3 of 81 shipped tiled entries use 3 (T = 2048). Any 1-8 is accepted.
-            "num_stages": [1, 3],
+            # Tiles whose loads are in flight ahead of the scan (``scan.scan_span``). H200,
+            # time-major float32 32768x2048, (128, 16, 1 warp): GAE 877 us at 1 stage, 339
+            # at 2, 254 at 3, 267 at 4 (env-major: 266); V-trace (64, 16, 1) 472 at 3
+            # (env-major 429); (128, 8, 1) GAE 282 at 3, 259 at 5.
+            "num_stages": [1, 2, 3, 5],
         }
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
@@ -86,6 +88,8 @@ class TiledStrategy(TritonStrategy):
                 f"{TILE_BUDGET}")
 
     def default_params(self, key: ProblemKey) -> Params:
+        if key.time_major:
+            return time_major_columns(key)
         bt = min(max(next_pow2(key.t), 8), 1024 if key.n <= 1024 else 256)
         bn = max(1, min(next_pow2(key.n), 512 // bt, 16))
         warps = max(1, min(8, bn * bt // 128))
@@ -112,7 +116,7 @@ class TiledStrategy(TritonStrategy):
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
         pack = Packer(key, bn * bt, params["num_warps"])
         grid = (triton.cdiv(key.n, bn),)
-        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
+        consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, STAGES=params["num_stages"],
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
         kernel = FastLaunch(tiled_kernel, grid, consts, pack.pointers, pack.pointer_slots)
 

@@ -144,3 +144,37 @@ def test_per_env_inputs_and_column_scans_stay_in_registers(tmp_path):
     assert found[cases[1][1]][0] == found[cases[0][1]][0], found
     assert found[cases[3][1]][0] == found[cases[2][1]][0], found
     assert found[cases[4][1]][1] == 0, found
+
+
+PIPELINE = """
+import json, sys
+sys.path.insert(0, {here!r})
+from gpu_compile import compiled_launches
+from rltriton_tune.call import ProblemKey
+out = []
+for strategy, key, params in {cases!r}:
+    ptx = compiled_launches(strategy, ProblemKey.from_text(key), params)[0].asm["ptx"]
+    out.append([ptx.count("cp.async.c"), ptx.count("ld.global")])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
+def test_stages_pipeline_the_time_loops(tmp_path):
+    """``num_stages`` > 1 turns the tile loop's (tiled) and the step loop's (sequential)
+    input loads into asynchronous copies issued ahead; at 1 stage they stay plain loads.
+    Triton pipelines a loop without a matrix product only when the loop asks for stages,
+    so this guards the ``tl.range`` in both cores."""
+    key = "gae|none|float32|time|N=32768|T=2048"
+    tile = {"BLOCK_N": 128, "BLOCK_T": 16, "num_warps": 1}
+    cases = [("tiled", key, {**tile, "num_stages": 1}), ("tiled", key, {**tile, "num_stages": 3}),
+             ("sequential", key, {"BLOCK_N": 128, "num_warps": 1, "num_stages": 1}),
+             ("sequential", key, {"BLOCK_N": 128, "num_warps": 1, "num_stages": 8}),
+             ("tiled", "vtrace|none|float32|env|N=4096|T=8192",
+              {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3})]
+    found = _compiled_json(PIPELINE.format(here=str(SCRIPT.parent), cases=cases), tmp_path)
+    (tiled1, tiled3, seq1, seq8, env3) = found
+    assert tiled1[0] == 0 and tiled1[1] > 0, found
+    assert tiled3[0] > 0, found
+    assert seq1[0] == 0 and seq8[0] > 0, found
+    assert env3[0] > 0, found

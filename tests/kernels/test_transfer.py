@@ -130,11 +130,11 @@ def test_sequential_keeps_its_program_count(triton_strategies):
     # 32768 rows in blocks of 256 = 128 programs; at 4096 rows, blocks of 32 keep 128.
     assert moved(triton_strategies, "sequential", key(32768, 2048, "retrace"),
                  key(4096, 8192, "retrace"), {"BLOCK_N": 256, "num_warps": 4}) == \
-        ("sequential", {"BLOCK_N": 32, "num_warps": 1})
+        ("sequential", {"BLOCK_N": 32, "num_warps": 1, "num_stages": 1})
     # Not below one warp's 32 rows (or the key's own rows), never wider than tuned.
     assert moved(triton_strategies, "sequential", key(32768, 32), key(300, 32),
-                 {"BLOCK_N": 256, "num_warps": 8}) == ("sequential", {"BLOCK_N": 32,
-                                                                       "num_warps": 1})
+                 {"BLOCK_N": 256, "num_warps": 8}) == \
+        ("sequential", {"BLOCK_N": 32, "num_warps": 1, "num_stages": 1})
     assert moved(triton_strategies, "sequential", key(32768, 32), key(20, 32),
                  {"BLOCK_N": 256, "num_warps": 8})[1]["BLOCK_N"] == 32
     assert moved(triton_strategies, "sequential", key(4096, 32), key(32768, 32),
