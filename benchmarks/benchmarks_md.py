@@ -135,7 +135,75 @@ def peer_tables(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: Inputs and outputs of at least this many bytes: a time-major call should take within
+#: LAYOUT_TARGET of the env-major one's device time.
+LAYOUT_MIN_BYTES = 64e6
+LAYOUT_TARGET = 1.10
+#: From this many bytes a call should take within FLOOR_TARGET of the HBM floor.
+FLOOR_MIN_BYTES = 256e6
+FLOOR_TARGET = 1.30
+
+
+def layout_pairs(rows: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
+    """(time-major / env-major dispatched device time, time-major row) for every cell of
+    at least LAYOUT_MIN_BYTES measured in both layouts (same estimator, flags, dtype, shape)."""
+    env = {(r["algorithm"], r["flags"], r["dtype"], r["N"], r["T"], r["A"]): r
+           for r in rows if r["layout"] == "env"}
+    out = []
+    for r in rows:
+        e = env.get((r["algorithm"], r["flags"], r["dtype"], r["N"], r["T"], r["A"]))
+        if r["layout"] != "time" or e is None or r["bytes"] < LAYOUT_MIN_BYTES:
+            continue
+        mine, theirs = r["device_us"].get("dispatched"), e["device_us"].get("dispatched")
+        if mine and theirs:
+            out.append((mine / theirs, r))
+    return out
+
+
+def layout_lines(rows: list[dict[str, Any]], bandwidth_gbs: float | None) -> list[str]:
+    """Time-major against env-major per estimator, and each layout against the HBM floor."""
+    pairs = layout_pairs(rows)
+    if not pairs:
+        return []
+    lines = [f"Dispatched device time of the time-major call over the env-major one, cells of "
+             f"at least {LAYOUT_MIN_BYTES / 1e6:.0f} MB measured in both layouts (target: "
+             f"within {LAYOUT_TARGET:.2f}x).", "",
+             "| estimator | geomean time / env | worst | within target | cells |",
+             "|---|---:|---:|---:|---:|"]
+    by_alg: dict[str, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
+    for pair in pairs:
+        by_alg[pair[1]["algorithm"]].append(pair)
+    for alg in [*sorted(by_alg, key=lambda a: ORDER.index(a) if a in ORDER else 99), None]:
+        group = pairs if alg is None else by_alg[alg]
+        worst, row = max(group, key=lambda p: p[0])
+        lines.append(f"| {alg or '**all**'} | {geomean([p for p, _ in group]):.2f}x | "
+                     f"{worst:.2f}x ({row['flags']}, {row['N']}x{row['T']}) | "
+                     f"{sum(p <= LAYOUT_TARGET for p, _ in group)} | {len(group)} |")
+    if bandwidth_gbs:
+        lines += ["", f"Dispatched device time over the HBM floor ({bandwidth_gbs:.0f} GB/s), "
+                  f"cells of at least {FLOOR_MIN_BYTES / 1e6:.0f} MB (target: within "
+                  f"{FLOOR_TARGET:.1f}x).", "",
+                  "| layout | geomean | worst | within target | cells |",
+                  "|---|---:|---:|---:|---:|"]
+        for layout in ("env", "time"):
+            big = [(r["device_us"]["dispatched"] / (r["bytes"] / bandwidth_gbs / 1e3), r)
+                   for r in rows if r["layout"] == layout and r["bytes"] >= FLOOR_MIN_BYTES
+                   and r["device_us"].get("dispatched")]
+            if big:
+                worst, row = max(big, key=lambda p: p[0])
+                lines.append(f"| {layout} | {geomean([p for p, _ in big]):.2f}x | {worst:.2f}x "
+                             f"({row['algorithm']} {row['flags']}, {row['N']}x{row['T']}) | "
+                             f"{sum(p <= FLOOR_TARGET for p, _ in big)} | {len(big)} |")
+    return lines
+
+
 # ---------------------------------------------------------------- bench reports
+
+
+def copy_bandwidth(reports: list[dict[str, Any]]) -> float | None:
+    """The device's measured copy bandwidth (GB/s) from the bench reports, if any."""
+    found = sorted(r["copy_bandwidth_gbs"] for r in reports if r.get("copy_bandwidth_gbs"))
+    return found[len(found) // 2] if found else None
 
 
 def bench_reports(folder: Path) -> list[dict[str, Any]]:
@@ -286,6 +354,9 @@ def folder_section(folder: Path, output: Path) -> list[str]:
                   "hand it transposed views (it copies them), bfloat16 cells have no rl-triton "
                   "time. TorchRL has functional GAE, V-trace, TD(lambda) and discounted "
                   "returns.", "", *peer_summary(peers), "", *peer_tables(peers)]
+        layouts = layout_lines(peers, copy_bandwidth(reports))
+        if layouts:
+            lines += ["### Time-major against env-major (`peers.py` rows)", "", *layouts, ""]
     rows = [r for rep in reports for r in rep["rows"]]
     if rows:
         dates = sorted({d for rep in reports for d in (rep.get("first_date"), rep.get("date"))

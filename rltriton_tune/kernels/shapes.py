@@ -13,8 +13,8 @@ def time_major_columns(key: ProblemKey, sm_count: int | None = None) -> Params:
 
     One warp holds up to one 16-byte vector of environments per lane (``BLOCK_N`` of 128
     float32 columns), fewer where that would leave under two programs per multiprocessor
-    (when ``sm_count`` is known), and 1024 elements in all (8 steps at least), so each thread scans its
-    columns in registers while the next tiles load. H200, float32 time-major: GAE
+    (when ``sm_count`` is known), and 1024 elements in all (8 steps at least), so each
+    thread scans its columns in registers while the next tiles load. H200, float32 time-major: GAE
     32768x2048 (128, 16) 254 us; 8192x2048 (32, 32) 92 us against (128, 16) 221 us."""
     bn = 32 * max(1, 16 // DTYPES_BY_NAME[key.dtype].itemsize)
     if sm_count:

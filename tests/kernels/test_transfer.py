@@ -138,8 +138,8 @@ def test_sequential_keeps_its_program_count(triton_strategies):
     assert moved(triton_strategies, "sequential", key(32768, 32), key(20, 32),
                  {"BLOCK_N": 256, "num_warps": 8})[1]["BLOCK_N"] == 32
     assert moved(triton_strategies, "sequential", key(4096, 32), key(32768, 32),
-                 {"BLOCK_N": 64, "num_warps": 2}) == ("sequential", {"BLOCK_N": 64,
-                                                                      "num_warps": 2})
+                 {"BLOCK_N": 64, "num_warps": 2}) == \
+        ("sequential", {"BLOCK_N": 64, "num_warps": 2, "num_stages": 1})
     # 4096 rows / 128 programs = 32 exactly; 6000 rows allow 32 (46.9 per program).
     assert moved(triton_strategies, "sequential", key(32768, 32), key(6000, 32),
                  {"BLOCK_N": 256, "num_warps": 4})[1]["BLOCK_N"] == 32
