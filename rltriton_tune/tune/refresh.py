@@ -2,7 +2,9 @@
 
 Each entry's stored config is gated and timed again beside its stored runner-up,
 what dispatch chooses for the key now (the stored config, unless it no longer
-validates) and, on CUDA, rl-triton's config (the flat heuristic), on the same inputs
+validates), the built-in rules' config for this device's multiprocessor count (what a
+kernel change may have made the better one) and, on CUDA, rl-triton's config (the flat
+heuristic), on the same inputs
 in one process, and at the key's off-grid companion (``tune.neighbours``); the config
 that serves both best is recorded with its fresh time and the installed software (so
 the stored config stays only if it still wins). An entry none of whose configs works
@@ -19,7 +21,13 @@ import torch
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.tune.evaluate import describe
-from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice
+from rltriton_tune.tune.space import (
+    Candidate,
+    SearchSpace,
+    builtin_choice,
+    device_sm_count,
+    heuristic_choice,
+)
 from rltriton_tune.tune.study import (
     choose_for_neighbourhood,
     chosen_and_runner_up,
@@ -60,9 +68,9 @@ def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
 
 def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
                   seed: int = 0, budget_s: float | None = None) -> Refreshed:
-    """Time ``entry``'s config against its runner-up, dispatch's and rl-triton's choices,
-    at its key and companion; return the entry to record (``new``: the winner with fresh
-    times) or why there is none."""
+    """Time ``entry``'s config against its runner-up, dispatch's, the rules' and rl-triton's
+    choices, at its key and companion; return the entry to record (``new``: the winner
+    with fresh times) or why there is none."""
     from rltriton_tune.tuning_db.fingerprint import software_versions
     from rltriton_tune.tuning_db.schema import utc_now
 
@@ -73,7 +81,8 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
         contenders.append(Candidate(entry.runner_up["strategy"],
                                     dict(entry.runner_up.get("params", {}))))
     space = SearchSpace(key, device)
-    for other in (heuristic_choice(key, device), rl_triton_finalist(key, device, space)):
+    rules = builtin_choice(key, space, device_sm_count(device))
+    for other in (heuristic_choice(key, device), rules, rl_triton_finalist(key, device, space)):
         if other is not None:
             contenders.append(other)
     contenders = list({c.label(): c for c in contenders}.values())

@@ -227,6 +227,14 @@ class SearchSpace:
 DEFAULT_SM_COUNT = 132
 
 
+def device_sm_count(device: torch.device) -> int:
+    """The multiprocessor count of a CUDA ``device`` (:data:`DEFAULT_SM_COUNT` elsewhere)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return DEFAULT_SM_COUNT
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def builtin_choice(key: ProblemKey, space: SearchSpace,
                    sm_count: int = DEFAULT_SM_COUNT) -> Candidate | None:
     """The built-in rules' first valid config for ``key`` in ``space``, ignoring
@@ -260,7 +268,7 @@ def related_choices(key: ProblemKey, device: torch.device) -> list[Candidate]:
 
 
 def heuristic_choice(key: ProblemKey, device: torch.device) -> Candidate | None:
-    """What dispatch would choose for ``key`` without a tuned entry (None if unknown)."""
+    """What dispatch chooses for ``key`` now, its own entry included (None if unknown)."""
     try:
         from rltriton_tune.dispatch import explain
     except ImportError:

@@ -34,7 +34,14 @@ from rltriton_tune.tune.baselines import baseline_candidates, flat_heuristic
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import Evaluator, Outcome, describe
 from rltriton_tune.tune.neighbours import Choice, choose
-from rltriton_tune.tune.space import Candidate, SearchSpace, heuristic_choice, related_choices
+from rltriton_tune.tune.space import (
+    Candidate,
+    SearchSpace,
+    builtin_choice,
+    device_sm_count,
+    heuristic_choice,
+    related_choices,
+)
 from rltriton_tune.tune.storage import open_storage
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -96,8 +103,12 @@ def open_study(key: ProblemKey, device: torch.device, storage: str | None = None
     if not study.get_trials(deepcopy=False) and not study.user_attrs.get("seeded"):
         study.set_user_attr("seeded", True)
         space = space or SearchSpace(key, device)
+        # The rules' choice too: where a profile serves the key, dispatch's choice is the
+        # stored entry, and a kernel change can make the rules' shape-based config better.
+        rules = builtin_choice(key, space, device_sm_count(device))
         for point in space.starting_points(heuristic_choice(key, device), seed=seed,
-                                           related=related_choices(key, device)):
+                                           related=[*related_choices(key, device),
+                                                    *([rules] if rules else [])]):
             study.enqueue_trial(space.trial_params(point), skip_if_exists=True)
     return study
 
