@@ -356,7 +356,8 @@ def folder_section(folder: Path, output: Path) -> list[str]:
                   "returns.", "", *peer_summary(peers), "", *peer_tables(peers)]
         layouts = layout_lines(peers, copy_bandwidth(reports))
         if layouts:
-            lines += ["### Time-major against env-major (`peers.py` rows)", "", *layouts, ""]
+            lines += [f"### Time-major against env-major (`peers.py` rows, {dates[0]}"
+                      f"{' to ' + dates[-1] if len(dates) > 1 else ''})", "", *layouts, ""]
     rows = [r for rep in reports for r in rep["rows"]]
     if rows:
         dates = sorted({d for rep in reports for d in (rep.get("first_date"), rep.get("date"))
