@@ -165,3 +165,24 @@ def test_a_choice_for_the_neighbourhood_keeps_the_fastest_other_as_runner_up(mon
                       measure_baselines=False, neighbourhood=False)
     assert result.best.candidate.params == FAST and len(seen) == 1
     assert "companion" not in _current().extra
+
+
+def test_refresh_times_the_rules_config_and_keeps_it_when_faster(monkeypatch):
+    """The built-in rules' config for the device is a contender: after a kernel change it
+    can beat a stored config that no study or runner-up would bring back."""
+    from rltriton_tune.tune.space import Candidate
+
+    asked = []
+
+    def rules(key, space, sm_count):
+        asked.append((key, sm_count))
+        return Candidate("torch", dict(FAST))
+
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    monkeypatch.setattr(refresh_module, "builtin_choice", rules)
+    _stored(SLOW, 0.001, "2026-01-01T00:00:00Z")  # no runner-up to fall back on
+    (done,) = refresh_module.refresh(CPU, ["gae"])
+    assert asked == [(KEY, refresh_module.device_sm_count(CPU))]
+    assert done.replaced and done.new.params == FAST
+    assert _current().params == FAST and _current().runner_up["params"] == SLOW

@@ -284,6 +284,25 @@ def test_new_study_is_seeded_with_winners_of_sibling_keys():
         assert want in queued[:3]
 
 
+def test_new_study_is_seeded_with_the_rules_config(monkeypatch):
+    """The built-in rules' config for the device's SM count is queued too, even where a
+    profile entry serves the key (dispatch's own choice is then that entry)."""
+    from rltriton_tune.tune import study as study_module
+
+    seen = []
+
+    def rules(key, space, sm_count):
+        seen.append(sm_count)
+        return Candidate("torch", {"mode": "chunked", "chunk": 11})
+
+    monkeypatch.setattr(study_module, "builtin_choice", rules)
+    study = open_study(KEY, CPU, ":memory:", trials=4)
+    queued = [t.system_attrs["fixed_params"] for t in study.get_trials(deepcopy=False)]
+    want = SearchSpace(KEY, CPU).trial_params(Candidate("torch", {"mode": "chunked",
+                                                                   "chunk": 11}))
+    assert want in queued and seen == [study_module.device_sm_count(CPU)]
+
+
 def test_parallel_workers_stop_at_max_seconds_and_report_incomplete_keys(tmp_path):
     from rltriton_tune.tune.parallel import run_workers
 
