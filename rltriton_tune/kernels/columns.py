@@ -43,7 +43,9 @@ class ColumnsStrategy(LookbackStrategy):
         bt = next_pow2(key.t)
         return {
             "BLOCK_N": pow2_range(min(32, next_pow2(key.n)), min(1024, max(32, next_pow2(key.n)))),
-            "BLOCK_T": pow2_range(min(4, bt), min(32, bt)),
+            # Up to 64 steps: with more warps than one vector of rows a lane, the extra
+            # warps take steps (a longer chunk a program, fewer look-backs per step).
+            "BLOCK_T": pow2_range(min(4, bt), min(64, bt)),
             "num_warps": pow2_range(1, 4),
         }
 
@@ -61,13 +63,15 @@ class ColumnsStrategy(LookbackStrategy):
     def skip_reason(self, key: ProblemKey, params: Params,
                     sm_count: int | None = None) -> str | None:
         """Env-major keys are not searched (``lookback`` and ``tiled`` scan rows there),
-        nor blocks narrower than a 16-byte vector per thread where the key has more
-        environments: Triton then spreads a column's steps over several lanes. Per-action
-        keys (Retrace) keep them: their [N, T, A] loads lay the tile out by actions (H200,
-        4096x1024, A = 8: (64, 8, 1) 199 us, (128, 8, 1) 253 us)."""
+        nor blocks narrower than one warp of 16-byte vectors (128 float32 rows) where the
+        key has more environments: Triton then spreads a column's steps over several
+        lanes. Warps beyond that one go along time (compiled for sm_90, (128, 32, 2 warps)
+        lays lanes along environments and warps along steps), so they are searched. Per-
+        action keys (Retrace) keep narrow blocks: their [N, T, A] loads lay the tile out by
+        actions (H200, 4096x1024, A = 8: (64, 8, 1) 199 us, (128, 8, 1) 253 us)."""
         if not key.time_major:
             return "env-major: columns of environments are not contiguous"
-        full = vector_rows(key) * 32 * params["num_warps"]
+        full = vector_rows(key) * 32
         if params["BLOCK_N"] < full and next_pow2(key.n) > params["BLOCK_N"] and not key.a:
             return f"BLOCK_N={params['BLOCK_N']} < {full}: steps spread over lanes"
         return super(LookbackStrategy, self).skip_reason(key, params, sm_count)

@@ -61,6 +61,10 @@ def test_searched_for_time_major_keys_with_whole_columns_per_thread():
     half = ProblemKey("gae", 32768, 2048, "bfloat16", "time", "none")
     assert "lanes" in impl.skip_reason(half, wide)
     assert impl.skip_reason(half, {**wide, "BLOCK_N": 256}) is None
+    # Warps beyond one warp of vectors take steps, not rows: searched.
+    assert impl.skip_reason(time_major, {**wide, "BLOCK_T": 32, "num_warps": 2}) is None
+    assert impl.skip_reason(half, {"BLOCK_N": 256, "BLOCK_T": 32, "num_warps": 4}) is None
+    assert "lanes" in impl.skip_reason(time_major, {**wide, "BLOCK_N": 64, "num_warps": 2})
     # Fewer environments than a full block: the narrower block is all there is.
     assert impl.skip_reason(ProblemKey("gae", 20, 4096, "float32", "time", "none"),
                             {"BLOCK_N": 32, "BLOCK_T": 8, "num_warps": 1}) is None
@@ -73,7 +77,8 @@ def test_searched_for_time_major_keys_with_whole_columns_per_thread():
     vtrace = ProblemKey("vtrace", 32768, 2048, "float32", "time", "none")
     assert impl.default_params(vtrace) == wide
     space = impl.space(time_major)
-    assert 128 in space["BLOCK_N"] and 8 in space["BLOCK_T"] and space["num_warps"] == [1, 2, 4]
+    assert 128 in space["BLOCK_N"] and space["BLOCK_T"] == [4, 8, 16, 32, 64]
+    assert space["num_warps"] == [1, 2, 4]
 
 
 def test_rejects_more_warps_than_rows():
@@ -88,6 +93,9 @@ def test_rejects_more_warps_than_rows():
     ("vtrace", 24000, 300, "bfloat16", {"BLOCK_N": 512, "BLOCK_T": 4, "num_warps": 2}),
     ("eligibility_traces", 1000, 4096, "float32", {"BLOCK_N": 256, "BLOCK_T": 16, "num_warps": 2}),
     ("retrace", 4096, 256, "float32", {"BLOCK_N": 128, "BLOCK_T": 4, "num_warps": 1}),
+    # warps along time: the chunk's scan crosses warps
+    ("gae", 1000, 8192, "float32", {"BLOCK_N": 128, "BLOCK_T": 64, "num_warps": 4}),
+    ("vtrace", 1024, 4099, "float32", {"BLOCK_N": 128, "BLOCK_T": 32, "num_warps": 2}),
 ])
 def test_many_launches_on_gpu(algorithm, n, t, dtype, params):
     """Concurrent chunks on a GPU take every look-back path; repeated launches of one
