@@ -38,6 +38,28 @@ def test_peer_tables_count_geomean_worst_and_slow_cells(script, tmp_path):
     assert math.isclose(md.geomean([2.0, 0.5]), 1.0)
 
 
+def test_layout_pairs_compare_time_major_with_env_major_above_the_size_limit(script):
+    md = script("benchmarks_md")
+    big, small = 300e6, 1e6
+
+    def cell(layout, n, t, ours, size, alg="gae"):
+        return _row(alg, n, t, ours, None, layout=layout, bytes=size)
+
+    rows = [cell("env", 4096, 4096, 100.0, big), cell("time", 4096, 4096, 150.0, big),
+            cell("env", 8192, 4096, 200.0, big), cell("time", 8192, 4096, 210.0, big),
+            cell("env", 64, 64, 1.0, small), cell("time", 64, 64, 5.0, small),  # too small
+            cell("time", 512, 512, 9.0, big)]  # no env-major partner
+    pairs = md.layout_pairs(rows)
+    assert sorted(round(p, 3) for p, _ in pairs) == [1.05, 1.5]
+    # 1 GB/s: the floor of a 300 MB cell is 300e6 / 1e9 s = 300000 us
+    lines = md.layout_lines(rows, bandwidth_gbs=1.0)
+    every = next(line for line in lines if line.startswith("| **all**"))
+    assert f"| {math.sqrt(1.5 * 1.05):.2f}x | 1.50x (none, 4096x4096) | 1 | 2 |" in every
+    env = next(line for line in lines if line.startswith("| env |"))
+    assert "| 0.00x |" in env and "| 2 | 2 |" in env  # far under the floor: both within
+    assert md.layout_lines([r for r in rows if r["layout"] == "env"], 1.0) == []
+
+
 def test_readme_block_is_replaced_between_markers(script):
     md = script("benchmarks_md")
     text = f"intro\n{md.BEGIN}\nold\n{md.END}\nrest\n"
