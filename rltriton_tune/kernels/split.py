@@ -64,7 +64,8 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, 
                         F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                         ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
                         RUN: tl.constexpr, DESCEND: tl.constexpr, BLOCK_N: tl.constexpr,
-                        BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr, CARRY_BLOCK: tl.constexpr):
+                        BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr, CARRY_BLOCK: tl.constexpr,
+                        STAGES: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
@@ -73,7 +74,7 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, 
     n_tiles = tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T)
     agg_a = tl.zeros([BLOCK_N], tl.float32)
     agg_b = tl.zeros([BLOCK_N], tl.float32) + 1.0
-    for i in range(0, n_tiles):
+    for i in tl.range(0, n_tiles, num_stages=STAGES):  # loads STAGES - 1 tiles ahead
         ts = time_block(tile_start(i, n_tiles, c0, BLOCK_T, REVERSE), BLOCK_T, BIG, DESCEND)
         a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
                       sat, saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
@@ -95,7 +96,8 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N,
                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr, BIG: tl.constexpr,
                       ALIGN_N: tl.constexpr, ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr,
                       RUN: tl.constexpr, DESCEND: tl.constexpr, BLOCK_N: tl.constexpr,
-                      BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr, CARRY_BLOCK: tl.constexpr):
+                      BLOCK_T: tl.constexpr, CHUNK_T: tl.constexpr, CARRY_BLOCK: tl.constexpr,
+                      STAGES: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows, c, c0 = _chunk(tl.program_id(0), N, T, BLOCK_N, CHUNK_T, BIG)
@@ -127,7 +129,7 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N,
     scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st, se, san, sat,
               saa, osn, ost, S0, S1, S2, S3, rows, carry, c0,
               tl.cdiv(tl.minimum(T - c0, CHUNK_T), BLOCK_T), COEFFS, FINISH, REVERSE, F_TRUNC,
-              F_BOOT, F_ENV, F_STARTS, BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND)
+              F_BOOT, F_ENV, F_STARTS, BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND, STAGES)
 
 
 class SplitStrategy(TritonStrategy):
@@ -141,6 +143,8 @@ class SplitStrategy(TritonStrategy):
             "BLOCK_T": pow2_range(min(64, bt), min(2048, bt)),
             "num_warps": pow2_range(1, 16),
             "CARRY_BLOCK": [16, 64],
+            # Tiles loaded ahead in both passes' loops (``scan.scan_span``).
+            "num_stages": [1, 3],
         }
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
@@ -177,7 +181,8 @@ class SplitStrategy(TritonStrategy):
                                                                                  MAX_CHUNKS)))
         return {"CHUNK_T": chunk, "BLOCK_N": 1, "BLOCK_T": bt,
                 "num_warps": max(1, min(8, bt // 128)),
-                "CARRY_BLOCK": min(CARRY_BLOCK, next_pow2(triton.cdiv(key.t, chunk)))}
+                "CARRY_BLOCK": min(CARRY_BLOCK, next_pow2(triton.cdiv(key.t, chunk))),
+                "num_stages": 1}
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         chunk, bn, bt = params["CHUNK_T"], params["BLOCK_N"], params["BLOCK_T"]
@@ -186,7 +191,8 @@ class SplitStrategy(TritonStrategy):
         grid = (triton.cdiv(key.n, bn) * n_chunks,)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       CHUNK_T=chunk, CARRY_BLOCK=params["CARRY_BLOCK"],
-                      num_warps=params["num_warps"])
+                      STAGES=params["num_stages"], num_warps=params["num_warps"],
+                      num_stages=params["num_stages"])
         agg_shape = (2, n_chunks, key.n)
         reduce = FastLaunch(split_reduce_kernel, grid, consts, pack.pointers, pack.pointer_slots)
         scan = FastLaunch(split_scan_kernel, grid, consts, pack.pointers, pack.pointer_slots)

@@ -161,8 +161,9 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
 def test_stages_pipeline_the_time_loops(tmp_path):
-    """``num_stages`` > 1 turns the tile loop's (tiled) and the step loop's (sequential)
-    input loads into asynchronous copies issued ahead; at 1 stage they stay plain loads.
+    """``num_stages`` > 1 turns the tile loops' (tiled, split) and the step loop's
+    (sequential) input loads into asynchronous copies issued ahead; at 1 stage they stay
+    plain loads.
     Triton pipelines a loop without a matrix product only when the loop asks for stages,
     so this guards the ``tl.range`` in both cores."""
     key = "gae|none|float32|time|N=32768|T=2048"
@@ -171,10 +172,13 @@ def test_stages_pipeline_the_time_loops(tmp_path):
              ("sequential", key, {"BLOCK_N": 128, "num_warps": 1, "num_stages": 1}),
              ("sequential", key, {"BLOCK_N": 128, "num_warps": 1, "num_stages": 8}),
              ("tiled", "vtrace|none|float32|env|N=4096|T=8192",
-              {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3})]
+              {"BLOCK_N": 1, "BLOCK_T": 1024, "num_warps": 8, "num_stages": 3}),
+             ("split", "vtrace|none|float32|time|N=64|T=32768",
+              {"BLOCK_N": 1, "BLOCK_T": 256, "CHUNK_T": 1024, "CARRY_BLOCK": 64,
+               "num_warps": 2, "num_stages": 3})]
     found = _compiled_json(PIPELINE.format(here=str(SCRIPT.parent), cases=cases), tmp_path)
-    (tiled1, tiled3, seq1, seq8, env3) = found
+    (tiled1, tiled3, seq1, seq8, env3, split3) = found
     assert tiled1[0] == 0 and tiled1[1] > 0, found
     assert tiled3[0] > 0, found
     assert seq1[0] == 0 and seq8[0] > 0, found
-    assert env3[0] > 0, found
+    assert env3[0] > 0 and split3[0] > 0, found
