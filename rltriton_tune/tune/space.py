@@ -229,10 +229,7 @@ DEFAULT_SM_COUNT = 132
 
 def device_sm_count(device: torch.device) -> int:
     """The multiprocessor count of a CUDA ``device`` (:data:`DEFAULT_SM_COUNT` elsewhere)."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        return DEFAULT_SM_COUNT
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return _sm_count(torch.device(device)) or DEFAULT_SM_COUNT
 
 
 def builtin_choice(key: ProblemKey, space: SearchSpace,
