@@ -176,6 +176,10 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
             bn = clamp(elems // bt, 1, min(64, next_pow2(n)))
             out.append({"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": clamp(bn * bt // 256, 1, 8),
                         "num_stages": 1})
+        if key.time_major:  # whole columns a thread, loads three tiles ahead
+            from rltriton_tune.kernels.shapes import time_major_columns
+
+            out += [time_major_columns(key), time_major_columns(key, sm_count=132)]
         return out
     if name == "split":
         if t < 512:
@@ -193,7 +197,8 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
                         "num_warps": clamp(bn * bt // 128, 1, 8), "CARRY_BLOCK": 64})
         return out
     if name == "sequential":
-        return [{"BLOCK_N": bn, "num_warps": w} for bn, w in ((64, 1), (256, 4))]
+        return [{"BLOCK_N": bn, "num_warps": w, "num_stages": s}
+                for bn, w in ((64, 1), (256, 4)) for s in (1, 8)]
     if name == "lookback":
         return [{"BLOCK_N": bn, "BLOCK_T": min(bt, bt_all), "num_warps": w}
                 for bn, bt, w in ((1, 256, 2), (1, 1024, 8), (4, 256, 4), (16, 128, 8),
