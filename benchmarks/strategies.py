@@ -176,10 +176,11 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
             bn = clamp(elems // bt, 1, min(64, next_pow2(n)))
             out.append({"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": clamp(bn * bt // 256, 1, 8),
                         "num_stages": 1})
-        if key.time_major:  # whole columns a thread, loads three tiles ahead
+        if key.time_major and not key.a:  # whole columns a thread, pipelined (3 stages)
             from rltriton_tune.kernels.shapes import time_major_columns
 
-            out += [time_major_columns(key), time_major_columns(key, sm_count=132)]
+            out += [time_major_columns(key),
+                    {"BLOCK_N": 32, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3}]
         return out
     if name == "split":
         if t < 512:

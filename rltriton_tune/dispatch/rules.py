@@ -38,6 +38,9 @@ def candidates(key: ProblemKey, sm_count: int) -> list[Candidate]:
     ranked: list[Candidate] = []
     if key.time_major and t <= SEQUENTIAL_MAX_T:
         ranked.append(("sequential", {}, "time-major, short rows: one step at a time"))
+    elif key.time_major and n >= sm_count and key.a:
+        ranked.append(("tiled", {"BLOCK_N": 8, "BLOCK_T": 128, "num_warps": 4},
+                       "time-major, per-action: blocks of rows, a chunk loop over time"))
     elif key.time_major and n >= sm_count:
         ranked.append(("tiled", time_major_columns(key, sm_count),
                        "time-major: whole columns a thread, a pipelined chunk loop over time"))

@@ -9,16 +9,35 @@ from rltriton_tune.strategy import Params
 
 
 def time_major_columns(key: ProblemKey, sm_count: int | None = None) -> Params:
-    """A time-major tile of whole columns a thread, loads three tiles ahead.
+    """A time-major tile of whole columns a thread, 3 stages (loads two tiles ahead).
 
     One warp holds up to one 16-byte vector of environments per lane (``BLOCK_N`` of 128
     float32 columns), fewer where that would leave under two programs per multiprocessor
     (when ``sm_count`` is known), and 1024 elements in all (8 steps at least), so each
-    thread scans its columns in registers while the next tiles load. H200, float32 time-major: GAE
-    32768x2048 (128, 16) 254 us; 8192x2048 (32, 32) 92 us against (128, 16) 221 us."""
+    thread scans its columns in registers while the next tiles load. H200, float32
+    time-major, 1 warp, 3 stages: GAE 32768x2048 (64, 16) 258 us, (128, 16) 254 us,
+    (128, 8) 282 us; 8192x2048 (32, 32) 92 us against (128, 16) 221 us. Not for
+    per-action keys (Retrace): their action loop inside the tile is not pipelined."""
     bn = 32 * max(1, 16 // DTYPES_BY_NAME[key.dtype].itemsize)
     if sm_count:
         bn = min(bn, max(32, pow2_floor(key.n // (2 * sm_count))))
     bn = min(bn, next_pow2(key.n))
     bt = min(next_pow2(key.t), 32, max(8, 1024 // bn))
     return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": 1, "num_stages": 3}
+
+
+#: Shared memory one program may use (bytes): the H100's and H200's 227 KB per block.
+#: Configs whose pipelined buffers exceed it fail to compile there.
+SHARED_BYTES = 227 * 1024
+
+
+def stage_buffer_bytes(key: ProblemKey, tile_elems: int, stages: int) -> int:
+    """Shared memory the pipelined loads of a tile loop take, about: ``stages - 1``
+    buffers of each per-step input tile, 4 bytes an element at most, plus one tile for a
+    neighbouring step's load (GAE reads ``values`` at t and t + 1). Per-action inputs
+    are loaded in an inner loop, which is not pipelined. Compiled for sm_90, GAE
+    env-major (8, 1024, 16 warps, 3 stages) takes 263,168 B; this gives 262,144."""
+    spec = key.spec
+    inputs = sum(1 for name in key.passed_tensors
+                 if name not in spec.per_env and name not in spec.per_action)
+    return max(0, stages - 1) * tile_elems * 4 * (inputs + 1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
 from rltriton_tune.kernels.launch import (
     MAX_BLOCK_N,
     TILE_BUDGET,
@@ -23,7 +23,7 @@ from rltriton_tune.kernels.launch import (
     rescale_tile,
 )
 from rltriton_tune.kernels.scan import row_block, scan_span, true_sizes
-from rltriton_tune.kernels.shapes import time_major_columns
+from rltriton_tune.kernels.shapes import SHARED_BYTES, stage_buffer_bytes, time_major_columns
 from rltriton_tune.strategy import Launcher, Params
 
 
@@ -55,7 +55,9 @@ class TiledStrategy(TritonStrategy):
 
     def space(self, key: ProblemKey) -> dict[str, list[int]]:
         return {
-            "BLOCK_N": pow2_range(1, max(1, min(MAX_BLOCK_N, next_pow2(key.n)))),
+            # Time-major tiles go up to one warp of 16-byte vectors of columns (128 float32,
+            # 256 16-bit: whole columns a thread, see ``shapes.time_major_columns``).
+            "BLOCK_N": pow2_range(1, max(1, min(self._max_rows(key), next_pow2(key.n)))),
             "BLOCK_T": pow2_range(min(8, next_pow2(key.t)), min(4096, next_pow2(key.t))),
             "num_warps": pow2_range(1, 16),
             # Tiles whose loads are in flight ahead of the scan (``scan.scan_span``). H200,
@@ -64,6 +66,12 @@ class TiledStrategy(TritonStrategy):
             # (env-major 429); (128, 8, 1) GAE 282 at 3, 259 at 5.
             "num_stages": [1, 2, 3, 5],
         }
+
+    @staticmethod
+    def _max_rows(key: ProblemKey) -> int:
+        if key.time_major and not key.a:
+            return max(MAX_BLOCK_N, 32 * 16 // DTYPES_BY_NAME[key.dtype].itemsize)
+        return MAX_BLOCK_N
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
         return p["BLOCK_N"] * p["BLOCK_T"]
@@ -80,6 +88,9 @@ class TiledStrategy(TritonStrategy):
         if sm_count and not key.time_major and not key.a and key.n < sm_count \
                 and key.t >= FEW_ROWS_LONG_T:
             return f"{key.n} rows < {sm_count} SMs, T >= {FEW_ROWS_LONG_T}: look-back splits time"
+        buffers = stage_buffer_bytes(key, self.tile_elems(key, params), params["num_stages"])
+        if buffers > SHARED_BYTES:
+            return f"{params['num_stages']} stages need {buffers} B of shared memory"
         return super().skip_reason(key, params, sm_count)
 
     def check(self, key: ProblemKey, p: Params) -> None:
@@ -88,7 +99,7 @@ class TiledStrategy(TritonStrategy):
                 f"{TILE_BUDGET}")
 
     def default_params(self, key: ProblemKey) -> Params:
-        if key.time_major:
+        if key.time_major and not key.a:
             return time_major_columns(key)
         bt = min(max(next_pow2(key.t), 8), 1024 if key.n <= 1024 else 256)
         bn = max(1, min(next_pow2(key.n), 512 // bt, 16))

@@ -289,18 +289,24 @@ def test_new_study_is_seeded_with_the_rules_config(monkeypatch):
     profile entry serves the key (dispatch's own choice is then that entry)."""
     from rltriton_tune.tune import study as study_module
 
+    key = ProblemKey("gae", 16, 300)  # long enough for several chunk sizes
+
+    def queued(rules_config):
+        monkeypatch.setattr(study_module, "builtin_choice",
+                            lambda key, space, sm_count: rules_config)
+        study = open_study(key, CPU, ":memory:", trials=4)
+        return [t.system_attrs["fixed_params"] for t in study.get_trials(deepcopy=False)]
+
+    space = SearchSpace(key, CPU)
+    without = queued(None)
+    # a valid config of the space that nothing else queues
+    extra = next(c for c in (Candidate("torch", {"mode": "chunked", "chunk": chunk})
+                             for chunk in space._spaces["torch"]["chunk"])
+                 if space.trial_params(c) not in without)
     seen = []
-
-    def rules(key, space, sm_count):
-        seen.append(sm_count)
-        return Candidate("torch", {"mode": "chunked", "chunk": 11})
-
-    monkeypatch.setattr(study_module, "builtin_choice", rules)
-    study = open_study(KEY, CPU, ":memory:", trials=4)
-    queued = [t.system_attrs["fixed_params"] for t in study.get_trials(deepcopy=False)]
-    want = SearchSpace(KEY, CPU).trial_params(Candidate("torch", {"mode": "chunked",
-                                                                   "chunk": 11}))
-    assert want in queued and seen == [study_module.device_sm_count(CPU)]
+    monkeypatch.setattr(study_module, "device_sm_count", lambda device: seen.append(1) or 99)
+    assert space.trial_params(extra) in queued(extra)
+    assert seen == [1]
 
 
 def test_parallel_workers_stop_at_max_seconds_and_report_incomplete_keys(tmp_path):
