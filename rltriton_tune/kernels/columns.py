@@ -3,7 +3,7 @@
 In a time-major ``[T, N]`` buffer the environments of one step are contiguous. A
 program here owns BLOCK_N neighbouring environments (a column block) for BLOCK_T
 steps: each step's loads are full 16-byte vectors across environments, and with
-BLOCK_N at least one vector per thread (``vector_rows``) every thread holds whole
+BLOCK_N at least one vector per thread (``shapes.vector_elems``) every thread holds whole
 columns, so the scan along time runs in registers, without shuffles or shared memory.
 Chunks of BLOCK_T steps are separate programs, N / BLOCK_N x T / BLOCK_T of them,
 so a few column blocks still fill the GPU; each chunk gets its carry from the chunks
@@ -18,21 +18,17 @@ BLOCK_N programs no longer fill it (H200, GAE 32768x2048 float32: ``sequential``
 
 from __future__ import annotations
 
-from rltriton_tune.call import DTYPES_BY_NAME, ProblemKey
+from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import lookback
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.kernels.launch import TILE_BUDGET, next_pow2, pow2_range, require
 from rltriton_tune.kernels.lookback import LookbackStrategy
+from rltriton_tune.kernels.shapes import vector_elems
 from rltriton_tune.strategy import Params
 
 #: Tagged words (per plane) a thread may hold while it looks back: the window shrinks
 #: as the column block widens, so the look-back does not spill the held tile.
 WINDOW_WORDS = 16
-
-
-def vector_rows(key: ProblemKey) -> int:
-    """Environments in one 16-byte vector of the key's dtype (4 float32, 8 16-bit)."""
-    return 16 // DTYPES_BY_NAME[key.dtype].itemsize
 
 
 class ColumnsStrategy(LookbackStrategy):
@@ -71,7 +67,7 @@ class ColumnsStrategy(LookbackStrategy):
         actions (H200, 4096x1024, A = 8: (64, 8, 1) 199 us, (128, 8, 1) 253 us)."""
         if not key.time_major:
             return "env-major: columns of environments are not contiguous"
-        full = vector_rows(key) * 32
+        full = vector_elems(key) * 32
         if params["BLOCK_N"] < full and next_pow2(key.n) > params["BLOCK_N"] and not key.a:
             return f"BLOCK_N={params['BLOCK_N']} < {full}: steps spread over lanes"
         return super(LookbackStrategy, self).skip_reason(key, params, sm_count)
@@ -82,7 +78,7 @@ class ColumnsStrategy(LookbackStrategy):
         float32: (128, 16, 1) was the best of 3-8 configs for five single-output
         estimators (GAE: 460 us against 436 for (256, 16, 2)), (128, 8, 1) for V-trace
         (852 us; 16 steps: 1728); bfloat16 GAE (256, 8, 1)."""
-        vec = vector_rows(key)
+        vec = vector_elems(key)
         per_thread = 32 if BUILDERS[key.algorithm].next_value else 64
         bn = min(32 * vec, max(32, next_pow2(key.n)))
         bt = max(1, min(per_thread // vec, next_pow2(key.t)))

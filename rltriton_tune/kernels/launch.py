@@ -21,8 +21,9 @@ import torch
 from triton.runtime import driver
 
 from rltriton_tune.algorithms import AlgorithmSpec
-from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
+from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.builders import BUILDERS
+from rltriton_tune.kernels.shapes import vector_elems
 from rltriton_tune.pow2 import next_pow2
 from rltriton_tune.strategy import InvalidConfig, Launcher, Params
 
@@ -141,8 +142,7 @@ def scan_run(key: ProblemKey, tile_elems: int, num_warps: int) -> int:
     if key.time_major or not BUILDERS[key.algorithm].reverse or not FLIP_RUNS or (
             key.a and not FLIP_ACTION_RUNS):
         return 1
-    vector = 16 // DTYPES_BY_NAME[key.dtype].itemsize
-    return max(1, min(vector, tile_elems // (32 * num_warps)))
+    return max(1, min(vector_elems(key), tile_elems // (32 * num_warps)))
 
 
 def _env_flag(spec: AlgorithmSpec, flags: frozenset[str], boundary: str | None) -> bool | int:

@@ -8,6 +8,12 @@ from rltriton_tune.pow2 import next_pow2, pow2_floor
 from rltriton_tune.strategy import Params
 
 
+def vector_elems(key: ProblemKey) -> int:
+    """Elements of the key's dtype in one 16-byte vector (4 float32, 8 16-bit): the
+    widest load a thread makes along the contiguous axis."""
+    return 16 // DTYPES_BY_NAME[key.dtype].itemsize
+
+
 def time_major_columns(key: ProblemKey, sm_count: int | None = None) -> Params:
     """A time-major tile of whole columns a thread, 3 stages (loads two tiles ahead).
 
@@ -18,7 +24,7 @@ def time_major_columns(key: ProblemKey, sm_count: int | None = None) -> Params:
     time-major, 1 warp, 3 stages: GAE 32768x2048 (64, 16) 258 us, (128, 16) 254 us,
     (128, 8) 282 us; 8192x2048 (32, 32) 92 us against (128, 16) 221 us. Not for
     per-action keys (Retrace): their action loop inside the tile is not pipelined."""
-    bn = 32 * max(1, 16 // DTYPES_BY_NAME[key.dtype].itemsize)
+    bn = 32 * vector_elems(key)
     if sm_count:
         bn = min(bn, max(32, pow2_floor(key.n // (2 * sm_count))))
     bn = min(bn, next_pow2(key.n))

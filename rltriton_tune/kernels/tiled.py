@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
+from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.launch import (
     MAX_BLOCK_N,
     TILE_BUDGET,
@@ -23,7 +23,12 @@ from rltriton_tune.kernels.launch import (
     rescale_tile,
 )
 from rltriton_tune.kernels.scan import row_block, scan_span, true_sizes
-from rltriton_tune.kernels.shapes import SHARED_BYTES, stage_buffer_bytes, time_major_columns
+from rltriton_tune.kernels.shapes import (
+    SHARED_BYTES,
+    stage_buffer_bytes,
+    time_major_columns,
+    vector_elems,
+)
 from rltriton_tune.strategy import Launcher, Params
 
 
@@ -70,7 +75,7 @@ class TiledStrategy(TritonStrategy):
     @staticmethod
     def _max_rows(key: ProblemKey) -> int:
         if key.time_major and not key.a:
-            return max(MAX_BLOCK_N, 32 * 16 // DTYPES_BY_NAME[key.dtype].itemsize)
+            return max(MAX_BLOCK_N, 32 * vector_elems(key))
         return MAX_BLOCK_N
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
