@@ -47,3 +47,12 @@ def stage_buffer_bytes(key: ProblemKey, tile_elems: int, stages: int) -> int:
     inputs = sum(1 for name in key.passed_tensors
                  if name not in spec.per_env and name not in spec.per_action)
     return max(0, stages - 1) * tile_elems * 4 * (inputs + 1)
+
+
+def stage_buffers_too_big(key: ProblemKey, tile_elems: int, stages: int) -> str | None:
+    """Why a pipelined tile loop of ``stages`` would not fit in :data:`SHARED_BYTES`
+    (a search's skip reason), or None where it fits."""
+    buffers = stage_buffer_bytes(key, tile_elems, stages)
+    if buffers > SHARED_BYTES:
+        return f"{stages} stages need {buffers} B of shared memory"
+    return None

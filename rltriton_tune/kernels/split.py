@@ -36,7 +36,7 @@ from rltriton_tune.kernels.scan import (
     time_block,
     true_sizes,
 )
-from rltriton_tune.kernels.shapes import SHARED_BYTES, stage_buffer_bytes
+from rltriton_tune.kernels.shapes import stage_buffers_too_big
 from rltriton_tune.strategy import Launcher, Params
 
 #: Most chunks per row: phase 2 composes up to this many aggregates per program.
@@ -161,11 +161,9 @@ class SplitStrategy(TritonStrategy):
         (tuned entries at 16x32768 use it)."""
         if not key.time_major:
             return "env-major: the lookback scan does split's work in one pass"
-        buffers = stage_buffer_bytes(key, params["BLOCK_N"] * params["BLOCK_T"],
-                                     params["num_stages"])
-        if buffers > SHARED_BYTES:
-            return f"{params['num_stages']} stages need {buffers} B of shared memory"
-        return super().skip_reason(key, params, sm_count)
+        return (stage_buffers_too_big(key, params["BLOCK_N"] * params["BLOCK_T"],
+                                      params["num_stages"])
+                or super().skip_reason(key, params, sm_count))
 
     def check(self, key: ProblemKey, p: Params) -> None:
         chunk, bn, bt = p["CHUNK_T"], p["BLOCK_N"], p["BLOCK_T"]

@@ -24,8 +24,7 @@ from rltriton_tune.kernels.launch import (
 )
 from rltriton_tune.kernels.scan import row_block, scan_span, true_sizes
 from rltriton_tune.kernels.shapes import (
-    SHARED_BYTES,
-    stage_buffer_bytes,
+    stage_buffers_too_big,
     time_major_columns,
     vector_elems,
 )
@@ -93,10 +92,8 @@ class TiledStrategy(TritonStrategy):
         if sm_count and not key.time_major and not key.a and key.n < sm_count \
                 and key.t >= FEW_ROWS_LONG_T:
             return f"{key.n} rows < {sm_count} SMs, T >= {FEW_ROWS_LONG_T}: look-back splits time"
-        buffers = stage_buffer_bytes(key, self.tile_elems(key, params), params["num_stages"])
-        if buffers > SHARED_BYTES:
-            return f"{params['num_stages']} stages need {buffers} B of shared memory"
-        return super().skip_reason(key, params, sm_count)
+        return (stage_buffers_too_big(key, self.tile_elems(key, params), params["num_stages"])
+                or super().skip_reason(key, params, sm_count))
 
     def check(self, key: ProblemKey, p: Params) -> None:
         require(p["BLOCK_N"] * p["BLOCK_T"] <= TILE_BUDGET, self.name,
