@@ -4,11 +4,11 @@ Each entry's stored config is gated and timed again beside its stored runner-up,
 what dispatch chooses for the key now (the stored config, unless it no longer
 validates), the built-in rules' config for this device's multiprocessor count (what a
 kernel change may have made the better one) and, on CUDA, rl-triton's config (the flat
-heuristic), on the same inputs
-in one process, and at the key's off-grid companion (``tune.neighbours``); the config
-that serves both best is recorded with its fresh time and the installed software (so
-the stored config stays only if it still wins). An entry none of whose configs works
-here, or whose refresh fails, is left as it is and reported.
+heuristic), on the same inputs in one process, and at the key's off-grid companion
+(``tune.neighbours``); the config that serves both best is recorded with its fresh
+time and the installed software (so the stored config stays only if it still wins). An
+entry none of whose configs works here, or whose refresh fails, is left as it is and
+reported.
 """
 
 from __future__ import annotations
