@@ -226,16 +226,11 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T
     ts = time_block(chunk * BLOCK_T, BLOCK_T, BIG, DESCEND)
     feed, out = edges(BLOCK_T, SCAN_REVERSE)
     # Per-env inputs (last_value at T-1, seeds at t = 0) act on the first chunk in scan
-    # order only: other chunks compile and run without their load and select. GAE's and
-    # V-trace's next_values ride in the bootstrap slot with F_ENV set and are read at
-    # every step (ENV_REST), as is a per-env input with F_ENV = 2 (launch._env_flag).
-    ENV_REST: tl.constexpr = (F_ENV and F_BOOT) or F_ENV == 2
-    if F_ENV and k == 0:
-        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
-                      sat, saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS, BLOCK_A)
-    else:
-        a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
-                      sat, saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST, F_STARTS, BLOCK_A)
+    # order only, selected by step: every chunk runs one code path, at the cost of one
+    # [BLOCK_N] load. A branch on the first chunk compiles the loads twice and keeps the
+    # compiler from scheduling them ahead of it.
+    a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san,
+                  sat, saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
     zero = tl.zeros([BLOCK_N], tl.float32)
     y, p, y_next, p_next = scan_tile_next(a, b, zero, feed, SCAN_REVERSE, NEXT, RUN)
     agg_a = take(y, out)
@@ -263,14 +258,9 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T
         y_next = y_next + p_next * carry[:, None]
     else:
         y_next = y
-    if F_ENV and k == 0:
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A,
-               sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, True, F_STARTS,
-               BLOCK_A)
-    else:
-        FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A,
-               sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, ENV_REST,
-               F_STARTS, BLOCK_A)
+    FINISH(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next, N, T, A,
+           sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS,
+           BLOCK_A)
     if not TICKET_ORDER:
         tl.atomic_add(STATE, 1, sem="relaxed")  # finished (a fire-and-forget reduction)
 

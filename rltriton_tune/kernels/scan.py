@@ -216,15 +216,20 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, s
     kernel's ``num_stages`` launch option alone leaves it unpipelined.
 
     Per-env inputs (``F_ENV``: ``last_value`` at T-1, seeds at t = 0) act on the first
-    tile in scan order only: that tile is peeled off, so that the loop's tiles neither
-    load nor select them (H200, GAE 24000x300 tiled (1, 256, 4): 61.1 us with
-    ``last_value`` against 55.9 without, the per-env load repeated in every tile)."""
+    tile in scan order only. An unpipelined loop peels that tile off, so that the loop's
+    tiles neither load nor select them (H200, GAE 24000x300 tiled (1, 256, 4): 61.1 us
+    with ``last_value`` against 55.9 without, the per-env load repeated in every tile).
+    A pipelined loop keeps every tile in the loop: a peeled tile waits for its own loads
+    before the loop's prologue issues the next ones, and the per-env load of a later
+    tile is one vector whose latency the stages hide."""
     # GAE's and V-trace's next_values ride in the bootstrap slot with F_ENV set and are
     # read at every step, as is a per-env input with F_ENV = 2 (launch._env_flag): only a
     # per-env input of the first tile leaves the later tiles.
     ENV_REST: tl.constexpr = (F_ENV and F_BOOT) or F_ENV == 2
+    PEEL: tl.constexpr = F_ENV and STAGES == 1
+    LOOP_ENV: tl.constexpr = ENV_REST if PEEL else F_ENV
     start = 0
-    if F_ENV:
+    if PEEL:
         carry = _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st,
                            se, san, sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, 0, base,
                            n_tiles, COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, True, F_STARTS,
@@ -233,7 +238,7 @@ def scan_span(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, s
     for i in tl.range(start, n_tiles, num_stages=STAGES):
         carry = _span_tile(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A, sn, st,
                            se, san, sat, saa, osn, ost, S0, S1, S2, S3, rows, carry, i, base,
-                           n_tiles, COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, ENV_REST, F_STARTS,
+                           n_tiles, COEFFS, FINISH, REVERSE, F_TRUNC, F_BOOT, LOOP_ENV, F_STARTS,
                            BLOCK_A, BIG, BLOCK_T, NEXT, RUN, DESCEND)
     return carry
 
