@@ -15,21 +15,34 @@ def vector_elems(key: ProblemKey) -> int:
 
 
 def time_major_columns(key: ProblemKey, sm_count: int | None = None) -> Params:
-    """A time-major tile of whole columns a thread, 3 stages (loads two tiles ahead).
+    """A time-major tile of whole columns a thread, its loads pipelined ahead of the scan.
 
     One warp holds up to one 16-byte vector of environments per lane (``BLOCK_N`` of 128
     float32 columns), fewer where that would leave under two programs per multiprocessor
-    (when ``sm_count`` is known), and 1024 elements in all (8 steps at least), so each
-    thread scans its columns in registers while the next tiles load. H200, float32
-    time-major, 1 warp, 3 stages: GAE 32768x2048 (64, 16) 258 us, (128, 16) 254 us,
-    (128, 8) 282 us; 8192x2048 (32, 32) 92 us against (128, 16) 221 us. Not for
-    per-action keys (Retrace): their action loop inside the tile is not pipelined."""
+    (when ``sm_count`` is known), down to 16 columns (64 bytes of a float32 step), and
+    1024 elements in all (8 steps at least), so each thread scans its columns in
+    registers while the next tiles load. A tile of 512 elements or fewer loads four tiles
+    ahead (5 stages), a larger one two (3 stages): about the same bytes in flight.
+
+    H200, float32, 1 warp: GAE 32768x2048 (64, 16, 3 stages) 258 us, (128, 16, 3) 254;
+    at 8192x2048, (16, 32, 5) 76 us against (32, 32, 3) 92 and (128, 16, 3) 221; at
+    4096x2048, (16, 32, 5) 57 against (32, 32, 3) 89 (V-trace 114 against 202,
+    discounted returns 46 against 99, and 50 at 3 stages). Programs, not row
+    contiguity, decide there: 64-byte rows on 256-512 programs beat 512-byte rows on
+    64. Not for per-action keys (Retrace): their action loop inside the tile is not
+    pipelined."""
     bn = 32 * vector_elems(key)
     if sm_count:
-        bn = min(bn, max(32, pow2_floor(key.n // (2 * sm_count))))
+        bn = min(bn, max(MIN_COLUMNS, pow2_floor(key.n // (2 * sm_count))))
     bn = min(bn, next_pow2(key.n))
     bt = min(next_pow2(key.t), 32, max(8, 1024 // bn))
-    return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": 1, "num_stages": 3}
+    stages = 5 if bn * bt <= 512 else 3
+    return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": 1, "num_stages": stages}
+
+
+#: The narrowest column block :func:`time_major_columns` gives where the key has too few
+#: environments to fill the GPU with wider ones.
+MIN_COLUMNS = 16
 
 
 #: Shared memory one program may use (bytes): the H100's and H200's 227 KB per block.
