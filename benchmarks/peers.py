@@ -416,13 +416,29 @@ def _line(row: dict[str, Any]) -> str:
             + (f"  x{ratio:.2f} vs rl-triton" if ratio else ""))
 
 
+def shape_set(text: str) -> str | tuple[tuple[int, int], ...]:
+    """``--shapes``: a named set, or explicit ``NxT`` shapes (re-measuring single cells)."""
+    if text in ("grid", "off-grid", "all"):
+        return text
+    try:
+        shapes = tuple((int(n), int(t)) for n, t in (part.lower().split("x")
+                                                     for part in text.split(",")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--shapes: expected grid, off-grid, all or NxT[,NxT...], got {text!r}") from None
+    if any(n < 1 or t < 1 for n, t in shapes):
+        raise argparse.ArgumentTypeError(f"--shapes: sizes must be positive, got {text!r}")
+    return shapes
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--output", type=Path, help="results folder (default: benchmarks/results/"
                    "<gpu>/); rows go to peers.jsonl and peers.csv there")
     p.add_argument("--estimators", nargs="+", choices=sorted(ESTIMATOR_NAMES),
                    default=sorted(ESTIMATOR_NAMES))
-    p.add_argument("--shapes", choices=("grid", "off-grid", "all"), default="all")
+    p.add_argument("--shapes", type=shape_set, default="all",
+                   help="grid, off-grid, all, or a comma list of NxT (e.g. 32768x128,777x77)")
     p.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     p.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
     p.add_argument("--peers", nargs="+", choices=PEERS, default=list(DEFAULT_PEERS),
@@ -445,7 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         p.error("no CUDA device (use --device cpu or --smoke)")
     grid = tuple((n, t) for n in GRID_N for t in GRID_T)
-    shapes = {"grid": grid, "off-grid": OFF_GRID, "all": grid + OFF_GRID}[args.shapes]
+    named = {"grid": grid, "off-grid": OFF_GRID, "all": grid + OFF_GRID}
+    shapes = named[args.shapes] if isinstance(args.shapes, str) else args.shapes
     dtypes = tuple(args.dtypes)
     if args.smoke:
         device, shapes, dtypes, args.budget = torch.device("cpu"), SMOKE_SHAPES, ("float32",), 0.01

@@ -63,6 +63,18 @@ def test_min_bytes_keeps_the_bandwidth_bound_cells(script):
         (k.n, k.t, k.flags, k.layout) for k in large if k.layout == "time"}
 
 
+def test_explicit_shapes_name_single_cells(script):
+    peers = script("peers")
+    assert peers.shape_set("grid") == "grid"
+    assert peers.shape_set("32768x128,777X77") == ((32768, 128), (777, 77))
+    for bad in ("32768", "ax3", "0x8", ""):
+        with pytest.raises(Exception, match="--shapes"):
+            peers.shape_set(bad)
+    keys = peers.cells(("gae",), peers.shape_set("777x77"), ("float32",), ("env",))
+    assert {(k.n, k.t) for k in keys} == {(777, 77)}
+    assert {k.flags for k in keys} == {"none", "last_value", "bootstrap+trunc"}
+
+
 def test_peers_that_cannot_run_a_cell_say_why(script):
     peers = script("peers")
     cpu = torch.device("cpu")
