@@ -176,11 +176,15 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
             bn = clamp(elems // bt, 1, min(64, next_pow2(n)))
             out.append({"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": clamp(bn * bt // 256, 1, 8),
                         "num_stages": 1})
-        if key.time_major and not key.a:  # whole columns a thread, pipelined (3 stages)
+        if key.time_major and not key.a:  # whole columns a thread, pipelined
             from rltriton_tune.kernels.shapes import time_major_columns
 
+            # The widest blocks, then the narrow ones that give few-column keys enough
+            # programs (the rules' choice below 2 programs per SM at 64-128 columns).
             out += [time_major_columns(key),
-                    {"BLOCK_N": 32, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3}]
+                    {"BLOCK_N": 32, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3},
+                    {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 1, "num_stages": 5},
+                    {"BLOCK_N": 16, "BLOCK_T": 64, "num_warps": 1, "num_stages": 3}]
         return out
     if name == "split":
         if t < 512:
