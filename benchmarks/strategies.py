@@ -183,8 +183,9 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
             # programs (the rules' choice below 2 programs per SM at 64-128 columns).
             out += [time_major_columns(key),
                     {"BLOCK_N": 32, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3},
+                    {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3},
                     {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 1, "num_stages": 5},
-                    {"BLOCK_N": 16, "BLOCK_T": 64, "num_warps": 1, "num_stages": 3}]
+                    {"BLOCK_N": 8, "BLOCK_T": 64, "num_warps": 1, "num_stages": 3}]
         return out
     if name == "split":
         if t < 512:

@@ -15,34 +15,43 @@ def vector_elems(key: ProblemKey) -> int:
 
 
 def time_major_columns(key: ProblemKey, sm_count: int | None = None) -> Params:
-    """A time-major tile of whole columns a thread, its loads pipelined ahead of the scan.
+    """A time-major tile of whole columns a thread, its loads pipelined two tiles ahead.
 
     One warp holds up to one 16-byte vector of environments per lane (``BLOCK_N`` of 128
     float32 columns), fewer where that would leave under two programs per multiprocessor
-    (when ``sm_count`` is known), down to 16 columns (64 bytes of a float32 step), and
-    1024 elements in all (8 steps at least), so each thread scans its columns in
-    registers while the next tiles load. A tile of 512 elements or fewer loads four tiles
-    ahead (5 stages), a larger one two (3 stages): about the same bytes in flight.
+    (when ``sm_count`` is known), down to 8 columns (32 bytes, one memory sector, of a
+    float32 step). The tile has 1024 elements (8 steps at least) up to 32 steps, 64 for
+    blocks under 16 columns, so each thread scans its columns in registers while the next
+    tiles load.
 
-    H200, float32, 1 warp: GAE 32768x2048 (64, 16, 3 stages) 258 us, (128, 16, 3) 254;
-    at 8192x2048, (16, 32, 5) 76 us against (32, 32, 3) 92 and (128, 16, 3) 221; at
-    4096x2048, (16, 32, 5) 57 against (32, 32, 3) 89 (V-trace 114 against 202,
-    discounted returns 46 against 99, and 50 at 3 stages). Programs, not row
-    contiguity, decide there: 64-byte rows on 256-512 programs beat 512-byte rows on
-    64. Not for per-action keys (Retrace): their action loop inside the tile is not
+    Programs, not row contiguity, decide few-column keys: 32-byte rows on 512 programs
+    beat 512-byte rows on 32. H200, float32, 1 warp, 3 stages, device time in us:
+
+    ========================  =========  =========  =========  ==========
+    key (time-major)          (8, 64)    (16, 32)   (32, 32)   (128, 8-16)
+    ========================  =========  =========  =========  ==========
+    GAE 2048x2048             36.6       -          -          -
+    GAE 4096x2048             55.1       57.5       89         220
+    V-trace 4096x2048         92.7       120        202        1252
+    discounted 4096x2048      37.1       50         99         179
+    GAE 8192x2048             -          73.8       92         221
+    GAE 32768x2048            -          -          -          254
+    ========================  =========  =========  =========  ==========
+
+    (look-back, the tuned choice these replace at 2048-4096 columns: 45, 84, 148 and 78.)
+    Not for per-action keys (Retrace): their action loop inside the tile is not
     pipelined."""
     bn = 32 * vector_elems(key)
     if sm_count:
         bn = min(bn, max(MIN_COLUMNS, pow2_floor(key.n // (2 * sm_count))))
     bn = min(bn, next_pow2(key.n))
-    bt = min(next_pow2(key.t), 32, max(8, 1024 // bn))
-    stages = 5 if bn * bt <= 512 else 3
-    return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": 1, "num_stages": stages}
+    bt = min(next_pow2(key.t), 64 if bn < 16 else 32, max(8, 1024 // bn))
+    return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": 1, "num_stages": 3}
 
 
 #: The narrowest column block :func:`time_major_columns` gives where the key has too few
 #: environments to fill the GPU with wider ones.
-MIN_COLUMNS = 16
+MIN_COLUMNS = 8
 
 
 #: Shared memory one program may use (bytes): the H100's and H200's 227 KB per block.
