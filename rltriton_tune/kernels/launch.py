@@ -27,6 +27,8 @@ from rltriton_tune.kernels.shapes import vector_elems
 from rltriton_tune.pow2 import next_pow2
 from rltriton_tune.strategy import InvalidConfig, Launcher, Params
 
+_Tensor = torch.Tensor
+
 #: Offsets are computed in int64 when the largest input may reach this many elements.
 INT32_LIMIT = 2**31 - 2**24
 
@@ -274,20 +276,39 @@ class Packer:
             san = sat = saa = 0
         per_env = self._per_env_passed
         se = tensors[per_env].stride(0) if per_env is not None else 0
-        # The shape goes in as separate ints: torch.empty parses a tuple argument slower.
-        dtype, device = call.out_dtype, ref.device
-        out = torch.empty(*self.out_shape, dtype=dtype, device=device)
-        outs = (out,) if self.n_outputs == 1 else (out, *(
-            torch.empty(*self.out_shape, dtype=dtype, device=device)
-            for _ in range(self.n_outputs - 1)))
-        if self.boundary_shape is not None:
-            outs = (*outs, torch.empty(*self.boundary_shape, dtype=dtype, device=device))
+        # The shape goes in as separate ints (a tuple is parsed slower). ``new_empty`` of an
+        # input that already has the output dtype skips torch.empty's dtype and device
+        # keywords, the costliest part of its argument parsing; only for a plain Tensor, so
+        # that a subclass's __torch_function__ never decides what the outputs are.
+        dtype = call.out_dtype
+        if type(ref) is _Tensor and ref.dtype is dtype:
+            new = ref.new_empty
+            out_shape = self.out_shape
+            n_outputs = self.n_outputs
+            if n_outputs == 1:
+                outs = (new(*out_shape),)
+            elif n_outputs == 2:
+                outs = (new(*out_shape), new(*out_shape))
+            else:
+                outs = tuple(new(*out_shape) for _ in range(n_outputs))
+            if self.boundary_shape is not None:
+                outs = (*outs, new(*self.boundary_shape))
+        else:
+            outs = self._outputs(dtype, ref.device)
         slot0, slot1, slot2, slot3 = self.output_slots
         args = [*self._slot_tensors(tensors), outs[slot0], outs[slot1], outs[slot2], outs[slot3],
                 *self._sizes_and_a,
                 sn, st, se, san, sat, saa, *self.out_strides,
                 *self._scalar_values(call.scalars), *self.scalar_padding]
         return args, outs
+
+    def _outputs(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
+        """Fresh outputs (and the boundary gradient) by ``torch.empty``."""
+        outs = tuple(torch.empty(*self.out_shape, dtype=dtype, device=device)
+                     for _ in range(self.n_outputs))
+        if self.boundary_shape is not None:
+            outs = (*outs, torch.empty(*self.boundary_shape, dtype=dtype, device=device))
+        return outs
 
 
 def items_at(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
@@ -476,7 +497,12 @@ class FastLaunch:
                 device = torch.cuda.current_device()
                 variant = (device, *dtypes)
                 plan = self._compiled.get(variant)
-                if plan is not None and _no_hooks(self._knobs):
+                # Either launch hook set (they can be set at any time, so this is checked per
+                # launch, inline) sends the launch down the generic path.
+                knobs = self._knobs
+                enter, exit_ = knobs.launch_enter_hook, knobs.launch_exit_hook
+                if plan is not None and (enter is None or getattr(enter, "calls", None) == []) \
+                        and (exit_ is None or getattr(exit_, "calls", None) == []):
                     run, function, metadata = plan
                     # Addresses go in as integers: for a tensor, Triton's launcher calls
                     # data_ptr() and asks the driver about the pointer (cuPointerGetAttribute)
@@ -500,14 +526,6 @@ class FastLaunch:
 def current_stream(device: int) -> int:
     """Raw handle of the current CUDA stream of ``device`` (Triton's own lookup)."""
     return driver.active.get_current_stream(device)
-
-
-def _no_hooks(knobs: Any) -> bool:
-    """True when neither launch hook is set (hooks can be set at any time: checked per
-    launch)."""
-    enter, exit_ = knobs.launch_enter_hook, knobs.launch_exit_hook
-    return ((enter is None or getattr(enter, "calls", None) == [])
-            and (exit_ is None or getattr(exit_, "calls", None) == []))
 
 
 def _runtime_knobs() -> Any:
