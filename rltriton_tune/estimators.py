@@ -294,16 +294,7 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
             _check_dtype(plan, name, kind, x)
         tensors[name] = x if x.is_contiguous() else x.contiguous()
 
-    # Python floats, the usual scalars, are taken as they are; everything else is
-    # converted (or refused) by _scalar.
-    scalars: dict[str, float | Tensor] = {}
-    tensor_scalars = False
-    for name, value in zip(plan.scalars, scalar_values, strict=True):
-        if type(value) is not float or value != value:
-            value = _scalar(plan, name, value, device)
-            if type(value) is not float:
-                tensor_scalars = True
-        scalars[name] = value
+    scalars, tensor_scalars = _scalars(plan, scalar_values, device)
     if per_action_name:
         if a == 0 and n and t:
             raise ValueError(f"{function}: {' and '.join(plan.spec.per_action)} have no "
@@ -318,6 +309,28 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     return Call(plan.algorithm, tensors, scalars, n, t, time_major, a, starts_at,
                 values[plan.first_float].dtype, None if batch is None else tuple(shape),
                 tensor_scalars)
+
+
+def _scalars(plan: _Plan, scalar_values: tuple[Any, ...], device: torch.device
+             ) -> tuple[dict[str, float | Tensor], bool]:
+    """The scalar arguments by name, and whether any stayed a 0-d device tensor. Python
+    floats, the usual scalars, are taken as they are (NaN refused); everything else is
+    converted (or refused) by :func:`_scalar`. Values decide these rules, so they run on
+    every call."""
+    for value in scalar_values:
+        if type(value) is not float or value != value:
+            break
+    else:  # all floats, none NaN: the usual call
+        return dict(zip(plan.scalars, scalar_values, strict=True)), False
+    scalars: dict[str, float | Tensor] = {}
+    tensor_scalars = False
+    for name, value in zip(plan.scalars, scalar_values, strict=True):
+        if type(value) is not float or value != value:
+            value = _scalar(plan, name, value, device)
+            if type(value) is not float:
+                tensor_scalars = True
+        scalars[name] = value
+    return scalars, tensor_scalars
 
 
 def _empty(plan: _Plan, call: Call) -> Tensor | tuple[Tensor, ...]:

@@ -175,6 +175,42 @@ def test_packer_pointers_cover_each_distinct_tensor_once(algorithm, flags, layou
     assert {id(x) for x in (*call.tensors.values(), *outs)} == {id(x) for x in listed}
 
 
+class _Marked(torch.Tensor):
+    """A tensor subclass: the packer must not make outputs of it."""
+
+
+@pytest.mark.parametrize(("algorithm", "flags", "layout"), [
+    ("gae", "last_value", "env"), ("vtrace", "bootstrap+trunc", "time"),
+    ("retrace", "trunc", "env"), ("gae_grad", "last_value", "env")])
+@pytest.mark.parametrize("ref_dtype", ["out", "other", "subclass"])
+def test_packer_outputs_are_fresh_plain_tensors_of_the_call(algorithm, flags, layout,
+                                                            ref_dtype):
+    """Outputs (and a boundary gradient) are fresh, contiguous plain tensors in the
+    call's output dtype on its device, whatever the packer's reference input is: in the
+    output dtype (``new_empty``), in another dtype, or a subclass (``torch.empty``)."""
+    key = ProblemKey(algorithm, 6, 5, "float32", layout, flags,
+                     a=3 if algorithm == "retrace" else 0)
+    call, _ = make_call(key)
+    pack = Packer(key, 64, 1)
+    ref = call.tensors[pack.ref]
+    if ref_dtype == "other":
+        call.tensors[pack.ref] = ref.to(torch.float16)
+    elif ref_dtype == "subclass":
+        call.tensors[pack.ref] = ref.as_subclass(_Marked)
+    before = {name: x.clone() for name, x in call.tensors.items()}
+    args, outs = pack.args(call)
+    shape = (key.t, key.n) if key.time_major else (key.n, key.t)
+    assert len(outs) == pack.n_outputs + (pack.boundary_shape is not None)
+    for i, y in enumerate(outs):
+        assert type(y) is torch.Tensor
+        assert y.dtype == call.out_dtype and y.device == ref.device and y.is_contiguous()
+        assert tuple(y.shape) == (shape if i < pack.n_outputs else pack.boundary_shape)
+        assert all(y.data_ptr() != x.data_ptr() for x in call.tensors.values())
+    assert len({y.data_ptr() for y in outs}) == len(outs)
+    for name, x in call.tensors.items():  # inputs untouched
+        assert torch.equal(x, before[name])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @pytest.mark.parametrize("algorithm", ["gae", "vtrace", "retrace", "eligibility_traces"])
