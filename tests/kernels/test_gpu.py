@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from triton.runtime.errors import OutOfResources
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
@@ -57,7 +58,14 @@ def test_matches_reference_on_gpu(algorithm, strategy, n, t, flags, layout, dtyp
             if not params and strategy == "flat":
                 pytest.skip(f"flat cannot hold T={t} in one tile")
             continue
-        check_outputs(launcher(call), want, call, f"{strategy} {params} {key.as_text()}")
+        try:
+            outs = launcher(call)
+        except OutOfResources:
+            # More shared memory than the device has: searches skip the configs
+            # ``shapes.stage_buffers_too_big`` catches, dispatch drops any other for the
+            # process (``dispatch.decide``); neither is a wrong result.
+            continue
+        check_outputs(outs, want, call, f"{strategy} {params} {key.as_text()}")
         ran += 1
         if ran == 2:
             break
