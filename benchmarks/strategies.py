@@ -179,8 +179,8 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
         if key.time_major and not key.a:  # whole columns a thread, pipelined
             from rltriton_tune.kernels.shapes import time_major_columns
 
-            # The widest blocks, then the narrow ones that give few-column keys enough
-            # programs (the rules' choice below 2 programs per SM at 64-128 columns).
+            # The widest blocks, then narrow ones, which give few-column keys more
+            # programs (see ``shapes.time_major_columns``).
             out += [time_major_columns(key),
                     {"BLOCK_N": 32, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3},
                     {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3},

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
@@ -26,8 +27,6 @@ from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.kernels.shapes import vector_elems
 from rltriton_tune.pow2 import next_pow2
 from rltriton_tune.strategy import InvalidConfig, Launcher, Params
-
-_Tensor = torch.Tensor
 
 #: Offsets are computed in int64 when the largest input may reach this many elements.
 INT32_LIMIT = 2**31 - 2**24
@@ -281,20 +280,10 @@ class Packer:
         # keywords, the costliest part of its argument parsing; only for a plain Tensor, so
         # that a subclass's __torch_function__ never decides what the outputs are.
         dtype = call.out_dtype
-        if type(ref) is _Tensor and ref.dtype is dtype:
-            new = ref.new_empty
-            out_shape = self.out_shape
-            n_outputs = self.n_outputs
-            if n_outputs == 1:
-                outs = (new(*out_shape),)
-            elif n_outputs == 2:
-                outs = (new(*out_shape), new(*out_shape))
-            else:
-                outs = tuple(new(*out_shape) for _ in range(n_outputs))
-            if self.boundary_shape is not None:
-                outs = (*outs, new(*self.boundary_shape))
+        if type(ref) is torch.Tensor and ref.dtype is dtype:
+            outs = self._outputs(ref.new_empty)
         else:
-            outs = self._outputs(dtype, ref.device)
+            outs = self._outputs(partial(torch.empty, dtype=dtype, device=ref.device))
         slot0, slot1, slot2, slot3 = self.output_slots
         args = [*self._slot_tensors(tensors), outs[slot0], outs[slot1], outs[slot2], outs[slot3],
                 *self._sizes_and_a,
@@ -302,12 +291,18 @@ class Packer:
                 *self._scalar_values(call.scalars), *self.scalar_padding]
         return args, outs
 
-    def _outputs(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
-        """Fresh outputs (and the boundary gradient) by ``torch.empty``."""
-        outs = tuple(torch.empty(*self.out_shape, dtype=dtype, device=device)
-                     for _ in range(self.n_outputs))
+    def _outputs(self, new: Callable[..., torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """Fresh outputs (and the boundary gradient), each ``new(*shape)``; one and two
+        outputs, the usual counts, without a generator."""
+        shape = self.out_shape
+        if self.n_outputs == 1:
+            outs: tuple[torch.Tensor, ...] = (new(*shape),)
+        elif self.n_outputs == 2:
+            outs = (new(*shape), new(*shape))
+        else:
+            outs = tuple(new(*shape) for _ in range(self.n_outputs))
         if self.boundary_shape is not None:
-            outs = (*outs, torch.empty(*self.boundary_shape, dtype=dtype, device=device))
+            outs = (*outs, new(*self.boundary_shape))
         return outs
 
 
