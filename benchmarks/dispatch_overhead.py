@@ -24,7 +24,15 @@ and, to show where the public call's time goes, its stages alone (each also per 
   launcher replaced by a stub that returns preallocated outputs (the memo key and
   lookup; the launcher is put back afterwards);
 * ``launcher``: the memoised launcher alone on that ``Call`` (output allocation,
-  argument packing, the launch itself).
+  argument packing, the launch itself);
+
+and, for a launcher of one kernel (flat, tiled, sequential), the launcher's two parts:
+
+* ``pack``: ``Packer.args`` (output allocation and the argument list);
+* ``launch``: the kernel's ``FastLaunch`` on arguments packed once (pointer reads, the
+  direct call of Triton's compiled launcher or its generic path);
+* ``direct_launch``: whether that ``FastLaunch`` is on its direct path after the runs
+  (false means every launch went through Triton's generic path, binding included).
 
 The public call also pays the function's argument binding and the autograd check,
 so it is a little more than the three stages together.
@@ -41,6 +49,7 @@ Triton interpreter, so the numbers only check the code path.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -62,6 +71,10 @@ CASES = [("gae", 4096, 32, "last_value"), ("gae", 4096, 128, "last_value"),
          ("vtrace", 4096, 128, "last_value"), ("retrace", 1024, 32, "trunc"),
          ("eligibility_traces", 4096, 32, "seed"), ("gae", 4096, 32, "none")]
 SMOKE_CASES = [("gae", 16, 8, "last_value"), ("retrace", 4, 8, "trunc")]
+#: A smoke case forced onto a Triton kernel (interpreted), so that the launcher's parts
+#: are timed too.
+SMOKE_FORCED = (("gae", 2, 8, "none"), ("flat", {"BLOCK_N": 1, "num_warps": 1,
+                                                   "num_stages": 1}))
 #: The target of ``over_floor_us``.
 BUDGET_OVER_FLOOR_US = 3.0
 
@@ -143,7 +156,14 @@ def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: i
     outputs = launcher(call)
     mk = memo.memo_key(call, forcing.current())
     fns = {**(together or {}), "validate_us": validate, "launcher_us": lambda: launcher(call)}
+    pack, kernel = launcher_parts(launcher)
+    if pack is not None:
+        args, _ = pack.args(call)
+        fns["pack_us"] = lambda: pack.args(call)
+        fns["launch_us"] = lambda: kernel(args)
     row = interleaved(fns, device, reps, rounds)
+    if kernel is not None:
+        row["direct_launch"] = kernel.direct and kernel.binaries > 0
     # The dispatch stage needs the memo's launcher stubbed, which the public call must
     # not see: it is timed on its own.
     STATE.table[mk] = lambda _: outputs
@@ -152,6 +172,18 @@ def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: i
     finally:
         STATE.table[mk] = launcher
     return row
+
+
+def launcher_parts(launcher: Callable[..., Any]) -> tuple[Any, Any]:
+    """The ``Packer`` and the ``FastLaunch`` a one-kernel launcher closes over (flat,
+    tiled, sequential), or ``(None, None)`` for any other launcher."""
+    from rltriton_tune.kernels.launch import FastLaunch, Packer
+
+    found = inspect.getclosurevars(launcher).nonlocals
+    pack, kernel = found.get("pack"), found.get("kernel")
+    if isinstance(pack, Packer) and isinstance(kernel, FastLaunch):
+        return pack, kernel
+    return None, None
 
 
 def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
@@ -179,16 +211,24 @@ def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
 
 
 def run(cases: list[tuple[str, int, int, str]], device: torch.device, reps: int,
-        rounds: int) -> dict[str, Any]:
-    """Every case's row, each with the two floors measured in turn with its call."""
+        rounds: int, forced: tuple[tuple[str, int, int, str], tuple[str, dict[str, int]]]
+        | None = None) -> dict[str, Any]:
+    """Every case's row, each with the two floors measured in turn with its call;
+    ``forced``: one more case, run under ``rltriton_tune.force(strategy, **params)``."""
+    from rltriton_tune import force
+
     a, b = torch.ones(16, device=device), torch.ones(16, device=device)
     floors = {"empty_triton_us": empty_kernel_launch(device),
               "torch_add_us": lambda: torch.add(a, b)}
     from peers import software
 
+    rows = [measure(c, device, reps, rounds, floors) for c in cases]
+    if forced is not None:
+        case, (strategy, params) = forced
+        with force(strategy, **params):
+            rows.append(measure(case, device, reps, rounds, floors))
     return {**software(device), "date": time.strftime("%Y-%m-%d", time.gmtime()),
-            "reps": reps, "rounds": rounds,
-            "rows": [measure(c, device, reps, rounds, floors) for c in cases]}
+            "reps": reps, "rounds": rounds, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,9 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="CPU check of the code path (Triton interpreted), seconds")
     args = parser.parse_args(argv)
+    forced = None
     if args.smoke:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported
         device, cases, args.reps, args.rounds = torch.device("cpu"), SMOKE_CASES, 5, 3
+        forced = SMOKE_FORCED
     elif not torch.cuda.is_available():
         parser.error("no CUDA device (use --smoke for a CPU check)")
     else:
@@ -210,15 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     from peers import results_folder
 
     output = args.output or results_folder(device)
-    result = run(cases, device, args.reps, args.rounds)
+    result = run(cases, device, args.reps, args.rounds, forced)
     output.mkdir(parents=True, exist_ok=True)
     (output / "dispatch_overhead.json").write_text(json.dumps(result, indent=1) + "\n")
-    cols = ("public_us", "validate_us", "dispatch_us", "launcher_us", "empty_triton_us",
-            "torch_add_us", "graph_replay_us", "over_floor_us")
+    cols = ("public_us", "validate_us", "dispatch_us", "launcher_us", "pack_us", "launch_us",
+            "empty_triton_us", "torch_add_us", "graph_replay_us", "over_floor_us")
     print(f"{'case':<44}" + "".join(f"{c[:-3]:>14}" for c in cols))
     for r in result["rows"]:
         print(f"{r['case']:<44}" + "".join(
-            f"{r[c]:>14.2f}" if r.get(c) is not None else f"{'-':>14}" for c in cols))
+            f"{r[c]:>14.2f}" if r.get(c) is not None else f"{'-':>14}" for c in cols)
+            + f"  {r['strategy']}{' direct' if r.get('direct_launch') else ''}")
     return 0
 
 

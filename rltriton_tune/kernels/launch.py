@@ -477,6 +477,18 @@ class FastLaunch:
         self._direct = (not interpreting() and self._knobs is not None
                         and names[n_runtime:] == constexpr_names)
 
+    @property
+    def direct(self) -> bool:
+        """Whether launches may take the direct path: off under the interpreter, on a
+        Triton without runtime knobs, and for good once a direct launch has failed."""
+        return self._direct
+
+    @property
+    def binaries(self) -> int:
+        """Compiled binaries kept for the direct path (one per device and pointer
+        element types seen)."""
+        return len(self._compiled)
+
     def __call__(self, args: list[Any]) -> None:
         if self._direct:
             bits = 0

@@ -12,12 +12,19 @@ def test_smoke_writes_public_call_and_floors(script, tmp_path):
     overhead = script("dispatch_overhead")
     assert overhead.main(["--smoke", "--output", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "dispatch_overhead.json").read_text())
-    assert [r["case"].split("|")[0] for r in report["rows"]] == ["gae", "retrace"]
+    assert [r["case"].split("|")[0] for r in report["rows"]] == ["gae", "retrace", "gae"]
     for r in report["rows"]:
         assert r["public_us"] > 0 and r["empty_triton_us"] > 0 and r["torch_add_us"] > 0
         assert r["over_floor_us"] == pytest.approx(r["public_us"] - r["empty_triton_us"])
         assert r["strategy"] and r["source"]
         assert r["validate_us"] > 0 and r["dispatch_us"] > 0 and r["launcher_us"] > 0
+    fallback, _, forced = report["rows"]
+    # The torch fallback's launcher has no parts; the forced kernel's are timed, and
+    # under the interpreter every launch takes Triton's generic path.
+    assert "pack_us" not in fallback and "direct_launch" not in fallback
+    assert (forced["strategy"], forced["source"]) == ("flat", "forced")
+    assert forced["pack_us"] > 0 and forced["launch_us"] > 0
+    assert forced["direct_launch"] is False
 
 
 def test_stage_timing_puts_the_memoised_launcher_back(script):

@@ -227,6 +227,36 @@ def test_repeated_launches_use_fresh_data(algorithm, strategy):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_real_triton_keeps_the_direct_path(strategy, monkeypatch):
+    """With the installed Triton's own compiled launcher, launches after the first stay
+    on the direct path: a launcher ABI this code does not match would turn it off
+    silently (the results stay right, through the generic path) and cost every call
+    Triton's argument binding."""
+    import importlib
+
+    made: list[FastLaunch] = []
+
+    class Recorded(FastLaunch):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    for name in STRATEGY_NAMES:
+        module = importlib.import_module(f"rltriton_tune.kernels.{name}")
+        if hasattr(module, "FastLaunch"):
+            monkeypatch.setattr(module, "FastLaunch", Recorded)
+    key = ProblemKey("gae", 300, 700, "float32", "env", "last_value")
+    impl = strategies()[strategy]
+    launcher = type(impl)()._launcher(key, impl.validate(key, {}))
+    for seed in range(3):
+        call, kwargs = make_call(key, device="cuda", seed=seed)
+        check_outputs(launcher(call), expected("gae", kwargs), call, f"{strategy} {seed}")
+    assert made and all(k.direct and k.binaries == 1 for k in made), \
+        [(k.direct, k.binaries) for k in made]
+
+
+@pytest.mark.gpu
 def test_misaligned_input_takes_the_generic_path():
     key = ProblemKey("gae", 64, 33, "float32", "env", "none")
     launcher = strategies()["tiled"].prepare(key, {})
