@@ -19,8 +19,9 @@ from rltriton_tune.dispatch import registry
 from rltriton_tune.settings import ENV_FORCE
 from rltriton_tune.state import STATE
 
-#: A key used only to ask a strategy for its parameter names.
-_SAMPLE_KEY = ProblemKey("gae", 4096, 128)
+#: Keys used only to ask a strategy for its parameter names (Retrace's action axis adds
+#: ``REDUCE_A``).
+_SAMPLE_KEYS = (ProblemKey("gae", 4096, 128), ProblemKey("retrace", 4096, 128, a=8))
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def make_forced(strategy: str, params: Mapping[str, Any], origin: str) -> Forced
     if strategy not in available:
         raise ValueError(f"strategy {strategy!r} needs Triton, which is not available here")
     impl = available[strategy]
-    allowed = set(impl.space(_SAMPLE_KEY)) | set(impl.default_params(_SAMPLE_KEY))
+    allowed = {name for key in _SAMPLE_KEYS
+               for name in (*impl.space(key), *impl.default_params(key))}
     for name, value in params.items():
         if name not in allowed:
             raise ValueError(f"unknown parameter {name!r} for strategy {strategy!r}; "

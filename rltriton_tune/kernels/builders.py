@@ -208,12 +208,16 @@ def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, 
 # slots: action_probs_target, action_probs_behavior, q_values, next_q_values_all,
 #        actions, rewards, terminateds, truncateds
 # scalars: gamma, lambda_, c_bar, rho_bar
+# BLOCK_A == 0: the action pre-pass (``kernels.actions``) has reduced the [N, T, A] inputs:
+# P0 holds pi_a / mu and P3 the expectation EQ, both [N, T] with the strides (sn, st).
 
 
 @triton.jit
-def _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa):
+def _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa, BLOCK_A: tl.constexpr):
     """pi_a / mu at ts where ``m`` (NaN for an action outside [0, A); never an
-    out-of-bounds read)."""
+    out-of-bounds read). With ``BLOCK_A == 0`` the action pre-pass has stored it in P0."""
+    if BLOCK_A == 0:
+        return _ld(P0, rows, ts, sn, st, m)
     act = tl.load(P4 + rows * sn + ts * st, mask=m, other=0).to(tl.int64)
     inside = (act >= 0) & (act < A)
     pi_a = tl.load(P0 + rows * san + ts * sat + act * saa, mask=m & inside, other=0)
@@ -226,17 +230,20 @@ def _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa):
 def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, san, sat, saa,
                    S0, S1, S2, S3, F_TRUNC: tl.constexpr, BLOCK_A: tl.constexpr):
     m = _valid(rows, ts, N, T)
-    # EQ[t] = sum_a pi[t, a] * next_q[t, a], over A in chunks of BLOCK_A.
-    base = (rows * san + ts * sat)[:, :, None]
-    m3 = m[:, :, None]
-    eq = tl.zeros(m.shape, tl.float32)
-    for a0 in range(0, A, BLOCK_A):
-        ai = (a0 + tl.arange(0, BLOCK_A))[None, None, :]
-        ma = m3 & (ai < A)
-        off = base + ai * saa
-        pi = tl.load(P0 + off, mask=ma, other=0).to(tl.float32)
-        nq = tl.load(P3 + off, mask=ma, other=0).to(tl.float32)
-        eq += tl.sum(pi * nq, axis=2)
+    if BLOCK_A == 0:  # the action pre-pass stored EQ in P3
+        eq = _ld(P3, rows, ts, sn, st, m)
+    else:
+        # EQ[t] = sum_a pi[t, a] * next_q[t, a], over A in chunks of BLOCK_A.
+        base = (rows * san + ts * sat)[:, :, None]
+        m3 = m[:, :, None]
+        eq = tl.zeros(m.shape, tl.float32)
+        for a0 in range(0, A, BLOCK_A):
+            ai = (a0 + tl.arange(0, BLOCK_A))[None, None, :]
+            ma = m3 & (ai < A)
+            off = base + ai * saa
+            pi = tl.load(P0 + off, mask=ma, other=0).to(tl.float32)
+            nq = tl.load(P3 + off, mask=ma, other=0).to(tl.float32)
+            eq += tl.sum(pi * nq, axis=2)
     q = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P5, rows, ts, sn, st, m)
     term = _flag(P6, rows, ts, sn, st, m)
@@ -245,7 +252,8 @@ def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, sa
     else:
         done = term
     m_next = m & (ts + 1 < T)
-    ratio_next = _retrace_ratio(P0, P1, P4, rows, ts + 1, m_next, A, sn, st, san, sat, saa)
+    ratio_next = _retrace_ratio(P0, P1, P4, rows, ts + 1, m_next, A, sn, st, san, sat, saa,
+                                BLOCK_A)
     c_next = tl.where(m_next, S1 * _clip(ratio_next, S2), 0.0)     # c[T] = 0
     delta = tl.where(m, r + S0 * (1.0 - term) * eq - q, 0.0)
     beta = tl.where(m, S0 * c_next * (1.0 - done), 0.0)
@@ -274,7 +282,7 @@ def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows,
     q = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P5, rows, ts, sn, st, m)
     term = _flag(P6, rows, ts, sn, st, m)
-    ratio = _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa)
+    ratio = _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa, BLOCK_A)
     q_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
     adv = _clip(ratio, S3) * (r + S0 * (1.0 - term) * (q_next + y_next) - q)
     _store(O0, rows, ts, osn, ost, q + y, m)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import lookback
+from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.kernels.launch import TILE_BUDGET, next_pow2, pow2_range, require
 from rltriton_tune.kernels.lookback import LookbackStrategy
@@ -43,6 +44,7 @@ class ColumnsStrategy(LookbackStrategy):
             # warps take steps (a longer chunk a program, fewer look-backs per step).
             "BLOCK_T": pow2_range(min(4, bt), min(64, bt)),
             "num_warps": pow2_range(1, 4),
+            **reduce_actions_space(key),
         }
 
     def check(self, key: ProblemKey, p: Params) -> None:
@@ -82,7 +84,7 @@ class ColumnsStrategy(LookbackStrategy):
         per_thread = 32 if BUILDERS[key.algorithm].next_value else 64
         bn = min(32 * vec, max(32, next_pow2(key.n)))
         bt = max(1, min(per_thread // vec, next_pow2(key.t)))
-        return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": 1}
+        return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": 1, **reduce_actions_default(key)}
 
     def window(self, key: ProblemKey, params: Params) -> int:
         """About WINDOW_WORDS words per thread: 4 predecessors for 128 rows on a warp."""

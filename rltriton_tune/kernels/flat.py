@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
 from rltriton_tune.kernels.launch import (
     MAX_BLOCK_N,
     TILE_BUDGET,
@@ -89,6 +90,7 @@ class FlatStrategy(TritonStrategy):
             # H200 exhaustive tables show 0.2-1% between stage counts, their noise level.
             # Searched at 1; any 1-8 is accepted (rl-triton uses 3).
             "num_stages": [1],
+            **reduce_actions_space(key),
         }
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
@@ -101,7 +103,7 @@ class FlatStrategy(TritonStrategy):
                 f"{TILE_BUDGET} (use tiled or split for long sequences)")
 
     def default_params(self, key: ProblemKey) -> Params:
-        return rl_triton_params(key.t)
+        return {**rl_triton_params(key.t), **reduce_actions_default(key)}
 
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:
@@ -114,7 +116,7 @@ class FlatStrategy(TritonStrategy):
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)
-        pack = Packer(key, bn * bt, params["num_warps"])
+        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0))
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])

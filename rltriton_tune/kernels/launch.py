@@ -23,6 +23,7 @@ from triton.runtime import driver
 
 from rltriton_tune.algorithms import AlgorithmSpec
 from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.actions import ActionPass
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.kernels.shapes import vector_elems
 from rltriton_tune.pow2 import next_pow2
@@ -165,7 +166,10 @@ def _env_flag(spec: AlgorithmSpec, flags: frozenset[str], boundary: str | None) 
 class Packer:
     """Precomputed argument plan for one problem key."""
 
-    def __init__(self, key: ProblemKey, tile_elems: int, num_warps: int) -> None:
+    def __init__(self, key: ProblemKey, tile_elems: int, num_warps: int,
+                 reduce_actions: int = 0) -> None:
+        """``reduce_actions``: a strategy's ``REDUCE_A`` (Retrace keys): run the action
+        pre-pass (:mod:`rltriton_tune.kernels.actions`) before the scan."""
         spec = key.spec
         self.key = key
         self.builder = BUILDERS[key.algorithm]
@@ -242,6 +246,11 @@ class Packer:
         self.pointer_slots = (*(distinct.index(n) for n in self.slot_inputs),
                               *(len(distinct) + i for i in self.output_slots))
         block_a = min(next_pow2(max(key.a, 1)), max(1, ACTION_TILE_BUDGET // tile_elems))
+        big = n * t * max(key.a, 1) >= INT32_LIMIT
+        self._action_pass = None
+        if reduce_actions and self.per_action is not None:
+            self._action_pass = ActionPass(key, big, FastLaunch)
+            block_a = 0  # the builders' sign that the pre-pass reduced the action axis
         self.constexprs: dict[str, Any] = dict(
             COEFFS=self.builder.coeffs,
             FINISH=(self.builder.finish if boundary is None else self.builder.boundary_finish),
@@ -252,7 +261,7 @@ class Packer:
             F_ENV=_env_flag(spec, flags, boundary),
             F_STARTS="starts_at" in flags,
             BLOCK_A=block_a,
-            BIG=n * t * max(key.a, 1) >= INT32_LIMIT,
+            BIG=big,
             ALIGN_N=self.align_n,
             ALIGN_T=self.align_t,
             ALIGN_A=self.align_a,
@@ -263,11 +272,13 @@ class Packer:
     def args(self, call: Call) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
         """Positional arguments common to every core, and the freshly allocated outputs."""
         tensors = call.tensors
+        if self._action_pass is not None:
+            tensors = self._action_pass.run(tensors)
         ref = tensors[self.ref]
         s = ref.stride()
         sn, st = (s[1], s[0]) if self.time_major else s
         sn, st = sn // self.align_t, st // self.align_n
-        if self.per_action is not None:
+        if self.per_action is not None and self._action_pass is None:
             pa = tensors[self.per_action].stride()
             san, sat, saa = (pa[1], pa[0], pa[2]) if self.time_major else pa
             san, sat = san // self.align_a, sat // self.align_a
@@ -384,7 +395,10 @@ class TritonStrategy:
             except (TypeError, ValueError):
                 raise InvalidConfig(f"{self.name}: parameter {name}={value!r} is not an "
                                     "integer") from None
-            if name != "num_stages" and not is_pow2(full[name]):
+            if name == "REDUCE_A":
+                if full[name] not in (0, 1):
+                    raise InvalidConfig(f"{self.name}: REDUCE_A={value!r} must be 0 or 1")
+            elif name != "num_stages" and not is_pow2(full[name]):
                 raise InvalidConfig(f"{self.name}: {name}={value!r} must be a power of two")
         if not 1 <= full.get("num_warps", 1) <= 32:
             raise InvalidConfig(f"{self.name}: num_warps={full['num_warps']} not in [1, 32]")
@@ -451,20 +465,23 @@ class FastLaunch:
     """
 
     __slots__ = ("_launch", "_consts", "_grid", "_tail", "_compiled", "_direct", "_knobs",
-                 "_pointers", "_slots")
+                 "_pointers", "_slots", "_leading")
 
     def __init__(self, kernel: Any, grid: tuple[int, ...], consts: dict[str, Any],
                  pointers: tuple[int, ...] | None = None,
-                 slots: tuple[int, ...] | None = None) -> None:
-        """``pointers``: positions of the distinct tensors among the leading
-        :data:`POINTER_ARGS` arguments (``Packer.pointers``); all of them by default.
-        ``slots``: for each of those arguments, the index in ``pointers`` of its tensor
-        (``Packer.pointer_slots``); required with ``pointers``."""
+                 slots: tuple[int, ...] | None = None, *,
+                 leading: int = POINTER_ARGS) -> None:
+        """``leading``: how many leading arguments are tensors (the scan cores'
+        :data:`POINTER_ARGS`). ``pointers``: positions of the distinct tensors among them
+        (``Packer.pointers``); all of them by default. ``slots``: for each of those
+        arguments, the index in ``pointers`` of its tensor (``Packer.pointer_slots``);
+        required with ``pointers``."""
         if (pointers is None) != (slots is None):
             raise ValueError("FastLaunch: pass pointers and slots together")
         self._launch = kernel[grid]
-        self._pointers = items_at(range(POINTER_ARGS) if pointers is None else pointers)
-        self._slots = items_at(range(POINTER_ARGS) if slots is None else slots)
+        self._leading = leading
+        self._pointers = items_at(range(leading) if pointers is None else pointers)
+        self._slots = items_at(range(leading) if slots is None else slots)
         self._consts = consts
         self._grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
         names = list(kernel.arg_names)
@@ -517,7 +534,7 @@ class FastLaunch:
                     try:
                         run(*self._grid, current_stream(device), function, metadata,
                             None, None, None, *self._slots(addresses),
-                            *args[POINTER_ARGS:], *self._tail)
+                            *args[self._leading:], *self._tail)
                         return
                     except Exception:  # an ABI this code does not know: use the generic path
                         self._direct = False

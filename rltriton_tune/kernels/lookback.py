@@ -49,6 +49,7 @@ import triton
 import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
 from rltriton_tune.kernels.launch import (
     INT32_LIMIT,
     TILE_BUDGET,
@@ -278,6 +279,7 @@ class LookbackStrategy(TritonStrategy):
             "BLOCK_N": pow2_range(1, max(1, min(16, next_pow2(key.n)))),
             "BLOCK_T": pow2_range(min(64, bt), min(4096, bt)),
             "num_warps": pow2_range(1, 16),
+            **reduce_actions_space(key),
         }
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
@@ -296,7 +298,8 @@ class LookbackStrategy(TritonStrategy):
     def default_params(self, key: ProblemKey) -> Params:
         # One warp: its lanes are the look-back window (the H200 probe's best configs
         # from T = 9000 to 300000 all have one warp).
-        return {"BLOCK_N": 1, "BLOCK_T": min(1024, max(next_pow2(key.t), 1)), "num_warps": 1}
+        return {"BLOCK_N": 1, "BLOCK_T": min(1024, max(next_pow2(key.t), 1)), "num_warps": 1,
+                **reduce_actions_default(key)}
 
     def window(self, key: ProblemKey, params: Params) -> int:
         """Predecessor chunks a program reads per look-back step (a power of two)."""
@@ -304,7 +307,7 @@ class LookbackStrategy(TritonStrategy):
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
-        pack = Packer(key, bn * bt, params["num_warps"])
+        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0))
         n_blocks, n_chunks = triton.cdiv(key.n, bn), triton.cdiv(key.t, bt)
         grid = (n_blocks * n_chunks,)
         window = self.window(key, params)

@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
 from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
@@ -58,6 +59,7 @@ class SequentialStrategy(TritonStrategy):
             # H200, GAE 32768x2048 time-major float32, (128, 1 warp): 1207 us at 1 stage,
             # 513 at 4, 333 at 8.
             "num_stages": [1, 4, 8],
+            **reduce_actions_space(key),
         }
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
@@ -77,7 +79,8 @@ class SequentialStrategy(TritonStrategy):
 
     def default_params(self, key: ProblemKey) -> Params:
         bn = min(256, max(32, next_pow2(key.n)))
-        return {"BLOCK_N": bn, "num_warps": max(1, min(8, bn // 64)), "num_stages": 1}
+        return {"BLOCK_N": bn, "num_warps": max(1, min(8, bn // 64)), "num_stages": 1,
+                **reduce_actions_default(key)}
 
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:
@@ -93,7 +96,7 @@ class SequentialStrategy(TritonStrategy):
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn = params["BLOCK_N"]
-        pack = Packer(key, bn, params["num_warps"])
+        pack = Packer(key, bn, params["num_warps"], params.get("REDUCE_A", 0))
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, STAGES=params["num_stages"],
                       num_warps=params["num_warps"], num_stages=params["num_stages"])

@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
 from rltriton_tune.kernels.launch import (
     TILE_BUDGET,
     FastLaunch,
@@ -146,6 +147,7 @@ class SplitStrategy(TritonStrategy):
             "CARRY_BLOCK": [16, 64],
             # Tiles loaded ahead in both passes' loops (``scan.scan_span``).
             "num_stages": [1, 3],
+            **reduce_actions_space(key),
         }
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
@@ -185,11 +187,11 @@ class SplitStrategy(TritonStrategy):
         return {"CHUNK_T": chunk, "BLOCK_N": 1, "BLOCK_T": bt,
                 "num_warps": max(1, min(8, bt // 128)),
                 "CARRY_BLOCK": min(CARRY_BLOCK, next_pow2(triton.cdiv(key.t, chunk))),
-                "num_stages": 1}
+                "num_stages": 1, **reduce_actions_default(key)}
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         chunk, bn, bt = params["CHUNK_T"], params["BLOCK_N"], params["BLOCK_T"]
-        pack = Packer(key, bn * bt, params["num_warps"])
+        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0))
         n_chunks = triton.cdiv(key.t, chunk)
         grid = (triton.cdiv(key.n, bn) * n_chunks,)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,

@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
 from rltriton_tune.kernels.launch import (
     MAX_BLOCK_N,
     TILE_BUDGET,
@@ -69,6 +70,7 @@ class TiledStrategy(TritonStrategy):
             # at 2, 254 at 3, 267 at 4 (env-major: 266); V-trace (64, 16, 1) 472 at 3
             # (env-major 429); (128, 8, 1) GAE 282 at 3, 259 at 5.
             "num_stages": [1, 2, 3, 5],
+            **reduce_actions_space(key),
         }
 
     @staticmethod
@@ -106,7 +108,8 @@ class TiledStrategy(TritonStrategy):
         bt = min(max(next_pow2(key.t), 8), 1024 if key.n <= 1024 else 256)
         bn = max(1, min(next_pow2(key.n), 512 // bt, 16))
         warps = max(1, min(8, bn * bt // 128))
-        return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": warps, "num_stages": 1}
+        return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": warps, "num_stages": 1,
+                **reduce_actions_default(key)}
 
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:
@@ -127,7 +130,7 @@ class TiledStrategy(TritonStrategy):
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
-        pack = Packer(key, bn * bt, params["num_warps"])
+        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0))
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, STAGES=params["num_stages"],
                       num_warps=params["num_warps"], num_stages=params["num_stages"])

@@ -63,7 +63,7 @@ def recorded_launches(strategy: str, key: Any, params: dict[str, Any]) -> list[t
     launches: list[tuple] = []
 
     class Recorder:
-        def __init__(self, kernel, grid, consts, pointers=None, slots=None):
+        def __init__(self, kernel, grid, consts, pointers=None, slots=None, **kwargs):
             self.kernel, self.consts = kernel, consts
 
         def __call__(self, args):
@@ -189,8 +189,10 @@ def cases(algorithms: list[str]) -> list[tuple[str, str, dict[str, Any], bool]]:
                          False))
         for key, big in keys:
             for name in STRATEGY_NAMES:
-                out.append((name, key.as_text(), dict(strategies()[name].default_params(key)),
-                            big))
+                params = dict(strategies()[name].default_params(key))
+                out.append((name, key.as_text(), params, big))
+                if key.a:   # Retrace with the action pre-pass too
+                    out.append((name, key.as_text(), {**params, "REDUCE_A": 1}, big))
     return out
 
 

@@ -49,6 +49,22 @@ def test_matches_reference(strategy, i, algorithm, flags, layout, dtype):
 
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize(("layout", "dtype", "n", "t", "a"), [
+    ("env", "float32", 5, 13, 3), ("time", "float32", 3, 33, 6), ("env", "bfloat16", 1, 7, 8),
+    ("time", "float16", 6, 5, 1)])
+def test_retrace_action_pre_pass_matches_reference(strategy, layout, dtype, n, t, a):
+    """``REDUCE_A=1``: the ``[N, T, A]`` inputs reduced by the pre-pass, then the scan
+    reading the reductions, on odd action counts (a single action too) and sizes."""
+    if strategy == "columns" and layout == "env":
+        layout = "time"   # columns serves time-major keys only
+    key = ProblemKey("retrace", n, t, dtype, layout, "trunc", a=a)
+    call, kwargs = make_call(key, seed=n * t + a)
+    params = {**small_params(strategy, key.t), "REDUCE_A": 1}
+    outs = strategies()[strategy].prepare(key, params)(call)
+    check_outputs(outs, expected("retrace", kwargs), call, f"{strategy} {params} {key.as_text()}")
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize(("algorithm", "flags", "a"), [("retrace", "trunc", 4),
                                                        ("vtrace", "none", 0)])

@@ -319,12 +319,13 @@ def direct_on_cpu(monkeypatch):
     logs = []
 
     class DirectOnCpu(FastLaunch):
-        def __init__(self, kernel, grid, consts, pointers=None, slots=None):
+        def __init__(self, kernel, grid, consts, pointers=None, slots=None, **kwargs):
             logs.append([])
             interpreting = launch_module.interpreting
             launch_module.interpreting = lambda: False   # only while deciding the path
             try:
-                super().__init__(Interpreted(kernel, logs[-1]), grid, consts, pointers, slots)
+                super().__init__(Interpreted(kernel, logs[-1]), grid, consts, pointers, slots,
+                                 **kwargs)
             finally:
                 launch_module.interpreting = interpreting
             assert self._direct, "the kernel's constexprs are not the signature's tail"

@@ -131,23 +131,29 @@ def test_rl_triton_params():
         assert rl_triton_params(t) == {"BLOCK_N": 1, "num_warps": warps, "num_stages": 3}
 
 
+@pytest.mark.parametrize("reduce_actions", [0, 1])
 @pytest.mark.parametrize("name", STRATEGY_NAMES)
-def test_retrace_action_out_of_range_is_nan(name):
-    """An action outside [0, A) must not fault: NaN where the recurrence uses it."""
-    key = ProblemKey("retrace", 3, 7, "float32", "env", "trunc", a=4)
+def test_retrace_action_out_of_range_is_nan(name, reduce_actions):
+    """An action outside [0, A) must not fault: NaN where the recurrence uses it, read
+    inside the scan or by the action pre-pass."""
+    key = ProblemKey("retrace", 3, 7, "float32", "time" if name == "columns" else "env",
+                     "trunc", a=4)
     call, kwargs = make_call(key, seed=3)
     actions = call.tensors["actions"].clone()
-    actions[1, 4] = 4
-    actions[2, 6] = -1
-    actions[0, 0] = 2**40
+    at = (lambda row, t: (t, row)) if key.time_major else (lambda row, t: (row, t))
+    actions[at(1, 4)] = 4
+    actions[at(2, 6)] = -1
+    actions[at(0, 0)] = 2**40
     call.tensors["actions"] = actions
     kwargs["actions"] = actions
-    outs = strategies()[name].prepare(key, {})(call)
-    q_ret, adv = outs
+    before = {k: v.clone() for k, v in call.tensors.items()}
+    outs = strategies()[name].prepare(key, {"REDUCE_A": reduce_actions})(call)
+    assert all(torch.equal(v, before[k]) for k, v in call.tensors.items())
+    q_ret, adv = (y.T for y in outs) if key.time_major else outs   # [N, T] views
     for row, t in ((1, 4), (2, 6), (0, 0)):
         assert torch.isnan(adv[row, t])
     assert torch.isnan(q_ret[1, :4]).all() and torch.isfinite(q_ret[1, 4:]).all()
-    check_outputs(outs, reference("retrace", **kwargs), call, name)
+    check_outputs(outs, reference("retrace", **kwargs), call, f"{name} {reduce_actions}")
 
 
 @pytest.mark.parametrize("name", STRATEGY_NAMES)
