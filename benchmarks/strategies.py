@@ -153,7 +153,33 @@ DESIGN_TILED = ((16, 16, 1), (4, 16, 4), (4, 16, 1), (1, 64, 1), (1, 256, 4), (1
 
 
 def hand_picked(name: str, key: ProblemKey) -> list[Params]:
-    """A handful of sensible configs of strategy ``name`` for ``key`` (before validation)."""
+    """A handful of sensible configs of strategy ``name`` for ``key`` (before validation).
+    Retrace keys get each also with the action pre-pass (``REDUCE_A=1``); time-major ones
+    the pipelined whole-column tiles of the other estimators too, which the scan's
+    ``[N, T]`` loads then suit."""
+    out = _hand_picked(name, key)
+    if not key.a:
+        return out
+    reduced = [{**p, "REDUCE_A": 1} for p in out]
+    if name == "tiled" and key.time_major:
+        reduced += [{**p, "REDUCE_A": 1}
+                    for p in _time_major_tiles(replace(key, a=0))]
+    return out + reduced
+
+
+def _time_major_tiles(key: ProblemKey) -> list[Params]:
+    """The widest whole-column blocks, then narrow ones, which give few-column keys more
+    programs (see ``shapes.time_major_columns``)."""
+    from rltriton_tune.kernels.shapes import time_major_columns
+
+    return [time_major_columns(key),
+            {"BLOCK_N": 32, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3},
+            {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3},
+            {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 1, "num_stages": 5},
+            {"BLOCK_N": 8, "BLOCK_T": 64, "num_warps": 1, "num_stages": 3}]
+
+
+def _hand_picked(name: str, key: ProblemKey) -> list[Params]:
     from rltriton_tune.kernels.launch import next_pow2
 
     n, t = key.n, key.t
@@ -177,15 +203,7 @@ def hand_picked(name: str, key: ProblemKey) -> list[Params]:
             out.append({"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": clamp(bn * bt // 256, 1, 8),
                         "num_stages": 1})
         if key.time_major and not key.a:  # whole columns a thread, pipelined
-            from rltriton_tune.kernels.shapes import time_major_columns
-
-            # The widest blocks, then narrow ones, which give few-column keys more
-            # programs (see ``shapes.time_major_columns``).
-            out += [time_major_columns(key),
-                    {"BLOCK_N": 32, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3},
-                    {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 1, "num_stages": 3},
-                    {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 1, "num_stages": 5},
-                    {"BLOCK_N": 8, "BLOCK_T": 64, "num_warps": 1, "num_stages": 3}]
+            out += _time_major_tiles(key)
         return out
     if name == "split":
         if t < 512:
