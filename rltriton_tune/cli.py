@@ -919,14 +919,14 @@ def cmd_bench(args) -> int:
     previous = None
     if args.resume and saved.exists():
         try:
-            previous = json.loads(saved.read_text())
+            previous = _bench_report(saved)
         except (OSError, ValueError) as exc:
             print(f"{PROG}: warning: cannot resume from {saved} ({exc}); measuring every row",
                   file=sys.stderr)
     earlier = []
     for path in args.compile_from:
         try:
-            earlier.append(json.loads(path.read_text()))
+            earlier.append(_bench_report(path))
         except (OSError, ValueError) as exc:
             print(f"{PROG}: warning: --compile-from {path}: {exc}; compiling those baselines",
                   file=sys.stderr)
@@ -951,6 +951,14 @@ def cmd_bench(args) -> int:
 
 VERBS = {"doctor": cmd_doctor, "tune": cmd_tune, "show": cmd_show, "export": cmd_export,
          "import": cmd_import, "clear": cmd_clear, "bench": cmd_bench}
+
+
+def _bench_report(path: Path) -> dict[str, Any]:
+    """An earlier ``bench.json``: a JSON object (ValueError for anything else)."""
+    report = json.loads(path.read_text())
+    if not isinstance(report, dict):
+        raise ValueError(f"not a bench report (a JSON {type(report).__name__}, not an object)")
+    return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:

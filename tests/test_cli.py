@@ -231,6 +231,42 @@ def test_bench_held_out_shapes_can_be_given(tmp_path, capsys):
         (8, 8, False), (5, 7, True), (3, 13, True)]
 
 
+@pytest.mark.parametrize("content", ["[1]", "3", "not json"])
+def test_bench_resume_and_compile_from_take_only_a_report(tmp_path, capsys, content):
+    """A ``bench.json`` to resume from, or a ``--compile-from`` file, that is not a bench
+    report: a warning, and every row measured, never a traceback."""
+    out_dir = tmp_path / "bench"
+    out_dir.mkdir()
+    (out_dir / "bench.json").write_text(content)
+    other = tmp_path / "other.json"
+    other.write_text(content)
+    code, _, err = run(capsys, "bench", "--algorithms", "discounted_returns", "--shapes", "8x8",
+                       "--budget", "0.005", "--device", "cpu", "--output", str(out_dir),
+                       "--resume", "--compile-from", str(other))
+    assert code == 0
+    assert "cannot resume from" in err and "--compile-from" in err
+    assert [r["N"] for r in json.loads((out_dir / "bench.json").read_text())["rows"]] == [8]
+
+
+@pytest.mark.parametrize("value", ["torch:mode=bogus", "torch:mode=chunked,chunk=1"])
+def test_an_invalid_forced_config_in_the_environment_is_one_line_naming_it(
+        capsys, monkeypatch, value):
+    monkeypatch.setenv("RLTRITON_TUNE_FORCE", value)
+    code, _, err = run(capsys, "doctor")
+    assert code == 2
+    assert err.startswith("rltriton-tune: error: RLTRITON_TUNE_FORCE: forced config torch")
+    assert "Traceback" not in err
+
+
+def test_export_over_a_file_keeps_its_permissions(tmp_path, capsys):
+    assert run(capsys, "tune", "--preset", "quick", "--algorithms", "gae", *TINY)[0] == 0
+    mine = tmp_path / "mine.json"
+    mine.write_text("{}")
+    os.chmod(mine, 0o600)
+    assert run(capsys, "export", str(mine), "--force")[0] == 0
+    assert mine.stat().st_mode & 0o777 == 0o600 and json.loads(mine.read_text())["entries"]
+
+
 def test_doctor_reports_fingerprint_profiles_and_decisions(capsys):
     code, out, _ = run(capsys, "doctor")
     assert code == 0

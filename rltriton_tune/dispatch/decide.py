@@ -19,6 +19,7 @@ from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import lookup, registry, rules
 from rltriton_tune.dispatch.devices import device_fingerprint, normalize_device
 from rltriton_tune.dispatch.forcing import Forced
+from rltriton_tune.settings import ENV_FORCE
 from rltriton_tune.state import STATE, FallbackWarning, warn_once
 from rltriton_tune.strategy import InvalidConfig, Strategy
 
@@ -80,16 +81,17 @@ def _forced_decision(key: ProblemKey, device: torch.device, forced: Forced) -> D
         if forced.origin == "force":
             raise ValueError(message)
         warn_once(f"env-force:{forced.strategy}:{device.type}", message + "; ignoring "
-                  "RLTRITON_TUNE_FORCE for such calls")
+                  f"{ENV_FORCE} for such calls")
         return None
     params = forced.params_dict()
     try:
         params = dict(impl.validate(key, {**impl.default_params(key), **params}))
     except InvalidConfig as exc:
-        raise ValueError(f"forced config {forced.strategy} {params} is invalid for "
+        where = "" if forced.origin == "force" else f"{ENV_FORCE}: "
+        raise ValueError(f"{where}forced config {forced.strategy} {params} is invalid for "
                          f"{key.as_text()}: {exc}") from None
     return Decision(key, forced.strategy, params, "forced",
-                    "force()" if forced.origin == "force" else "RLTRITON_TUNE_FORCE")
+                    "force()" if forced.origin == "force" else ENV_FORCE)
 
 
 def _gpu_unavailable_reason(device: torch.device) -> str | None:

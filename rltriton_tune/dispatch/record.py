@@ -22,7 +22,6 @@ import atexit
 import json
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +33,8 @@ from rltriton_tune.call import ProblemKey
 SCHEMA = "rltriton-tune-workload"
 VERSION = 1
 MAX_KEYS = 4096
+#: Largest record file read (MAX_KEYS rows take about 1 MiB).
+MAX_BYTES = 16 << 20
 FLUSH_EVERY_S = 30.0
 
 
@@ -138,7 +139,15 @@ def read_record(path: Path | str) -> list[dict[str, Any]]:
     (dict), ``calls``, ``origin``. Raises :class:`RecordError` for a foreign file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        check_regular(path)  # a FIFO would block the read, a device never end it
+    except NotRegular:
+        raise RecordError(f"{path}: not a workload record (not a regular file)") from None
+    with open(path, "rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise RecordError(f"{path}: not a workload record (over {MAX_BYTES >> 20} MiB)")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise RecordError(f"{path}: not a workload record (not UTF-8 text)") from None
     if not text.strip():
@@ -155,11 +164,11 @@ def read_record(path: Path | str) -> list[dict[str, Any]]:
     out = []
     for i, row in enumerate(rows):
         try:
-            ProblemKey.from_text(row["key"])
-            calls = int(row["calls"])
-            fp = row["fingerprint"]
-            if not isinstance(fp, dict) or calls < 0:
+            key, calls, fp = row["key"], row["calls"], row["fingerprint"]
+            if not isinstance(key, str) or not isinstance(fp, dict) \
+                    or isinstance(calls, bool) or not isinstance(calls, int) or calls < 0:
                 raise ValueError
+            ProblemKey.from_text(key)
         except (KeyError, TypeError, ValueError):
             raise RecordError(f"{path}: row {i} is malformed") from None
         out.append({"key": row["key"], "fingerprint": fp, "calls": calls,
@@ -172,6 +181,8 @@ def merge_into(path: Path, counts: dict[tuple[str, str], int],
                origins: dict[tuple[str, str], str]) -> None:
     """Add ``counts`` to the file at ``path`` (created if missing), under a file lock."""
     import filelock
+
+    from rltriton_tune.tuning_db.store import write_atomic
 
     check_regular(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -188,11 +199,4 @@ def merge_into(path: Path, counts: dict[tuple[str, str], int],
             row["origin"] = origins.get(k, row["origin"])
         rows = sorted(merged.values(), key=lambda r: (-r["calls"], r["key"]))[:MAX_KEYS]
         text = json.dumps({"schema": SCHEMA, "version": VERSION, "keys": rows}, indent=1)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, text + "\n")

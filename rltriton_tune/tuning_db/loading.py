@@ -103,8 +103,10 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet
 
 
 def _profile_files(folder: Path, reports: list[FileReport]) -> list[Path]:
+    """Every ``*.json`` in ``folder``: anything but a readable regular file among them
+    (a FIFO, a folder, a broken link) is reported and warned about by the reader."""
     try:
-        return sorted(p for p in folder.glob("*.json") if p.is_file()) if folder.is_dir() else []
+        return sorted(folder.glob("*.json")) if folder.is_dir() else []
     except OSError as err:
         reports.append(FileReport(folder, False, f"folder unreadable: {err.strerror or err}"))
         return []

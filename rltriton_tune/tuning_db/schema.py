@@ -164,8 +164,10 @@ class Profile:
     entries: dict[str, Entry] = field(default_factory=dict)
     path: Path | None = None
     #: Measured slowdown of borrowing an entry across each key dimension (SCHEMA.md,
-    #: "Borrowing evidence"); empty when not measured.
+    #: "Borrowing factors"); empty when not measured.
     borrowing: dict[str, float] = field(default_factory=dict)
+    #: Top-level fields this version does not know, written back as they were read.
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -175,6 +177,7 @@ class Profile:
         }
         if self.borrowing:
             out["borrowing"] = dict(self.borrowing)
+        out.update((k, v) for k, v in self.extra.items() if k not in out and k != "entries")
         out["entries"] = [e.to_json() for e in sorted(self.entries.values(), key=sort_key)]
         return out
 
@@ -308,7 +311,12 @@ def _profile_body(body: Any, index: int, path: Path | str | None, many: bool) ->
         entries[text] = entry
     return Profile(fingerprint=dict(body["fingerprint"]), entries=entries,
                    path=Path(path) if path is not None else None,
-                   borrowing=_borrowing(body.get("borrowing"), where, path))
+                   borrowing=_borrowing(body.get("borrowing"), where, path),
+                   extra={k: v for k, v in body.items() if k not in _TOP_LEVEL})
+
+
+#: The top-level fields of a profile this version reads.
+_TOP_LEVEL = ("schema", "version", "fingerprint", "borrowing", "entries")
 
 
 def _borrowing(value: Any, where: str, path: Path | str | None) -> dict[str, float]:
@@ -319,9 +327,9 @@ def _borrowing(value: Any, where: str, path: Path | str | None) -> dict[str, flo
     out = {}
     for name, factor in value.items():
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
-                or not math.isfinite(factor) or factor < 1:
-            raise ProfileError(f"{where}field 'borrowing.{name}' must be a number >= 1, "
-                               f"got {factor!r}", path)
+                or not 1 <= factor <= MAX_FACTOR:
+            raise ProfileError(f"{where}field 'borrowing.{name}' must be a number in "
+                               f"[1, {MAX_FACTOR:g}], got {_short(factor)}", path)
         out[str(name)] = float(factor)
     return out
 
@@ -337,11 +345,26 @@ def _text(d: dict[str, Any], name: str) -> str:
     return value
 
 
+#: Largest integer an entry field (N, T, A, trials) may hold: far above any tensor a GPU
+#: holds, and small enough that every size computation stays a finite float.
+MAX_INT = 2**40
+#: Largest borrowing factor (a measured slowdown per dimension; the tuner's are near 1).
+MAX_FACTOR = 1000.0
+
+
 def _int(d: dict[str, Any], name: str, minimum: int, default: int | None = None) -> int:
     value = d.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ProfileError(f"entry field {name!r} must be an integer >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_INT:
+        raise ProfileError(f"entry field {name!r} must be an integer in [{minimum}, 2**40], "
+                           f"got {_short(value)}")
     return value
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (an integer of thousands of digits, say)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 2**64 \
+        else f"an integer of {value.bit_length()} bits"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _time(value: Any, name: str) -> float:

@@ -92,15 +92,21 @@ def read_profile(path: Path) -> Profile:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so that a crash at any moment leaves the old or the
-    new content: temp file in the same folder, fsync, rename, fsync of the folder."""
+    new content: temp file in the same folder, fsync, rename, fsync of the folder. A file
+    replaced keeps its permission bits; a new one is readable by all, writable by its
+    owner."""
     path = Path(path)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = 0o644
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with suppress(OSError):
@@ -247,7 +253,8 @@ def _merge_into(path: Path, fp: dict[str, Any], pending: list[Entry], incoming: 
                 stale.unlink()
         current = _on_disk(path, fp)
         merged = merge_entries(merge_entries(current.entries, pending), incoming, replace)
-        write_atomic(path, dumps(Profile(fp, merged, borrowing=current.borrowing).to_json()))
+        write_atomic(path, dumps(Profile(fp, merged, borrowing=current.borrowing,
+                                         extra=current.extra).to_json()))
 
 
 def record_borrowing(fp: dict[str, Any], factors: dict[str, float],
@@ -260,8 +267,8 @@ def record_borrowing(fp: dict[str, Any], factors: dict[str, float],
     try:
         with filelock.FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
             current = _on_disk(path, fp)
-            write_atomic(path, dumps(Profile(fp, current.entries,
-                                             borrowing=dict(factors)).to_json()))
+            write_atomic(path, dumps(Profile(fp, current.entries, borrowing=dict(factors),
+                                             extra=current.extra).to_json()))
     finally:
         state.invalidate_cache()
     return path

@@ -109,6 +109,48 @@ def test_a_fifo_at_the_record_path_is_refused_without_opening_it(recording, join
     assert STATE.recorder.counts == {} and recording.is_fifo()
 
 
+@pytest.mark.parametrize("row", [
+    {"key": 123, "calls": 1},                                   # a key that is no text
+    {"key": "gae|none|float32|env|N=4|T=9", "calls": 1e999},    # calls: infinity
+    {"key": "gae|none|float32|env|N=4|T=9", "calls": 2.5},
+    {"key": "gae|none|float32|env|N=4|T=9", "calls": True},
+])
+def test_a_malformed_record_never_stops_the_training_call(recording, row):
+    """A record file with a bad row: one warning, the call's result, the file as it was."""
+    text = json.dumps({"schema": record.SCHEMA, "version": record.VERSION,
+                       "keys": [{**row, "fingerprint": {}}]})
+    recording.write_text(text)
+    with pytest.warns(RuntimeWarning, match="cannot write the workload record"):
+        out = gae(4, 9)
+        STATE.recorder.flush()
+    assert out.shape == (4, 9) and recording.read_text() == text
+    with pytest.raises(record.RecordError, match="row 0 is malformed"):
+        record.read_record(recording)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
+def test_reading_a_fifo_as_a_record_is_refused_without_opening_it(tmp_path):
+    """``tune --from-record`` on a FIFO: a clear error at once, not a read that blocks."""
+    fifo = tmp_path / "calls.json"
+    os.mkfifo(fifo)
+    result = subprocess.run([sys.executable, "-m", "rltriton_tune.cli", "tune",
+                             "--from-record", str(fifo)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 1
+    assert "--from-record" in result.stderr and "not a regular file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_rewriting_the_record_keeps_its_permissions(recording):
+    gae(4, 9)
+    STATE.recorder.flush()
+    os.chmod(recording, 0o664)
+    gae(4, 9)
+    STATE.recorder.flush()
+    assert recording.stat().st_mode & 0o777 == 0o664
+    assert json.loads(recording.read_text())["keys"][0]["calls"] == 2
+
+
 def test_a_folder_at_the_record_path_stops_recording_with_one_warning(recording):
     recording.mkdir()
     with pytest.warns(RuntimeWarning, match="RLTRITON_TUNE_RECORD=.*not a regular file"):

@@ -1,6 +1,7 @@
 """Loading: precedence, fingerprint matching, bad files, caching, and the merge rule."""
 
 import json
+import os
 import warnings
 
 import pytest
@@ -100,6 +101,31 @@ def test_bad_file_warns_once_is_reported_and_ignored(shipped, user, kind):
         assert not report.used and reason in report.reason
     assert bad.read_text() == text()  # a file under another name is left untouched
     assert "gae|none|float32|env|N=16|T=32" in third.entries
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "link loop"])
+def test_a_profile_name_that_is_no_regular_file_is_reported_and_warned(shipped, user, kind):
+    """Not silently skipped: a ``*.json`` that is a folder, a FIFO (never opened) or a
+    link loop is reported, with one warning, and the good profile beside it serves."""
+    if kind == "fifo" and not hasattr(os, "mkfifo"):
+        pytest.skip("needs os.mkfifo")
+    record(H200, [entry()])
+    bad = user / f"{kind.replace(' ', '-')}.json"
+    if kind == "folder":
+        bad.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.symlink_to(bad)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = load_profiles(H200)
+    found = rltriton_warnings(caught)
+    assert len(found) == 1 and str(bad) in str(found[0].message)
+    report = next(r for r in loaded.reports if r.path == bad)
+    assert not report.used and ("not a regular file" in report.reason
+                                or "unreadable" in report.reason)
+    assert loaded.entries[KEY].strategy == "tiled"
 
 
 def test_bad_shipped_file_is_ignored_too(shipped, user):

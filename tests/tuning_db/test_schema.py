@@ -74,8 +74,14 @@ def test_flags_are_canonicalised(tmp_path):
     (lambda d: d.update(fingerprint={}), "fingerprint must be a non-empty dict"),
     (lambda d: d.update(entries={}), "'entries' must be a list"),
     (lambda d: d["entries"][0].pop("T"), "entry 0: entry is missing field 'T'"),
-    (lambda d: d["entries"][0].update(N=0), "'N' must be an integer >= 1"),
-    (lambda d: d["entries"][0].update(N=True), "'N' must be an integer >= 1"),
+    (lambda d: d["entries"][0].update(N=0), "'N' must be an integer in [1, 2**40], got 0"),
+    (lambda d: d["entries"][0].update(N=True), "'N' must be an integer in [1, 2**40]"),
+    # Sizes no tensor has: every size computation (a borrowing distance) stays finite.
+    (lambda d: d["entries"][0].update(N=10**2000), "got an integer of 6644 bits"),
+    (lambda d: d["entries"][0].update(A=2**41), "'A' must be an integer in [0, 2**40]"),
+    (lambda d: d.update(borrowing={"shape": 1e300}),
+     "'borrowing.shape' must be a number in [1, 1000], got 1e+300"),
+    (lambda d: d.update(borrowing={"flags": 0.5}), "'borrowing.flags' must be a number in"),
     (lambda d: d["entries"][0].update(algorithm="ppo"), "unknown algorithm 'ppo'"),
     (lambda d: d["entries"][0].update(dtype="int8"), "unknown dtype 'int8'"),
     (lambda d: d["entries"][0].update(layout="diag"), "'layout'"),
@@ -177,3 +183,18 @@ def test_any_valid_entry_survives_the_json_round_trip(algorithm, n, t, a, dtype,
     text = dumps(Profile(H200, {original.key.as_text(): original}).to_json())
     [profile] = profiles_from_text(text)
     assert profile.entries == {original.key.as_text(): original}
+
+
+def test_a_rewrite_keeps_fields_this_version_does_not_know(tmp_path):
+    """Forward compatibility within version 1: top-level and entry fields a newer writer
+    added survive a write by this one."""
+    path = record(H200, [entry()], tmp_path)
+    doc = json.loads(path.read_text())
+    doc["future_section"] = {"kept": [1, 2]}
+    doc["entries"][0]["future_field"] = "kept too"
+    path.write_text(json.dumps(doc))
+    record(H200, [entry(n=16)], tmp_path)
+    after = json.loads(path.read_text())
+    assert after["future_section"] == {"kept": [1, 2]}
+    assert [e.get("future_field") for e in after["entries"] if e["N"] == 4096] == ["kept too"]
+    assert list(after)[-1] == "entries" and len(after["entries"]) == 2
