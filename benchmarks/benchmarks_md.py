@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -206,8 +207,40 @@ def copy_bandwidth(reports: list[dict[str, Any]]) -> float | None:
     return found[len(found) // 2] if found else None
 
 
+#: The peers of ``peers.py`` rows, by their ``device_us`` name.
+PEER_LABELS = (("rl_triton", "rl-triton 0.1.3"), ("torch_compile", "torch.compile"),
+               ("torchrl", "TorchRL"))
+
+
 def bench_reports(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted((folder / "bench").glob("*.json"))]
+
+
+#: The profiles the package ships: bench rows naming another were measured with an
+#: earlier profile.
+SHIPPED_PROFILES = Path(__file__).resolve().parents[1] / "rltriton_tune" / "tuning_db" / "profiles"
+
+
+def earlier_profiles(rows: list[dict[str, Any]]) -> list[str]:
+    """The profile files the rows' ``source`` names that the package no longer ships."""
+    named = {m for r in rows for m in re.findall(r"[\w.\-]+\.json", str(r.get("source", "")))}
+    return sorted(named - {p.name for p in SHIPPED_PROFILES.glob("*.json")})
+
+
+def peers_timed(peers: list[dict[str, Any]]) -> list[str]:
+    """The labels of the peers the rows hold a time for."""
+    return [label for peer, label in PEER_LABELS
+            if any(r["device_us"].get(peer) is not None for r in peers)]
+
+
+def peer_scope(peers: list[dict[str, Any]]) -> str:
+    """What the peer rows cover, read from them: shapes, dtypes, layouts, peers timed."""
+    timed = peers_timed(peers)
+    dtypes = ", ".join(sorted({r["dtype"] for r in peers}))
+    layouts = " and ".join(sorted({f"{r['layout']}-major" for r in peers}))
+    shapes = len({(r["N"], r["T"]) for r in peers})
+    return (f"Each estimator on the same inputs: {shapes} shapes, {dtypes}, {layouts}, the "
+            f"flag sets training code passes; peers timed: {', '.join(timed) or 'none'}.")
 
 
 def bench_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -295,8 +328,7 @@ def summary_rows(folder: Path) -> list[str]:
     out = []
     peers = read_rows(folder / "peers.jsonl")
     if peers:
-        for peer, label in (("rl_triton", "rl-triton 0.1.3"), ("torch_compile", "torch.compile"),
-                            ("torchrl", "TorchRL")):
+        for peer, label in PEER_LABELS:
             pairs = peer_ratios(peers, peer)
             if pairs:
                 geo, worst, slower, cells = ratio_cells(pairs)
@@ -311,17 +343,18 @@ def summary_rows(folder: Path) -> list[str]:
     if rows:
         s = summarize(rows)
         within = s["within_5pct_of_oracle"]
-        out.append(f"| {name} | vs rl-triton's config, float32 env-major | "
+        earlier = " (earlier profile)" if earlier_profiles(rows) else ""
+        out.append(f"| {name} | vs rl-triton's config, float32 env-major{earlier} | "
                    f"{_ratio(s['geomean_speedup_flat'])} | {_ratio(s['min_speedup_flat'])} | "
                    f"{sum(r.get('speedup', 9) < SLOWER for r in rows if r.get('speedup'))} "
                    f"of {s['flat_cells']} |")
-        out.append(f"| {name} | vs torch.compile, float32 env-major | "
+        out.append(f"| {name} | vs torch.compile, float32 env-major{earlier} | "
                    f"{_ratio(s['geomean_speedup_compile'])} | "
                    f"{_ratio(s['min_speedup_compile'])} | "
                    f"{sum(r['speedup_compile'] < SLOWER for r in rows if r.get('speedup_compile'))}"
                    f" of {s['compile_cells']} |")
         if within is not None:
-            out.append(f"| {name} | dispatched within 5% of the best config | "
+            out.append(f"| {name} | dispatched within 5% of the best config{earlier} | "
                        f"{100 * within:.0f}% of {s['oracle_cells']} cells | "
                        f"{_ratio(s['worst_vs_oracle'])} slower | |")
     return out
@@ -329,6 +362,17 @@ def summary_rows(folder: Path) -> list[str]:
 
 SUMMARY_HEAD = ["| GPU | comparison | geomean speedup | worst cell | cells below 0.97x |",
                 "|---|---|---:|---:|---:|"]
+
+
+def earlier_note(rows: list[dict[str, Any]]) -> list[str]:
+    """A paragraph saying the rows were measured with a profile no longer shipped."""
+    earlier = earlier_profiles(rows)
+    if not earlier:
+        return []
+    names = ", ".join(f"`{n}`" for n in earlier)
+    return [f"These rows were measured with an earlier profile ({names}) and the dispatcher "
+            "of their dates (\"from\" names its origins); the `peers.py` tables measure the "
+            "package as it ships.", ""]
 
 
 def definitions() -> list[str]:
@@ -347,13 +391,13 @@ def folder_section(folder: Path, output: Path) -> list[str]:
              f"Data: [`{rel}/`]({rel}/).", ""]
     if peers:
         dates = sorted({r.get("date", "?") for r in peers})
-        lines += [f"### Against rl-triton 0.1.3, torch.compile and TorchRL (`peers.py`, "
+        lines += [f"### Against {', '.join(peers_timed(peers)) or 'the peers'} (`peers.py`, "
                   f"{dates[0]}{' to ' + dates[-1] if len(dates) > 1 else ''})", "",
-                  "Each estimator on the same inputs, every shape, dtype, layout and flag set "
-                  "measured. rl-triton takes float32 env-major inputs only: time-major cells "
-                  "hand it transposed views (it copies them), bfloat16 cells have no rl-triton "
-                  "time. TorchRL has functional GAE, V-trace, TD(lambda) and discounted "
-                  "returns.", "", *peer_summary(peers), "", *peer_tables(peers)]
+                  peer_scope(peers) + " rl-triton takes float32 env-major inputs only: "
+                  "time-major cells hand it transposed views (it copies them), bfloat16 cells "
+                  "have no rl-triton time. TorchRL has functional GAE, V-trace, TD(lambda) "
+                  "and discounted returns.", "", *peer_summary(peers), "",
+                  *peer_tables(peers)]
         layouts = layout_lines(peers, copy_bandwidth(reports))
         if layouts:
             lines += [f"### Time-major against env-major (`peers.py` rows, {dates[0]}"
@@ -367,7 +411,7 @@ def folder_section(folder: Path, output: Path) -> list[str]:
                   "float32, env-major, flags none (Retrace: truncations, 8 actions). \"grid\" "
                   "cells are shapes of the tuning grid; the others are off-grid shapes served "
                   "by the nearest tuned entry or the built-in rules. \"from\" says which.", "",
-                  *bench_lines(rows), "", *bench_table(rows), ""]
+                  *earlier_note(rows), *bench_lines(rows), "", *bench_table(rows), ""]
     overhead = folder / "dispatch_overhead.json"
     if overhead.exists():
         report = json.loads(overhead.read_text())

@@ -399,12 +399,13 @@ _PREFIX = _Plan(ALGORITHMS["episodic_prefix_sum"], "compute_episodic_prefix_sum"
 _COMMON_DOC = """
     Shapes: ``[N, T]`` inputs may be ``[*B, T]`` (any number, at least one, of batch
     dims), or ``[T, *B]`` with ``time_major=True`` (read without a transposed copy);
-    per-env inputs are then ``[*B]``; outputs have the shape of the first input.
+    per-env inputs are then ``[*B]``; outputs have the shape of the ``[*B, T]`` inputs.
     Flags may be float, bool or integer tensors (non-zero is true);
     float16/bfloat16 inputs are accumulated in float32 and the outputs take the
     dtype of ``{first}``. Scalars are Python numbers or 0-d tensors (a 0-d tensor
-    on a GPU is read there without a sync by the torch implementation). Inputs are
-    never modified; outputs carry no gradient for the scalars.
+    on a GPU is read there without a sync by the torch implementation, unless
+    autograd records the call or torch.compile traces it: then ``float()`` reads it).
+    Inputs are never modified; outputs carry no gradient for the scalars.
 """
 
 _BOOTSTRAP_DOC = """

@@ -106,3 +106,25 @@ def test_backward_table_has_a_row_per_measurement(script):
     assert lines[2] == ("| gae | 4096x128 | bootstrap+trunc | rewards, values | 3.4 | 18.8 "
                         "| 5.48x |")
     assert lines[2].count("|") == lines[1].count("|") == lines[0].count("|")
+
+
+def test_rows_of_a_profile_no_longer_shipped_are_labelled(script):
+    """Bench rows whose ``source`` names a profile the package does not ship say so."""
+    md = script("benchmarks_md")
+    shipped = next(md.SHIPPED_PROFILES.glob("*.json")).name
+    old = [{"source": "profile:cuda-gone-abi1-0000000000.json"}, {"source": "rules"}]
+    assert md.earlier_profiles(old) == ["cuda-gone-abi1-0000000000.json"]
+    assert "cuda-gone-abi1-0000000000.json" in md.earlier_note(old)[0]
+    current = [{"source": f"borrowed:gae|none|float32|env|N=8|T=8@/x/{shipped}"}]
+    assert md.earlier_profiles(current) == [] and md.earlier_note(current) == []
+
+
+def test_the_peer_scope_is_read_from_the_rows(script):
+    md = script("benchmarks_md")
+    rows = [{"N": 8, "T": 16, "dtype": "float32", "layout": "env",
+             "device_us": {"dispatched": 1.0, "rl_triton": 1.1}},
+            {"N": 8, "T": 32, "dtype": "bfloat16", "layout": "time",
+             "device_us": {"dispatched": 1.0, "torchrl": None}}]
+    scope = md.peer_scope(rows)
+    assert "2 shapes, bfloat16, float32, env-major and time-major" in scope
+    assert scope.endswith("peers timed: rl-triton 0.1.3.")
