@@ -403,8 +403,8 @@ _COMMON_DOC = """
     Flags may be float, bool or integer tensors (non-zero is true);
     float16/bfloat16 inputs are accumulated in float32 and the outputs take the
     dtype of ``{first}``. Scalars are Python numbers or 0-d tensors (a 0-d tensor
-    on a GPU is read there without a sync by the torch implementation, unless
-    autograd records the call or torch.compile traces it: then ``float()`` reads it).
+    on a GPU is used there without a sync by the torch implementation, also under
+    torch.compile; a backward pass reads it with ``float()``).
     Inputs are never modified; outputs carry no gradient for the scalars.
 """
 

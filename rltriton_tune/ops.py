@@ -5,8 +5,12 @@ Each estimator is one operator whose schema is generated from its row of
 (``Tensor?`` for optional ones), the scalars as ``float``, then
 ``bool time_major, bool starts_at``; it returns one tensor or a pair. A second
 operator, ``<algorithm>_backward``, computes the input gradients
-(:mod:`rltriton_tune.autograd`). Both have fake-tensor implementations, and the
-forward has its autograd formula registered, so:
+(:mod:`rltriton_tune.autograd`). A call with a scalar given as a 0-d tensor takes the
+twin operators ``<algorithm>_tensor_scalars`` (and its backward), whose scalars are
+0-d tensors: converting one to ``float`` while tracing would be a data-dependent read
+(a graph break, and on a GPU a sync); the implementation reads a CPU one on the host and
+keeps a GPU one on the device, as an eager call does. All have fake-tensor
+implementations, and the forwards have their autograd formula registered, so:
 
 - ``torch.compile(fullgraph=True)`` traces a call as one opaque node: dynamo never
   sees the validation, the ``force`` context variable or the dispatcher, which run
@@ -39,9 +43,9 @@ def _estimators() -> Any:
     return estimators
 
 
-def _schema_inputs(spec: AlgorithmSpec) -> str:
+def _schema_inputs(spec: AlgorithmSpec, scalar_type: str = "float") -> str:
     tensors = [f"Tensor{'?' if name in spec.optional else ''} {name}" for name in spec.tensors]
-    scalars = [f"float {name}" for name in spec.scalars]
+    scalars = [f"{scalar_type} {name}" for name in spec.scalars]
     return ", ".join([*tensors, *scalars, "bool time_major", "bool starts_at"])
 
 
@@ -75,19 +79,26 @@ class _Operators:
         self.single = len(spec.outputs) == 1
         self.grad_names = differentiable(algorithm)
         self.grad_slots = tuple(spec.tensors.index(name) for name in self.grad_names)
-        inputs = _schema_inputs(spec)
         returns = "Tensor" if self.single else "(Tensor, Tensor)"
-        self.forward = torch.library.custom_op(
-            f"{NAMESPACE}::{algorithm}", self._forward, mutates_args=(),
-            schema=f"({inputs}) -> {returns}")
-        self.forward.register_fake(self._forward_fake)
-        self.backward = torch.library.custom_op(
-            f"{NAMESPACE}::{algorithm}_backward", self._backward, mutates_args=(),
-            schema=f"(Tensor[] grad_outputs, Tensor[] outputs, bool[] needed, {inputs}) "
-                   "-> Tensor[]")
-        self.backward.register_fake(self._backward_fake)
-        self.forward.register_autograd(self._autograd_backward,
-                                       setup_context=self._setup_context)
+        # (forward, backward) by the scalars' schema type: Python numbers, 0-d tensors.
+        self.ops: dict[str, tuple[Any, Any]] = {}
+        for scalar_type, suffix, backward in (("float", "", self._backward),
+                                              ("Tensor", "_tensor_scalars",
+                                               self._backward_tensor_scalars)):
+            inputs = _schema_inputs(spec, scalar_type)
+            forward_op = torch.library.custom_op(
+                f"{NAMESPACE}::{algorithm}{suffix}", self._forward, mutates_args=(),
+                schema=f"({inputs}) -> {returns}")
+            forward_op.register_fake(self._forward_fake)
+            backward_op = torch.library.custom_op(
+                f"{NAMESPACE}::{algorithm}{suffix}_backward", backward, mutates_args=(),
+                schema=f"(Tensor[] grad_outputs, Tensor[] outputs, bool[] needed, {inputs}) "
+                       "-> Tensor[]")
+            backward_op.register_fake(self._backward_fake)
+            forward_op.register_autograd(self._autograd_backward,
+                                         setup_context=self._setup_context)
+            self.ops[scalar_type] = (forward_op, backward_op)
+        self.forward, self.backward = self.ops["float"]
 
     # ----------------------------------------------------------------- forward
 
@@ -115,6 +126,8 @@ class _Operators:
         ctx.present = present
         ctx.n_tensors = len(tensors)
         ctx.rest = (*scalars, time_major, starts_at)
+        ctx.backward = self.ops["Tensor" if any(isinstance(x, Tensor) for x in scalars)
+                                else "float"][1]
         ctx.save_for_backward(*(tensors[i] for i in present), *outputs)
 
     def _autograd_backward(self, ctx: Any, *grad_outputs: Tensor) -> tuple[Any, ...]:
@@ -130,7 +143,7 @@ class _Operators:
         if any(needed):
             grads_out = [torch.zeros_like(o) if g is None else g
                          for g, o in zip(grad_outputs, outputs, strict=True)]
-            grads = self.backward(grads_out, outputs, needed, *tensors, *ctx.rest)
+            grads = ctx.backward(grads_out, outputs, needed, *tensors, *ctx.rest)
             for slot, wanted, g in zip(self.grad_slots, needed, grads, strict=True):
                 if wanted:
                     result[slot] = g
@@ -163,6 +176,15 @@ class _Operators:
                 result.append(torch.zeros_like(raw))
         return result
 
+    def _backward_tensor_scalars(self, grad_outputs: list[Tensor], outputs: list[Tensor],
+                                 needed: list[bool], *args: Any) -> list[Tensor]:
+        """The backward pass of a call whose scalars are 0-d tensors: they are read with
+        ``float()`` (a device sync for a GPU tensor), as the gradient kernels take
+        numbers."""
+        tensors, scalars, time_major, starts_at = _split(self.spec, args)
+        return self._backward(grad_outputs, outputs, needed, *tensors,
+                              *(float(x) for x in scalars), time_major, starts_at)
+
     def _backward_fake(self, grad_outputs: list[Tensor], outputs: list[Tensor],
                        needed: list[bool], *args: Any) -> list[Tensor]:
         tensors, _, _, _ = _split(self.spec, args)
@@ -181,17 +203,27 @@ OPERATORS: dict[str, _Operators] = {name: _Operators(name) for name in ESTIMATOR
 
 
 def _as_float(value: Any) -> Any:
-    """Scalars enter the schema as ``float``: numbers and 0-d tensors are converted,
-    anything else is passed on for the validator to reject with its own message."""
-    if isinstance(value, bool):
-        return value  # the validator names it
-    if isinstance(value, (int, float)) or (isinstance(value, Tensor) and value.dim() == 0):
+    """Scalars enter the ``float`` schema as ``float``: numbers are converted, anything
+    else is passed on for the validator to reject with its own message."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
+    return value  # the validator names a bool or another type
+
+
+def _as_tensor(value: Any) -> Any:
+    """Scalars enter the ``Tensor`` schema as 0-d tensors: a number becomes a float64
+    CPU tensor (exact, read on the host), a tensor passes as it is."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(float(value), dtype=torch.float64)
     return value
 
 
 def estimate(algorithm: str, tensors: Sequence[Tensor | None], scalars: Sequence[Any],
              time_major: bool, starts_at: bool = False) -> Tensor | tuple[Tensor, ...]:
-    """Run ``algorithm`` through its custom operator (autograd and torch.compile path)."""
-    return OPERATORS[algorithm].forward(*tensors, *map(_as_float, scalars), time_major,
-                                        starts_at)
+    """Run ``algorithm`` through its custom operator (autograd and torch.compile path):
+    the ``float`` one, or its twin taking 0-d tensors when any scalar is a tensor."""
+    operators = OPERATORS[algorithm]
+    if any(isinstance(x, Tensor) for x in scalars):
+        forward, _ = operators.ops["Tensor"]
+        return forward(*tensors, *map(_as_tensor, scalars), time_major, starts_at)
+    return operators.forward(*tensors, *map(_as_float, scalars), time_major, starts_at)

@@ -38,8 +38,57 @@ def operator_args(algorithm: str, kwargs: dict) -> tuple:
 def test_every_estimator_has_an_operator():
     assert set(ops.OPERATORS) == set(ESTIMATOR_NAMES)
     for name in ESTIMATOR_NAMES:
-        assert hasattr(torch.ops.rltriton_tune, name)
-        assert hasattr(torch.ops.rltriton_tune, f"{name}_backward")
+        for op in (name, f"{name}_backward", f"{name}_tensor_scalars",
+                   f"{name}_tensor_scalars_backward"):
+            assert hasattr(torch.ops.rltriton_tune, op), op
+
+
+def tensor_scalar_args(algorithm: str, kwargs: dict) -> tuple:
+    """``operator_args`` with every scalar a 0-d float64 tensor."""
+    args = list(operator_args(algorithm, kwargs))
+    k = len(ALGORITHMS[algorithm].tensors)
+    for i in range(k, k + len(ALGORITHMS[algorithm].scalars)):
+        args[i] = torch.tensor(args[i], dtype=torch.float64)
+    return tuple(args)
+
+
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
+def test_opcheck_with_tensor_scalars(algorithm):
+    kwargs = kwargs_for(algorithm)
+    for name in differentiable(algorithm):
+        if kwargs.get(name) is not None:
+            kwargs[name].requires_grad_()
+    forward, _ = ops.OPERATORS[algorithm].ops["Tensor"]
+    result = torch.library.opcheck(forward, tensor_scalar_args(algorithm, kwargs))
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace", "retrace", "episodic_prefix_sum"])
+def test_compile_fullgraph_with_tensor_scalars(algorithm):
+    """Scalars given as 0-d tensors (arguments of the compiled function, one requiring
+    grad) trace into the graph: the same values and input gradients as eager calls with
+    Python numbers, and no gradient for the scalars."""
+    torch._dynamo.reset()
+    spec = ALGORITHMS[algorithm]
+    kwargs = kwargs_for(algorithm)
+    numbers = {name: float(kwargs.pop(name)) for name in spec.scalars}
+    tensors = {name: torch.tensor(v, requires_grad=i == 0)
+               for i, (name, v) in enumerate(numbers.items())}
+    leaf = next(n for n in differentiable(algorithm) if kwargs.get(n) is not None)
+    eager_x = kwargs[leaf].detach().clone().requires_grad_()
+    compiled_x = kwargs[leaf].detach().clone().requires_grad_()
+    function = ESTIMATORS[algorithm]
+    compiled = torch.compile(lambda x, sc: function(**{**kwargs, leaf: x, **sc}),
+                             fullgraph=True, backend="aot_eager")
+    expected = function(**{**kwargs, leaf: eager_x, **numbers})
+    got = compiled(compiled_x, tensors)
+    expected, got = (r if isinstance(r, tuple) else (r,) for r in (expected, got))
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)
+    sum(o.sum() for o in expected).backward()
+    sum(o.sum() for o in got).backward()
+    torch.testing.assert_close(compiled_x.grad, eager_x.grad)
+    assert all(x.grad is None for x in tensors.values())
 
 
 @pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
