@@ -65,12 +65,16 @@ class ColumnsStrategy(LookbackStrategy):
         key has more environments: Triton then spreads a column's steps over several
         lanes. Warps beyond that one go along time (compiled for sm_90, (128, 32, 2 warps)
         lays lanes along environments and warps along steps), so they are searched. Per-
-        action keys (Retrace) keep narrow blocks: their [N, T, A] loads lay the tile out by
-        actions (H200, 4096x1024, A = 8: (64, 8, 1) 199 us, (128, 8, 1) 253 us)."""
+        action keys (Retrace) keep narrow blocks where the scan reads the [N, T, A] inputs,
+        whose loads lay the tile out by actions (H200, 4096x1024, A = 8: (64, 8, 1)
+        199 us, (128, 8, 1) 253 us); after the action pre-pass (``REDUCE_A``) their loads
+        are those of any estimator."""
         if not key.time_major:
             return "env-major: columns of environments are not contiguous"
         full = vector_elems(key) * 32
-        if params["BLOCK_N"] < full and next_pow2(key.n) > params["BLOCK_N"] and not key.a:
+        reads_actions = key.a and not params.get("REDUCE_A")
+        if params["BLOCK_N"] < full and next_pow2(key.n) > params["BLOCK_N"] \
+                and not reads_actions:
             return f"BLOCK_N={params['BLOCK_N']} < {full}: steps spread over lanes"
         return super(LookbackStrategy, self).skip_reason(key, params, sm_count)
 
