@@ -75,7 +75,7 @@ class TiledStrategy(TritonStrategy):
 
     @staticmethod
     def _max_rows(key: ProblemKey) -> int:
-        if key.time_major and not key.a:
+        if key.time_major:
             return max(MAX_BLOCK_N, 32 * vector_elems(key))
         return MAX_BLOCK_N
 
@@ -94,6 +94,10 @@ class TiledStrategy(TritonStrategy):
         if sm_count and not key.time_major and not key.a and key.n < sm_count \
                 and key.t >= FEW_ROWS_LONG_T:
             return f"{key.n} rows < {sm_count} SMs, T >= {FEW_ROWS_LONG_T}: look-back splits time"
+        if key.a and not params.get("REDUCE_A") and params["BLOCK_N"] > MAX_BLOCK_N:
+            # The time-major blocks of whole columns suit [N, T] loads; Retrace's fused
+            # [N, T, A] loads keep the narrower blocks it was searched with.
+            return f"BLOCK_N={params['BLOCK_N']} > {MAX_BLOCK_N} with the action loads fused"
         return (stage_buffers_too_big(key, self.tile_elems(key, params), params["num_stages"])
                 or super().skip_reason(key, params, sm_count))
 

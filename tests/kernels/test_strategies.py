@@ -192,3 +192,15 @@ def test_tiled_leaves_few_long_rows_to_the_lookback_scan_when_the_sm_count_is_kn
                              sm_count=132) is None
     per_action = ProblemKey("retrace", 16, 32768, flags="trunc", a=8)
     assert tiled.skip_reason(per_action, params, sm_count=132) is None
+
+
+def test_tiled_searches_whole_column_blocks_for_retrace_only_with_the_action_pre_pass():
+    tiled = strategies()["tiled"]
+    key = ProblemKey("retrace", 32768, 128, "float32", "time", "trunc", a=8)
+    assert 128 in tiled.space(key)["BLOCK_N"]
+    wide = {"BLOCK_N": 128, "BLOCK_T": 16, "num_warps": 1, "num_stages": 3}
+    assert "action loads fused" in tiled.skip_reason(key, {**wide, "REDUCE_A": 0})
+    assert tiled.skip_reason(key, {**wide, "REDUCE_A": 1}) is None
+    assert tiled.skip_reason(key, {**wide, "BLOCK_N": 64, "REDUCE_A": 0}) is None
+    assert max(tiled.space(ProblemKey("retrace", 32768, 128, flags="trunc", a=8))
+               ["BLOCK_N"]) == 64                                  # env-major: unchanged
