@@ -331,8 +331,11 @@ def _params_text(params: dict[str, Any]) -> str:
 
 
 def _cell(text: str, limit: int = CELL_WIDTH) -> str:
-    """``text`` on one line and at most ``limit`` characters (an ellipsis marks a cut)."""
+    """``text`` on one line and at most ``limit`` characters (an ellipsis marks a cut);
+    control characters (a terminal escape read from a profile, say) shown escaped."""
     text = " ".join(str(text).split())
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
     return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
@@ -480,7 +483,7 @@ def cmd_doctor(args) -> int:
         d = explain(alg, 4096, 128, A=DEFAULT_ACTIONS if alg == "retrace" else 0, flags=flags,
                     device=device)
         name = alg if flags is None else f"{alg}+{flags}"
-        print(f"  {name:20s} {d.strategy}({_params_text(d.params)})  {d.origin}: "
+        print(f"  {name:20s} {d.strategy}({_cell(_params_text(d.params), 160)})  {d.origin}: "
               f"{_cell(d.detail, 160)}")
     return 0
 

@@ -425,3 +425,12 @@ def test_a_study_that_cannot_open_mid_run_costs_only_its_key(capsys, monkeypatch
     assert code == 0 and "gae|none" in out
     assert "discounted_returns" in err and "connection lost" in err
     assert [e["algorithm"] for e in show_json(capsys)] == ["gae"]
+
+
+def test_table_cells_show_control_characters_escaped():
+    """A name read from a hostile profile cannot drive the terminal (colours, a title, a
+    cleared screen): its control characters print as escapes."""
+    from rltriton_tune.cli import _cell
+
+    assert _cell("abc\x1b[2Jdef\x07") == "abc\\x1b[2Jdef\\x07"
+    assert _cell("plain  text\nnext") == "plain text next"
