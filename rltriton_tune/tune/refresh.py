@@ -3,12 +3,13 @@
 Each entry's stored config is gated and timed again beside its stored runner-up,
 what dispatch chooses for the key now (the stored config, unless it no longer
 validates), the built-in rules' config for this device's multiprocessor count (what a
-kernel change may have made the better one) and, on CUDA, rl-triton's config (the flat
-heuristic), on the same inputs in one process, and at the key's off-grid companion
-(``tune.neighbours``); the config that serves both best is recorded with its fresh
-time and the installed software (so the stored config stays only if it still wins). An
-entry none of whose configs works here, or whose refresh fails, is left as it is and
-reported.
+kernel change may have made the better one), on CUDA rl-triton's config (the flat
+heuristic), and the stored config with each other setting of a switch parameter
+(:data:`SWITCHES`: Retrace's action pre-pass), on the same inputs in one process, and
+at the key's off-grid companion (``tune.neighbours``); the config that serves both best
+is recorded with its fresh time and the installed software (so the stored config stays
+only if it still wins). An entry none of whose configs works here, or whose refresh
+fails, is left as it is and reported.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.kernels.actions import reduce_actions_space
 from rltriton_tune.tune.evaluate import describe
 from rltriton_tune.tune.space import (
     Candidate,
@@ -36,6 +38,26 @@ from rltriton_tune.tune.study import (
     rl_triton_finalist,
     runner_up_record,
 )
+
+#: Parameters that turn a kernel path on or off, by the function giving a key's settings:
+#: a refresh times the stored config with each other setting, so it finds where a path
+#: added after the entry was tuned pays without a new search.
+SWITCHES: dict[str, Callable[[ProblemKey], dict[str, list[int]]]] = {
+    "REDUCE_A": reduce_actions_space,
+}
+
+
+def switch_variants(key: ProblemKey, stored: Candidate) -> list[Candidate]:
+    """``stored`` with each other setting of every switch its key offers (Triton
+    strategies only: the torch fallback takes none)."""
+    if stored.strategy == "torch":
+        return []
+    out = []
+    for name, settings_of in SWITCHES.items():
+        for value in settings_of(key).get(name, ()):
+            if stored.params.get(name, 0) != value:
+                out.append(Candidate(stored.strategy, {**stored.params, name: value}))
+    return out
 
 
 @dataclass
@@ -76,7 +98,7 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
 
     key = entry.key
     stored = Candidate(entry.strategy, dict(entry.params))
-    contenders = [stored]
+    contenders = [stored, *switch_variants(key, stored)]
     if entry.runner_up:
         contenders.append(Candidate(entry.runner_up["strategy"],
                                     dict(entry.runner_up.get("params", {}))))

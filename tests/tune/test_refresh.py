@@ -186,3 +186,41 @@ def test_refresh_times_the_rules_config_and_keeps_it_when_faster(monkeypatch):
     assert asked == [(KEY, refresh_module.device_sm_count(CPU))]
     assert done.replaced and done.new.params == FAST
     assert _current().params == FAST and _current().runner_up["params"] == SLOW
+
+
+def test_refresh_times_the_stored_config_with_each_switch_setting(monkeypatch):
+    """Retrace's action pre-pass came after its entries were tuned: a refresh times the
+    stored config with ``REDUCE_A`` flipped too, so it finds where the pre-pass pays
+    without a new search; other estimators and the torch fallback get no variant."""
+    from rltriton_tune.tune.space import Candidate
+
+    retrace = ProblemKey("retrace", 64, 32, flags="trunc", a=4)
+    stored = Candidate("tiled", {"BLOCK_N": 8, "BLOCK_T": 16, "num_warps": 1,
+                                 "num_stages": 1, "REDUCE_A": 0})
+    assert refresh_module.switch_variants(retrace, stored) == [
+        Candidate("tiled", {**stored.params, "REDUCE_A": 1})]
+    # An entry stored before the switch existed has the default setting, 0.
+    bare = Candidate("flat", {"BLOCK_N": 1, "num_warps": 2, "num_stages": 1})
+    assert [c.params["REDUCE_A"] for c in refresh_module.switch_variants(retrace, bare)] == [1]
+    assert refresh_module.switch_variants(KEY, Candidate("tiled", dict(stored.params))) == []
+    assert refresh_module.switch_variants(retrace, Candidate("torch", FAST)) == []
+
+    timed = []
+
+    class Recording:
+        time_budget_s = 0.01
+
+        def evaluate(self, contenders, budget_s=None, gate=True):
+            timed.extend(contenders)
+            return []
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: Recording())
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    monkeypatch.setattr(refresh_module, "builtin_choice", lambda *a: None)
+    monkeypatch.setattr(refresh_module, "rl_triton_finalist", lambda *a: None)
+    done = refresh_module.refresh_entry(Entry(retrace, "tiled", dict(stored.params), 1.0), CPU)
+    assert "no config works here" in done.error
+    assert [c.params["REDUCE_A"] for c in timed] == [0, 1]
