@@ -52,17 +52,6 @@ def tensor_scalar_args(algorithm: str, kwargs: dict) -> tuple:
     return tuple(args)
 
 
-@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
-def test_opcheck_with_tensor_scalars(algorithm):
-    kwargs = kwargs_for(algorithm)
-    for name in differentiable(algorithm):
-        if kwargs.get(name) is not None:
-            kwargs[name].requires_grad_()
-    forward, _ = ops.OPERATORS[algorithm].ops["Tensor"]
-    result = torch.library.opcheck(forward, tensor_scalar_args(algorithm, kwargs))
-    assert set(result.values()) == {"SUCCESS"}, result
-
-
 @pytest.mark.parametrize("algorithm", ["gae", "vtrace", "retrace", "episodic_prefix_sum"])
 def test_compile_fullgraph_with_tensor_scalars(algorithm):
     """Scalars given as 0-d tensors (arguments of the compiled function, one requiring
@@ -91,14 +80,17 @@ def test_compile_fullgraph_with_tensor_scalars(algorithm):
     assert all(x.grad is None for x in tensors.values())
 
 
+@pytest.mark.parametrize("scalars", ["float", "Tensor"])
 @pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
-def test_opcheck(algorithm):
+def test_opcheck(algorithm, scalars):
+    """Both operators of each estimator: scalars as numbers, and as 0-d tensors."""
     kwargs = kwargs_for(algorithm)
     for name in differentiable(algorithm):
         if kwargs.get(name) is not None:
             kwargs[name].requires_grad_()
-    result = torch.library.opcheck(ops.OPERATORS[algorithm].forward,
-                                   operator_args(algorithm, kwargs))
+    forward, _ = ops.OPERATORS[algorithm].ops[scalars]
+    args = (operator_args if scalars == "float" else tensor_scalar_args)(algorithm, kwargs)
+    result = torch.library.opcheck(forward, args)
     assert set(result.values()) == {"SUCCESS"}, result
 
 
