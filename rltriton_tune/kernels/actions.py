@@ -41,6 +41,12 @@ def reduce_actions_space(key: ProblemKey) -> dict[str, list[int]]:
     return {"REDUCE_A": [0, 1]} if key.a else {}
 
 
+def reads_actions(key: ProblemKey, params: dict[str, Any]) -> bool:
+    """Whether the scan of ``params`` reads ``key``'s ``[N, T, A]`` inputs itself (a
+    Retrace key without the pre-pass), whose loads lay tiles out by actions."""
+    return bool(key.a) and not params.get("REDUCE_A")
+
+
 def reduce_actions_default(key: ProblemKey) -> dict[str, int]:
     """``REDUCE_A`` off for keys with an action axis: the kernels as they were tuned."""
     return {"REDUCE_A": 0} if key.a else {}

@@ -20,7 +20,11 @@ from __future__ import annotations
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import lookback
-from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
+from rltriton_tune.kernels.actions import (
+    reads_actions,
+    reduce_actions_default,
+    reduce_actions_space,
+)
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.kernels.launch import TILE_BUDGET, next_pow2, pow2_range, require
 from rltriton_tune.kernels.lookback import LookbackStrategy
@@ -72,9 +76,8 @@ class ColumnsStrategy(LookbackStrategy):
         if not key.time_major:
             return "env-major: columns of environments are not contiguous"
         full = vector_elems(key) * 32
-        reads_actions = key.a and not params.get("REDUCE_A")
         if params["BLOCK_N"] < full and next_pow2(key.n) > params["BLOCK_N"] \
-                and not reads_actions:
+                and not reads_actions(key, params):
             return f"BLOCK_N={params['BLOCK_N']} < {full}: steps spread over lanes"
         return super(LookbackStrategy, self).skip_reason(key, params, sm_count)
 

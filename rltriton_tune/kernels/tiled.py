@@ -11,7 +11,11 @@ import triton
 import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
-from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
+from rltriton_tune.kernels.actions import (
+    reads_actions,
+    reduce_actions_default,
+    reduce_actions_space,
+)
 from rltriton_tune.kernels.launch import (
     MAX_BLOCK_N,
     TILE_BUDGET,
@@ -94,7 +98,7 @@ class TiledStrategy(TritonStrategy):
         if sm_count and not key.time_major and not key.a and key.n < sm_count \
                 and key.t >= FEW_ROWS_LONG_T:
             return f"{key.n} rows < {sm_count} SMs, T >= {FEW_ROWS_LONG_T}: look-back splits time"
-        if key.a and not params.get("REDUCE_A") and params["BLOCK_N"] > MAX_BLOCK_N:
+        if reads_actions(key, params) and params["BLOCK_N"] > MAX_BLOCK_N:
             # The time-major blocks of whole columns suit [N, T] loads; Retrace's fused
             # [N, T, A] loads keep the narrower blocks it was searched with.
             return f"BLOCK_N={params['BLOCK_N']} > {MAX_BLOCK_N} with the action loads fused"
