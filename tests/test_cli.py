@@ -386,11 +386,11 @@ def test_doctor_reports_entries_measured_under_other_versions(capsys):
 def test_parallel_tune_seeds_every_study_before_the_workers_start(capsys, monkeypatch):
     """With several devices the workers share the studies: all of them exist, seeded,
     before the first worker starts (seeded once, whatever worker reaches a key first)."""
-    import rltriton_tune.cli as cli_mod
+    import rltriton_tune.cli.tuning as cli_tuning
     import rltriton_tune.tune.parallel as parallel
     from rltriton_tune.tune.storage import default_journal, open_storage
 
-    monkeypatch.setattr(cli_mod, "resolve_device", lambda text: torch.device("cpu"))
+    monkeypatch.setattr(cli_tuning, "resolve_device", lambda text: torch.device("cpu"))
     seen = {}
 
     def workers(keys, devices, **kw):
@@ -430,7 +430,7 @@ def test_a_study_that_cannot_open_mid_run_costs_only_its_key(capsys, monkeypatch
 def test_table_cells_show_control_characters_escaped():
     """A name read from a hostile profile cannot drive the terminal (colours, a title, a
     cleared screen): its control characters print as escapes."""
-    from rltriton_tune.cli import _cell
+    from rltriton_tune.cli.output import cell
 
-    assert _cell("abc\x1b[2Jdef\x07") == "abc\\x1b[2Jdef\\x07"
-    assert _cell("plain  text\nnext") == "plain text next"
+    assert cell("abc\x1b[2Jdef\x07") == "abc\\x1b[2Jdef\\x07"
+    assert cell("plain  text\nnext") == "plain text next"

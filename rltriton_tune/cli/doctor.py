@@ -1,0 +1,84 @@
+"""``rltriton-tune doctor``: versions, device, fingerprint, profiles, sample decisions."""
+
+from __future__ import annotations
+
+import json
+import platform
+from typing import Any
+
+from rltriton_tune.algorithms import ESTIMATOR_NAMES
+from rltriton_tune.cli.args import DEFAULT_ACTIONS, resolve_device
+from rltriton_tune.cli.output import cell, params_text
+
+
+def cmd_doctor(args) -> int:
+    import torch
+
+    from rltriton_tune.dispatch import explain
+    from rltriton_tune.dispatch.registry import triton_ok
+    from rltriton_tune.tuning_db import fingerprint_id, load_profiles, user_dir
+
+    device = resolve_device(None)
+    from rltriton_tune.dispatch.devices import device_fingerprint
+
+    fp = device_fingerprint(device)
+    try:
+        import triton
+
+        triton_text = triton.__version__
+    except Exception as exc:  # noqa: BLE001
+        triton_text = f"not importable ({type(exc).__name__})"
+    print(f"python        {platform.python_version()}")
+    print(f"torch         {torch.__version__}")
+    if not triton_ok():
+        kernels = "kernels not usable"
+    elif device.type == "cuda":
+        kernels = "kernels usable"
+    else:
+        kernels = "kernels need a CUDA GPU; none here, so the torch fallback runs"
+    print(f"triton        {triton_text} ({kernels})")
+    print(f"device        {device}")
+    if device.type == "cuda":
+        cap = torch.cuda.get_device_capability(device)
+        print(f"gpu           {torch.cuda.get_device_name(device)}, capability {cap[0]}.{cap[1]}")
+    print(f"fingerprint   {fingerprint_id(fp)}")
+    print(f"              {json.dumps(fp, sort_keys=True)}")
+    print(f"user profiles {user_dir()}")
+    profiles = load_profiles(fp)
+    print(f"profile files ({len(profiles.reports)}):")
+    for report in profiles.reports:
+        print(f"  [{'used' if report.used else 'not used'}] {cell(str(report.path), 300)}: "
+              f"{cell(report.reason, 300)}")
+    if not profiles.reports:
+        print("  none")
+    print(f"entries for this device: {len(profiles.entries)}")
+    for line in _software_report(profiles):
+        print(line)
+    print("sample decisions (N=4096, T=128, float32, env-major; GAE also with last_value):")
+    samples = [(alg, None) for alg in ESTIMATOR_NAMES] + [("gae", "last_value")]
+    for alg, flags in samples:
+        d = explain(alg, 4096, 128, A=DEFAULT_ACTIONS if alg == "retrace" else 0, flags=flags,
+                    device=device)
+        name = alg if flags is None else f"{alg}+{flags}"
+        print(f"  {name:20s} {d.strategy}({cell(params_text(d.params), 160)})  {d.origin}: "
+              f"{cell(d.detail, 160)}")
+    return 0
+
+
+def _software_report(profiles: Any) -> list[str]:
+    """Which torch/Triton versions the entries were measured with, against this process's."""
+    from collections import Counter
+
+    from rltriton_tune.tuning_db.fingerprint import software_versions
+
+    here = software_versions()
+    counts = Counter(tuple(sorted(e.software.items())) for e in profiles.entries.values())
+    lines = [f"software      torch {here['torch']}, triton {here['triton']} in this process"]
+    for versions, n in sorted(counts.items(), key=lambda item: -item[1]):
+        measured = dict(versions)
+        text = ", ".join(f"{k} {v}" for k, v in versions) or "versions not recorded"
+        differs = [k for k, v in measured.items() if here.get(k) != v]
+        note = (f"; differs in {', '.join(differs)}: used as measured, "
+                "`rltriton-tune tune --refresh` re-times them here") if differs else ""
+        lines.append(f"              {n} entries measured with {text}{note}")
+    return lines

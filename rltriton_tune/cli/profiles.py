@@ -1,0 +1,182 @@
+"""The verbs that read and write profiles: ``show``, ``export``, ``import``, ``clear``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rltriton_tune.cli.args import PROG, CLIError, resolve_device
+from rltriton_tune.cli.output import ask, cell, params_text, table
+from rltriton_tune.cli.userdb import writable_db
+
+
+def _all_entries(algorithms: list[str] | None,
+                 fingerprints: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from rltriton_tune.tuning_db import load_profiles
+
+    out = []
+    for fp in fingerprints:
+        for entry in load_profiles(fp).entries.values():
+            if algorithms and entry.key.algorithm not in algorithms:
+                continue
+            row = entry.to_json()
+            row["device"] = cell(str(fp.get("name") or fp.get("kind")), 80)
+            # A hostile profile can hold huge fingerprint values: bound what is printed.
+            row["fingerprint"] = {k: cell(v, 200) if isinstance(v, str) else v
+                                  for k, v in fp.items()}
+            out.append(row)
+    out.sort(key=lambda r: (r["device"], r["algorithm"], r["dtype"], r["layout"], r["flags"],
+                            r["N"], r["T"]))
+    return out
+
+
+def cmd_show(args) -> int:
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tuning_db import known_fingerprints
+
+    if args.all_devices:
+        fingerprints = known_fingerprints()
+    else:
+        fingerprints = [device_fingerprint(resolve_device(args.device))]
+    entries = _all_entries(args.algorithms, fingerprints)
+    if args.format == "json":
+        print(json.dumps(entries, indent=1))
+        return 0
+    if not entries:
+        print("no tuned entries" + ("" if args.all_devices else
+                                    " for this device (--all-devices lists the others)"))
+        return 0
+    rows = [[r["device"], r["algorithm"], f"{r['N']}x{r['T']}" + (f"x{r['A']}" if r["A"] else ""),
+             r["dtype"], r["layout"], r["flags"],
+             f"{r['strategy']}({params_text(r['params'])})", f"{r['device_time_us']:.2f}",
+             str(r.get("trials", "")), r.get("date", "")] for r in entries]
+    print(table(["device", "algorithm", "shape", "dtype", "layout", "flags", "choice",
+                  "time us", "trials", "date"], rows))
+    if not args.all_devices:
+        kind = fingerprints[0].get("kind")
+        print(f"(time us: {'GPU kernel time' if kind == 'cuda' else 'host wall time'}; "
+              "--all-devices lists other devices' entries)")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from rltriton_tune.tuning_db import (
+        ExportError,
+        check_export_destination,
+        export_profiles,
+        export_text,
+    )
+
+    if args.file == "-":
+        text, count = export_text()
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale, as a file
+        sys.stdout.flush()
+        print(f"exported {count} entries to standard output", file=sys.stderr)
+        return 0
+    try:
+        check_export_destination(args.file, overwrite=True)
+        if os.path.lexists(args.file) and not args.force \
+                and not ask(f"{args.file} exists; replace it?", "--force"):
+            print(f"{PROG}: export: {args.file} left as it was", file=sys.stderr)
+            return 1
+        count = export_profiles(args.file, overwrite=True)
+    except (ExportError, OSError) as exc:
+        raise CLIError(f"export: {exc.strerror or exc}" if not isinstance(exc, ExportError)
+                       else f"export: {exc}") from None
+    print(f"exported {count} entries to {args.file}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from rltriton_tune.tuning_db import DB_ENV, ProfileError, WriteError, merge_profiles
+    from rltriton_tune.tuning_db.schema import MAX_PROFILE_BYTES, profiles_from_text
+    from rltriton_tune.tuning_db.store import read_profiles
+
+    stdin = args.file == "-"
+    source = "standard input" if stdin else args.file
+    try:
+        if stdin:
+            profiles = profiles_from_text(sys.stdin.buffer.read(MAX_PROFILE_BYTES + 1), source)
+        else:
+            profiles = read_profiles(Path(args.file))
+    except ProfileError as exc:
+        where = source if stdin else f"FILE {source}"
+        raise CLIError(f"import {where}: {exc.reason}") from None
+    total = sum(len(p.entries) for p in profiles)
+    writable_db()
+    try:
+        count = merge_profiles(profiles)
+    except WriteError as exc:
+        raise CLIError(f"import: {exc}; nothing was kept: set {DB_ENV} to a writable folder "
+                       "and import again") from None
+    print(f"imported {count} entries from {source}")
+    if total > count:
+        print(f"kept the stored entry of {total - count} key(s) that already had one "
+              f"(`{PROG} tune --refresh` re-times stored entries)")
+    return 0
+
+
+def cmd_clear(args) -> int:
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune.storage import (
+        LOCK_SUFFIX,
+        StorageError,
+        check_journal,
+        default_journal,
+        delete_studies,
+    )
+    from rltriton_tune.tuning_db import fingerprint_id, owned_profiles, remove_profile, user_dir
+
+    if args.all_devices:
+        ids = None
+    elif args.fingerprint:
+        ids = set(args.fingerprint)
+    else:
+        ids = {fingerprint_id(device_fingerprint(resolve_device(args.device)))}
+    targets = [path for path, fp in owned_profiles(user_dir())
+               if ids is None or fingerprint_id(fp) in ids]
+    journal = default_journal()
+    try:
+        has_journal = journal.is_file() and check_journal(journal) is not None
+    except StorageError:
+        has_journal = False  # not ours: left alone
+    plan = [str(p) for p in targets]
+    if has_journal:
+        plan.append(str(journal) if ids is None else
+                    f"the studies of {', '.join(sorted(ids))} in {journal}")
+    if not plan:
+        print("nothing to clear" + ("" if ids is None else
+                                    f" for {', '.join(sorted(cell(i) for i in ids))}"))
+        return 0
+    print("will delete:")
+    for line in plan:
+        print(f"  {line}")
+    if not args.yes and not ask(f"Delete {'these' if len(plan) > 1 else 'this'}?", "--yes"):
+        print("nothing deleted")
+        return 1
+    removed: list[Path] = []
+    try:
+        for path in targets:
+            removed += remove_profile(path)
+        if has_journal and ids is None:
+            for path in (journal, Path(f"{journal}{LOCK_SUFFIX}"), Path(f"{journal}.lock")):
+                if path.exists():
+                    path.unlink()
+                    removed.append(path)
+        elif has_journal:
+            deleted = delete_studies(journal, ids)
+            print(f"deleted {deleted} stud{'y' if deleted == 1 else 'ies'} from {journal}")
+    except (OSError, StorageError) as exc:
+        raise CLIError(f"clear: {getattr(exc, 'strerror', None) or exc}") from None
+    finally:
+        from rltriton_tune.tuning_db import invalidate_cache
+
+        invalidate_cache()
+    print(f"removed {len(removed)} file(s)")
+    for path in removed:
+        print(f"  {path}")
+    return 0

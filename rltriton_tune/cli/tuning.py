@@ -1,0 +1,263 @@
+"""``rltriton-tune tune``: the grid or recorded keys, ``--refresh`` and ``--borrowing``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from typing import Any
+
+from rltriton_tune.cli.args import PRESETS, PROG, CLIError, keys_of, resolve_device
+from rltriton_tune.cli.output import params_text, speedup, table, time_header
+from rltriton_tune.cli.userdb import missing_keys, save_unsaved, writable_db
+from rltriton_tune.tune.baselines import COMPILE, COMPILE_DOUBLING, best_compile
+from rltriton_tune.tune.keys import coverage_order
+
+
+def _add_row(rows: list[list[str]], errors: list[str], key: Any, entry: Any, trials: int,
+             failed: int, error: str | None = None, kept: bool = False) -> None:
+    """One line of tune's closing table, or the reason the key has none."""
+    if error is not None:
+        errors.append(f"{key.as_text()}: {error}")
+        return
+    if entry is None:
+        errors.append(f"{key.as_text()}: no candidate passed ({failed} of {trials} trials failed)")
+        return
+    base = entry.baselines
+    rows.append([key.as_text(), f"{entry.strategy}({params_text(entry.params)})"
+                 + (" (stored, kept)" if kept else ""),
+                 f"{entry.device_time_us:.2f}",
+                 speedup(entry.device_time_us, base.get("flat_heuristic")),
+                 speedup(entry.device_time_us, best_compile(base)),
+                 speedup(entry.device_time_us, base.get("torch_loop")),
+                 f"{trials - failed}/{trials}"])
+
+
+def cmd_tune(args) -> int:
+    from tqdm import tqdm
+
+    from rltriton_tune.tune.compile_pool import compile_pool_for
+    from rltriton_tune.tune.space import SearchSpace
+    from rltriton_tune.tune.storage import StorageError, open_storage
+    from rltriton_tune.tune.study import (
+        finalize,
+        finished_trials,
+        open_study,
+        run_trials,
+        tightest,
+    )
+    from rltriton_tune.tuning_db import Entry
+
+    deadline = None if args.max_seconds is None else time.monotonic() + args.max_seconds
+    preset = PRESETS[args.preset]
+    trials = args.trials or preset["trials"]
+    devices = [resolve_device(d) for d in args.devices] if args.devices else None
+    device = devices[0] if devices else resolve_device(args.device)
+    writable_db()  # before any work: results that cannot be saved are not worth measuring
+    if args.refresh:
+        return _refresh(args, devices or [device])
+    if args.borrowing:
+        return _measure_borrowing(device, args.algorithms)
+    if args.from_record is not None:
+        from rltriton_tune.dispatch.devices import device_fingerprint
+        from rltriton_tune.tune.keys import record_keys
+
+        try:
+            keys = record_keys(args.from_record, device_fingerprint(device))
+        except (OSError, ValueError) as exc:
+            print(f"{PROG}: --from-record: {exc}", file=sys.stderr)
+            return 1
+        if not keys:
+            print(f"{PROG}: {args.from_record} records no key for this device; nothing to tune")
+            return 0
+    else:
+        keys = coverage_order(keys_of(args))
+    if args.missing_only:
+        keys = missing_keys(keys, device)
+    where = "--storage" if args.storage is not None else "study journal"
+
+    def open_key(key: Any) -> tuple[Any, Any]:
+        """The key's search space and study, opened when its turn comes: opening every
+        study up front costs time that grows with the square of the key count in a
+        journal, and a run cut short by --max-seconds never needs the rest."""
+        space = SearchSpace(key, device)
+        try:
+            return space, open_study(key, device, args.storage, trials=trials,
+                                     seed=args.seed, space=space)
+        except StorageError as exc:
+            raise CLIError(f"{where}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - e.g. a database that refuses the study
+            text = str(exc).strip().splitlines()
+            hint = ("; a damaged journal can be moved aside (studies start afresh)"
+                    if isinstance(exc, ValueError) else "")
+            raise CLIError(f"{where}: cannot open the studies ({type(exc).__name__}: "
+                           f"{text[0][:300] if text else ''}){hint}") from None
+
+    try:
+        open_storage(args.storage)  # checked before anything is written to it
+    except StorageError as exc:
+        raise CLIError(f"{where}: {exc}") from None
+    parallel = bool(devices and len(devices) > 1)
+    # Workers share the studies: each is created and seeded once, here, before they start
+    # (with --seed, whichever worker reaches a key first). One device opens each study
+    # when its key's turn comes, the first one here: a storage that refuses studies fails
+    # before any work.
+    for key in keys if parallel else keys[:1]:
+        open_key(key)
+    bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
+               file=sys.stderr)
+    errors: list[str] = []
+    incomplete: list[str] = []  # stopped by --max-seconds: the next run resumes them
+    rows: list[list[str]] = []
+    skip = (COMPILE, COMPILE_DOUBLING) if args.no_compile_baseline else ()
+    if parallel:
+        from rltriton_tune.tune.parallel import run_workers
+
+        summaries: dict[str, dict[str, Any]] = {}
+
+        def on_event(kind: str, payload: Any) -> None:
+            bar.update(kind == "trial")
+            if kind == "finalized":
+                summaries[payload["key"]] = payload
+
+        errors += run_workers(keys, [str(d) for d in devices], trials=trials,
+                              timeout_s=args.timeout, storage=args.storage,
+                              isolate=args.isolate, seed=args.seed,
+                              compile_workers=args.compile_workers, skip=skip,
+                              max_seconds=args.max_seconds, on_event=on_event)
+        bar.close()
+        for key in keys:
+            summary = summaries.get(key.as_text(), {"error": "no worker finalized it"})
+            if summary.get("incomplete"):
+                incomplete.append(f"{key.as_text()}: {summary['incomplete']}")
+                continue
+            entry = Entry.from_json(summary["entry"]) if summary.get("entry") else None
+            _add_row(rows, errors, key, entry, summary.get("trials", 0),
+                     summary.get("failed", 0), summary.get("error"))
+    else:
+        with compile_pool_for(device, args.compile_workers, args.isolate) as pool:
+            for key in keys:
+                bar.set_postfix_str(key.as_text())
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    incomplete.append(f"{key.as_text()}: not started")
+                    continue
+                try:
+                    space, study = open_key(key)
+                except CLIError as exc:  # e.g. a database gone mid-run: the other keys go on
+                    _add_row(rows, errors, key, None, 0, 0, str(exc))
+                    continue
+                try:
+                    run_trials(key, device, trials=trials, timeout_s=tightest(args.timeout, left),
+                               study=study, isolate=args.isolate, seed=args.seed,
+                               space=space, pool=pool, on_trial=lambda _t: bar.update(1))
+                    done = len(finished_trials(study))
+                    if done < trials:
+                        incomplete.append(f"{key.as_text()}: {done} of {trials} trials")
+                        continue
+                    result = finalize(study, key, device, space=space,
+                                      isolate=args.isolate, seed=args.seed, skip=skip)
+                except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
+                    _add_row(rows, errors, key, None, 0, 0, f"{type(exc).__name__}: {exc}")
+                    continue
+                _add_row(rows, errors, key, result.entry, result.trials, result.failed,
+                         kept=result.kept_stored)
+        bar.close()
+    print(table(["key", "choice", time_header(device), "vs flat", "vs compile", "vs loop",
+                  "ok trials"], rows))
+    for err in errors:
+        print(f"{PROG}: warning: {err}", file=sys.stderr)
+    if incomplete:
+        print(f"{PROG}: --max-seconds reached; {len(incomplete)} key(s) resume on the next run "
+              "with the same arguments:", file=sys.stderr)
+        for line in incomplete:
+            print(f"  {line}", file=sys.stderr)
+    lost = [line for d in (devices or [device]) if (line := save_unsaved(d))]
+    if lost:
+        raise CLIError("; ".join(lost))
+    return 0 if rows or (incomplete and not errors) else 1
+
+
+def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
+    from rltriton_tune.dispatch.decide import load_profiles, usable_strategies
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune.borrowing import factors, measure
+    from rltriton_tune.tuning_db import fingerprint_id, user_dir
+    from rltriton_tune.tuning_db.store import record_borrowing
+
+    fp = device_fingerprint(device)
+    profiles = load_profiles(fp)
+    usable, reason = usable_strategies(device)
+    if profiles is None or reason is not None:
+        print(f"{PROG}: no usable profile on {device} ({reason or 'none loaded'})",
+              file=sys.stderr)
+        return 1
+    subset = dataclasses.replace(profiles, index={}, entries={
+        t: e for t, e in profiles.entries.items() if e.key.algorithm in algorithms})
+    rows = measure(subset, device, usable)
+    if not rows:
+        print(f"{PROG}: no pair of entries to compare on {device}", file=sys.stderr)
+        return 1
+    found = factors(rows)
+    evidence = user_dir() / f"borrowing-{fingerprint_id(fp)}.jsonl"
+    evidence.parent.mkdir(parents=True, exist_ok=True)
+    evidence.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(table(["dimension", "pairs", "mean slowdown"],
+                 [[d, str(sum(r["dimension"] == d for r in rows)), f"{f:.3f}x"]
+                  for d, f in found.items()]))
+    path = record_borrowing(fp, found)
+    print(f"stored in {path}; the pairs measured are in {evidence}")
+    return 0
+
+
+def _refresh_progress(done: Any) -> None:
+    """One line on stderr per entry refreshed (a run cut short still shows its work)."""
+    what = "no config works" if done.new is None else (
+        "replaced" if done.replaced else "kept")
+    print(f"refreshed {done.key.as_text()}: {what}", file=sys.stderr, flush=True)
+
+
+def _refresh(args, devices: list[Any]) -> int:
+    """``tune --refresh``: re-time the stored entries of each device on this stack."""
+    from rltriton_tune.tune.refresh import refresh
+    from rltriton_tune.tuning_db.fingerprint import software_versions
+
+    rows: list[list[str]] = []
+    errors: list[str] = []
+    shapes, dtypes, layouts = set(args.shapes or ()), set(args.dtypes), set(args.layouts)
+    here = software_versions()
+
+    def wanted(entry: Any) -> bool:
+        """--shapes (with --dtypes, --layouts) picks entries; --missing-only skips those
+        already refreshed on this software stack."""
+        key = entry.key
+        if shapes and not ((key.n, key.t) in shapes and key.dtype in dtypes
+                           and key.layout in layouts):
+            return False
+        return not (args.missing_only and entry.software == here
+                    and entry.extra.get("refreshed"))
+    for device in devices:
+        for done in refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
+                            wanted=wanted, on_entry=_refresh_progress):
+            if done.new is None:
+                errors.append(f"{done.key.as_text()}: kept as stored: {done.error}")
+                continue
+            rows.append([done.key.as_text(),
+                         f"{done.old.strategy}({params_text(done.old.params)})",
+                         f"{done.old.device_time_us:.2f}",
+                         f"{done.new.strategy}({params_text(done.new.params)})",
+                         f"{done.new.device_time_us:.2f}",
+                         "replaced" if done.replaced else "kept"])
+        lost = save_unsaved(device)
+        if lost:
+            raise CLIError(lost)
+    if rows:
+        unit = time_header(devices[0])
+        print(table(["key", "stored", f"stored {unit}", "choice", f"now {unit}", "result"],
+                     rows))
+    else:
+        print("no stored entries to refresh")
+    for err in errors:
+        print(f"{PROG}: warning: {err}", file=sys.stderr)
+    return 0 if rows or not errors else 1
