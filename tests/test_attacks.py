@@ -435,6 +435,8 @@ def test_clear_asks_and_deletes_only_this_packages_profiles(tmp_path, capsys):
     code, out, err = run(capsys, "clear")  # no terminal: refuses, deletes nothing
     assert code == 1 and "--yes" in one_error_line(err)
     assert profile_path(CPU_FP).exists()
+    lock = Path(f"{profile_path(CPU_FP)}.lock")
+    assert lock.exists() and f"its lock file {lock}" in out   # the plan names all it deletes
     code, out, _ = run(capsys, "clear", "--yes")
     assert code == 0 and str(profile_path(CPU_FP)) in out
     assert not profile_path(CPU_FP).exists()

@@ -144,9 +144,12 @@ def cmd_clear(args) -> int:
         has_journal = journal.is_file() and check_journal(journal) is not None
     except StorageError:
         has_journal = False  # not ours: left alone
-    plan = [str(p) for p in targets]
+    plan = [f"{p}" + (f" and its lock file {p}.lock" if Path(f"{p}.lock").exists() else "")
+            for p in targets]
     if has_journal:
-        plan.append(str(journal) if ids is None else
+        locks = [f"{journal}{suffix}" for suffix in (LOCK_SUFFIX, ".lock")
+                 if Path(f"{journal}{suffix}").exists()]
+        plan.append(" and ".join([str(journal), *locks]) if ids is None else
                     f"the studies of {', '.join(sorted(ids))} in {journal}")
     if not plan:
         print("nothing to clear" + ("" if ids is None else
