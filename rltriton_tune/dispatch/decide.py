@@ -83,7 +83,10 @@ def _forced_decision(key: ProblemKey, device: torch.device, forced: Forced) -> D
         warn_once(f"env-force:{forced.strategy}:{device.type}", message + "; ignoring "
                   f"{ENV_FORCE} for such calls")
         return None
-    params = forced.params_dict()
+    # A parameter only some keys have (Retrace's REDUCE_A) is left out for the others, so
+    # that a forced Retrace config still serves the backward pass's scans and other calls.
+    own = {*impl.space(key), *impl.default_params(key)}
+    params = {name: value for name, value in forced.params_dict().items() if name in own}
     try:
         params = dict(impl.validate(key, {**impl.default_params(key), **params}))
     except InvalidConfig as exc:

@@ -68,8 +68,9 @@ def make_forced(strategy: str, params: Mapping[str, Any], origin: str) -> Forced
 class force:  # noqa: N801 - used like a function: ``with force("tiled"):``
     """Run every estimator call in this context with ``strategy`` and ``params``.
 
-    Parameters not given take the strategy's defaults for each key. A config the
-    strategy rejects for a call's shape is a ``ValueError`` at that call. The
+    Parameters not given take the strategy's defaults for each key; a parameter that
+    only some keys have (Retrace's ``REDUCE_A``) is ignored for the others. A config
+    the strategy rejects for a call's shape is a ``ValueError`` at that call. The
     object can be entered again after it exits, and nested in itself; the names
     are checked on entering.
     """

@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.kernels.scan import block_indices
 from rltriton_tune.pow2 import next_pow2
 
 #: Elements of one program's ``[steps, actions]`` tile: a pointwise pass over contiguous
@@ -61,9 +62,7 @@ def expectation_kernel(PI, MU, NQ, ACT, RATIO, EQ, P, A: tl.constexpr, BLOCK_P: 
     ``EQ[p] = sum_a PI[p, a] * NQ[p, a]``, both float32. ``A`` is a constexpr so that the
     compiler sees each ``[BLOCK_P, A]`` tile as contiguous: 16-byte loads (compiled for
     sm_90, float32 A = 8: 68 scalar loads with ``A`` a runtime argument)."""
-    p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    if BIG:
-        p = p.to(tl.int64)
+    p = block_indices(tl.program_id(0), BLOCK_P, BIG)
     m = p < P
     eq = tl.zeros([BLOCK_P], tl.float32)
     for a0 in range(0, A, BLOCK_A):

@@ -151,12 +151,19 @@ def tile_start(i, n_tiles, base, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
 
 
 @triton.jit
-def row_block(pid, BLOCK_N: tl.constexpr, BIG: tl.constexpr):
-    """Row indices [BLOCK_N, 1] of row block ``pid`` (int64 when offsets may pass 2^31)."""
+def block_indices(pid, BLOCK: tl.constexpr, BIG: tl.constexpr):
+    """Indices [BLOCK] of block ``pid``: int64 when offsets may pass 2^31, and then the
+    program id is widened before the multiply (``pid * BLOCK`` in int32 wraps there)."""
     if BIG:
-        return pid.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)[:, None]
+        return pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     else:
-        return pid * BLOCK_N + tl.arange(0, BLOCK_N)[:, None]
+        return pid * BLOCK + tl.arange(0, BLOCK)
+
+
+@triton.jit
+def row_block(pid, BLOCK_N: tl.constexpr, BIG: tl.constexpr):
+    """Row indices [BLOCK_N, 1] of row block ``pid`` (see :func:`block_indices`)."""
+    return block_indices(pid, BLOCK_N, BIG)[:, None]
 
 
 @triton.jit

@@ -129,7 +129,8 @@ class TiledStrategy(TritonStrategy):
         span_from = params["BLOCK_T"]
         if span_from >= next_pow2(source.t):
             moved = rescale_tile(params, span_from, next_pow2(target.t), target)
-            return "flat", {k: moved[k] for k in ("BLOCK_N", "num_warps", "num_stages")}
+            return "flat", {k: moved[k] for k in ("BLOCK_N", "num_warps", "num_stages",
+                                                  "REDUCE_A") if k in moved}
         span_to = max(8, min(span_from, next_pow2(target.t)))
         if span_to == span_from:
             return self.name, dict(params)

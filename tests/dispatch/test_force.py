@@ -138,6 +138,30 @@ def test_forced_triton_strategy_matches_the_reference(strategy):
 
 
 @needs_interpreter
+@pytest.mark.parametrize("reduce_actions", [0, 1])
+def test_a_forced_action_pre_pass_leaves_keys_without_actions_alone(reduce_actions):
+    """REDUCE_A exists for Retrace keys only: forced, it serves Retrace, while the adjoint
+    scans of Retrace's backward pass and other estimators run without it."""
+    key = ProblemKey("retrace", 3, 5, flags="trunc", a=4)
+    kwargs = random_inputs(key, device=DEVICE, seed=1)
+    for name in ("action_probs_target", "next_q_values_all", "q_values"):
+        kwargs[name] = kwargs[name].clone().requires_grad_()
+    with force("tiled", REDUCE_A=reduce_actions):
+        q_ret, adv = ESTIMATORS["retrace"](**kwargs)
+        (q_ret.sum() + adv.sum()).backward()
+        check(ProblemKey("gae", 4, 7, flags="last_value"))
+        decision = explain("retrace", 3, 5, flags="trunc", A=4, device=DEVICE)
+        assert decision.params["REDUCE_A"] == reduce_actions
+        assert "REDUCE_A" not in explain("gae", 4, 7, device=DEVICE).params
+    want = reference("retrace", **{k: v.detach() if torch.is_tensor(v) else v
+                                   for k, v in kwargs.items()})
+    for got, expected in zip((q_ret, adv), want, strict=True):
+        torch.testing.assert_close(got.detach().cpu().double(), expected, rtol=1e-5, atol=1e-5)
+    assert all(torch.isfinite(kwargs[n].grad).all()
+               for n in ("action_probs_target", "next_q_values_all", "q_values"))
+
+
+@needs_interpreter
 def test_env_forced_triton_strategy_with_params(monkeypatch):
     monkeypatch.setenv("RLTRITON_TUNE_FORCE", "tiled:BLOCK_N=2,BLOCK_T=4")
     dispatch.reset()

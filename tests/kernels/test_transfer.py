@@ -80,6 +80,15 @@ def test_one_tile_tiled_config_becomes_flat(triton_strategies):
         ("flat", {"BLOCK_N": 8, "num_warps": 4, "num_stages": 1})
 
 
+def test_a_retrace_config_keeps_its_action_pre_pass_when_it_becomes_flat(triton_strategies):
+    retrace = [ProblemKey("retrace", 4096, t, flags="trunc", a=8) for t in (256, 128)]
+    for reduce_actions in (0, 1):
+        params = {"BLOCK_N": 2, "BLOCK_T": 256, "num_warps": 4, "num_stages": 1,
+                  "REDUCE_A": reduce_actions}
+        to, moved_params = moved(triton_strategies, "tiled", *retrace, params)
+        assert to == "flat" and moved_params["REDUCE_A"] == reduce_actions
+
+
 def test_tiled_chunk_loop_is_kept_or_cut_to_the_row(triton_strategies):
     loop = {"BLOCK_N": 2, "BLOCK_T": 256, "num_warps": 4, "num_stages": 1}
     assert moved(triton_strategies, "tiled", key(4096, 8192), key(3000, 6000), loop) == \
