@@ -287,7 +287,11 @@ def bench_table(rows: list[dict[str, Any]]) -> list[str]:
 #: The stages of a public call that ``dispatch_overhead.py`` times on its own, where a
 #: report has them: (field, column).
 STAGES = (("validate_us", "validation"), ("dispatch_us", "dispatch"),
-          ("launcher_us", "launcher"))
+          ("launcher_us", "launcher"), ("pack_us", "launcher: packing"),
+          ("launch_us", "launcher: launch"))
+#: How a one-kernel launcher launched (``direct_launch``): Triton's compiled launcher
+#: called directly, or its generic path (argument binding included).
+LAUNCH_PATHS = {True: "direct", False: "generic"}
 
 
 def overhead_lines(report: dict[str, Any]) -> list[str]:
@@ -296,7 +300,9 @@ def overhead_lines(report: dict[str, Any]) -> list[str]:
              + "empty Triton launch | torch.add | public - empty launch |",
              "|---|---|---:|" + "---:|" * len(stages) + "---:|---:|---:|"]
     for r in report["rows"]:
-        lines.append(f"| `{r['case']}` | {r['strategy']} | {r['public_us']:.1f} | "
+        path = LAUNCH_PATHS.get(r.get("direct_launch"))
+        strategy = r["strategy"] + (f" ({path})" if path else "")
+        lines.append(f"| `{r['case']}` | {strategy} | {r['public_us']:.1f} | "
                      + "".join(f"{r[f]:.1f} | " for f, _ in stages)
                      + f"{r['empty_triton_us']:.1f} | {r['torch_add_us']:.1f} | "
                      f"{r['over_floor_us']:.1f} |")

@@ -94,6 +94,11 @@ def test_overhead_table_shows_the_stages_a_report_has(script):
     assert "| validation | dispatch | launcher |" in lines[0]
     assert "| 3.5 | 0.5 | 12.2 |" in lines[2]
     assert lines[2].count("|") == lines[1].count("|") == lines[0].count("|")
+    parts = {**staged, "pack_us": 3.0, "launch_us": 8.5, "direct_launch": True}
+    lines = md.overhead_lines({"rows": [parts, {**parts, "direct_launch": False}]})
+    assert "| launcher: packing | launcher: launch |" in lines[0]
+    assert "| flat (direct) | 20.0 | 3.5 | 0.5 | 12.2 | 3.0 | 8.5 |" in lines[2]
+    assert "| flat (generic) |" in lines[3]
 
 
 def test_backward_table_has_a_row_per_measurement(script):
