@@ -220,3 +220,33 @@ def test_space_drops_tiled_for_few_long_rows_given_the_sm_count():
     assert "tiled" not in SearchSpace(key, cuda, sm_count=132).names()
     assert "lookback" in SearchSpace(key, cuda, sm_count=132).names()
     assert "tiled" in SearchSpace(key, cuda, sm_count=8).names()   # 16 rows fill 8 SMs
+
+
+def test_studies_are_seeded_with_sibling_estimators_winners_at_the_same_shape():
+    """Related seeds: the same estimator in another dtype first, then other estimators'
+    winners at the same shape, dtype and layout, the most alike first, deduplicated and
+    at most MAX_SIBLING_SEEDS of them; other layouts and shapes give none."""
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tuning_db import Entry, record
+    from rltriton_tune.tune.space import MAX_SIBLING_SEEDS, related_choices
+
+    def at(algorithm, params, layout="time", t=2048, dtype="float32", a=0, flags="none"):
+        key = ProblemKey(algorithm, 128, t, dtype, layout, flags, a)
+        return Entry(key, "torch", params, 5.0, trials=1, date="2026-01-01T00:00:00Z")
+
+    loop, doubling = {"mode": "loop"}, {"mode": "doubling"}
+    record(device_fingerprint("cpu"), [
+        at("discounted_returns", {"mode": "chunked", "chunk": 32}, dtype="bfloat16"),
+        at("retrace", doubling, a=8, flags="trunc"),        # an action axis: least alike
+        at("eligibility_traces", {"mode": "chunked", "chunk": 16}),   # forward scan
+        at("vtrace", {"mode": "chunked", "chunk": 64}),
+        at("lambda_returns", loop),                          # the same config as GAE's
+        at("gae", loop),
+        at("gae", {"mode": "chunked", "chunk": 8}, layout="env"),     # another layout
+        at("gae", {"mode": "chunked", "chunk": 128}, t=1024),         # another shape
+    ])
+    key = ProblemKey("discounted_returns", 128, 2048, "float32", "time")
+    seeds = [c.label() for c in related_choices(key, torch.device("cpu"))]
+    assert MAX_SIBLING_SEEDS == 3
+    assert seeds == ["torch(chunk=32, mode=chunked)", "torch(mode=loop)",
+                     "torch(chunk=64, mode=chunked)", "torch(chunk=16, mode=chunked)"]
