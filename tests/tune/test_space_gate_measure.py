@@ -227,8 +227,8 @@ def test_studies_are_seeded_with_sibling_estimators_winners_at_the_same_shape():
     winners at the same shape, dtype and layout, the most alike first, deduplicated and
     at most MAX_SIBLING_SEEDS of them; other layouts and shapes give none."""
     from rltriton_tune.dispatch.devices import device_fingerprint
-    from rltriton_tune.tuning_db import Entry, record
     from rltriton_tune.tune.space import MAX_SIBLING_SEEDS, related_choices
+    from rltriton_tune.tuning_db import Entry, record
 
     def at(algorithm, params, layout="time", t=2048, dtype="float32", a=0, flags="none"):
         key = ProblemKey(algorithm, 128, t, dtype, layout, flags, a)
