@@ -302,7 +302,8 @@ def overhead_lines(report: dict[str, Any]) -> list[str]:
     for r in report["rows"]:
         path = LAUNCH_PATHS.get(r.get("direct_launch"))
         strategy = r["strategy"] + (f" ({path})" if path else "")
-        lines.append(f"| `{r['case']}` | {strategy} | {r['public_us']:.1f} | "
+        case = r["case"].replace("|", "\\|")   # a key's pipes would end the cell
+        lines.append(f"| `{case}` | {strategy} | {r['public_us']:.1f} | "
                      + "".join(f"{r[f]:.1f} | " for f, _ in stages)
                      + f"{r['empty_triton_us']:.1f} | {r['torch_add_us']:.1f} | "
                      f"{r['over_floor_us']:.1f} |")

@@ -52,6 +52,12 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}{where}"[:500]
 
 
+def default_budget_s(device: torch.device) -> float:
+    """Seconds of timing per candidate when none is asked for: 0.1 on a GPU, 0.03 on the
+    CPU (host timing of the torch implementations)."""
+    return 0.1 if torch.device(device).type == "cuda" else 0.03
+
+
 class Evaluator:
     """Evaluates candidates of one key on one device, in this process."""
 
@@ -67,7 +73,8 @@ class Evaluator:
         self.seed = seed
         self.compile_timeout_s = compile_timeout_s
         cuda = self.device.type == "cuda"
-        self.time_budget_s = time_budget_s if time_budget_s is not None else (0.1 if cuda else 0.03)
+        self.time_budget_s = (time_budget_s if time_budget_s is not None
+                              else default_budget_s(self.device))
         self.workers = workers or (min(8, os.cpu_count() or 1) if cuda else 1)
         self.rounds = max(1, rounds if rounds is not None else (GPU_ROUNDS if cuda else 1))
         #: First-pass timing (see :class:`~rltriton_tune.tune.measure.Bench`).

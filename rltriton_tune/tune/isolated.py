@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.tune.evaluate import Outcome
+from rltriton_tune.tune.evaluate import Outcome, default_budget_s
 from rltriton_tune.tune.measure import Timing
 from rltriton_tune.tune.space import Candidate
 
@@ -32,7 +32,8 @@ class IsolatedEvaluator:
         self.device = torch.device(device)
         self.seed = seed
         self.batch_timeout_s = batch_timeout_s
-        self.time_budget_s = time_budget_s
+        self.time_budget_s = (time_budget_s if time_budget_s is not None
+                              else default_budget_s(self.device))
 
     def _run_child(self, candidates: Sequence[Candidate], budget_s: float | None,
                    gate: bool) -> tuple[dict[int, Outcome], str]:

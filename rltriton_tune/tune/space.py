@@ -247,9 +247,12 @@ def builtin_choice(key: ProblemKey, space: SearchSpace,
 MAX_SIBLING_SEEDS = 3
 
 
-def related_choices(key: ProblemKey, device: torch.device) -> list[Candidate]:
+def related_choices(key: ProblemKey, device: torch.device,
+                    space: SearchSpace | None = None) -> list[Candidate]:
     """Seeds for a study of ``key`` from the tuned entries on this device (empty when
-    there are none or no profile loads), in this order:
+    there are none or no profile loads). With ``space``, each seed is validated there
+    first (so defaults are filled in before duplicates are dropped, and configs the
+    space rejects are left out). In this order:
 
     * winners and runners-up of the same algorithm and shape in another dtype, layout
       or flag set: the same kernels at the same sizes;
@@ -267,7 +270,15 @@ def related_choices(key: ProblemKey, device: torch.device) -> list[Candidate]:
         entries = load_profiles(device_fingerprint(device)).entries.values()
     except Exception:  # noqa: BLE001 - seeds are optional
         return []
-    out = []
+    def checked(candidate: Candidate) -> Candidate | None:
+        if space is None:
+            return candidate
+        try:
+            return space.validate(candidate.strategy, candidate.params)
+        except (InvalidConfig, KeyError):
+            return None
+
+    out: list[Candidate] = []
     siblings = []
     for e in entries:
         k = e.key
@@ -281,12 +292,14 @@ def related_choices(key: ProblemKey, device: torch.device) -> list[Candidate]:
             likeness = ((k.a > 0) != (key.a > 0), k.spec.direction != key.spec.direction,
                         k.flags != key.flags, k.algorithm)
             siblings.append((likeness, Candidate(e.strategy, dict(e.params))))
+    out = [c for c in map(checked, out) if c is not None]
     seen = {c.label() for c in out}
     added = 0
-    for _, candidate in sorted(siblings, key=lambda item: item[0]):
+    for _, raw in sorted(siblings, key=lambda item: item[0]):
         if added == MAX_SIBLING_SEEDS:
             break
-        if candidate.label() not in seen:
+        candidate = checked(raw)
+        if candidate is not None and candidate.label() not in seen:
             seen.add(candidate.label())
             out.append(candidate)
             added += 1

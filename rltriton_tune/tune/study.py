@@ -107,7 +107,7 @@ def open_study(key: ProblemKey, device: torch.device, storage: str | None = None
         # stored entry, and a kernel change can make the rules' shape-based config better.
         rules = builtin_choice(key, space, device_sm_count(device))
         for point in space.starting_points(heuristic_choice(key, device), seed=seed,
-                                           related=[*related_choices(key, device),
+                                           related=[*related_choices(key, device, space),
                                                     *([rules] if rules else [])]):
             study.enqueue_trial(space.trial_params(point), skip_if_exists=True)
     return study

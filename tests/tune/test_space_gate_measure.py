@@ -250,3 +250,32 @@ def test_studies_are_seeded_with_sibling_estimators_winners_at_the_same_shape():
     assert MAX_SIBLING_SEEDS == 3
     assert seeds == ["torch(chunk=32, mode=chunked)", "torch(mode=loop)",
                      "torch(chunk=64, mode=chunked)", "torch(chunk=16, mode=chunked)"]
+
+
+def test_sibling_seeds_are_compared_as_the_study_would_run_them():
+    """With the study's space, seeds are validated before duplicates are dropped: a
+    sibling's config that a Retrace key fills in (REDUCE_A=0) to one of its own seeds
+    does not take a sibling slot."""
+    kernels = pytest.importorskip("rltriton_tune.kernels")
+    if not kernels.triton_available():
+        pytest.skip("needs Triton")
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune.space import related_choices
+    from rltriton_tune.tuning_db import Entry, record
+
+    tile = {"BLOCK_N": 8, "BLOCK_T": 64, "num_warps": 1, "num_stages": 1}
+    wide = {"BLOCK_N": 32, "BLOCK_T": 16, "num_warps": 1, "num_stages": 1}
+
+    def at(algorithm, params, dtype="float32", a=0, flags="none"):
+        key = ProblemKey(algorithm, 128, 2048, dtype, "time", flags, a)
+        return Entry(key, "tiled", params, 5.0, trials=1, date="2026-01-01T00:00:00Z")
+
+    record(device_fingerprint("cpu"), [
+        at("retrace", {**tile, "REDUCE_A": 0}, dtype="bfloat16", a=8, flags="trunc"),
+        at("gae", tile), at("vtrace", wide)])
+    key = ProblemKey("retrace", 128, 2048, "float32", "time", "trunc", 8)
+    space = SearchSpace(key, torch.device("cpu"), {"tiled": kernels.strategies()["tiled"]})
+    seeds = related_choices(key, torch.device("cpu"), space)
+    assert [c.params for c in seeds] == [{**tile, "REDUCE_A": 0}, {**wide, "REDUCE_A": 0}]
+    raw = related_choices(key, torch.device("cpu"))      # without a space: labels as stored
+    assert [c.params for c in raw] == [{**tile, "REDUCE_A": 0}, tile, wide]

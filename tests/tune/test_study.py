@@ -114,6 +114,20 @@ def test_isolated_worker_survives_a_crashing_config(tmp_path):
     assert not outs[1].ok and "worker process died (exit status 139" in outs[1].error
 
 
+def test_isolated_tuning_runs_to_a_recorded_entry(tmp_path):
+    """``tune --isolate``: trials and the final re-measure in child processes, with the
+    evaluator's default timing budget (one per device, as in-process)."""
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune.evaluate import default_budget_s
+    from rltriton_tune.tuning_db import load_profiles
+
+    assert IsolatedEvaluator(KEY, CPU).time_budget_s == default_budget_s(CPU) \
+        == Evaluator(KEY, CPU, {}).time_budget_s
+    result = tune(KEY, CPU, trials=2, storage=str(tmp_path / "j.journal"), isolate=True)
+    entry = load_profiles(device_fingerprint(CPU)).entries[KEY.as_text()]
+    assert entry.params == result.best.candidate.params and entry.device_time_us > 0
+
+
 def test_online_tune_key_is_bounded_and_recorded(monkeypatch):
     """The trials stop at two thirds of the budget and the re-measure gets a share of
     the rest, on a clock the test moves (0.1 s at each reading), so a loaded machine
