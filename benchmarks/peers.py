@@ -18,13 +18,17 @@ outputs are checked against the dispatched call's once per cell (``agree``).
 Rows are appended to ``peers.jsonl`` in the output folder as cells finish, so a run
 that stops loses at most one cell; ``--resume`` skips cells already measured with this
 device and software, ``--shard i/k`` or ``--estimators`` split the work into runs under
-ten minutes, ``--max-seconds`` stops cleanly between cells. ``peers.csv`` is rewritten
-from all rows at the end of each run. On the H200:
+ten minutes, ``--max-seconds`` stops cleanly between cells. ``--update`` measures the
+cells asked for again (after a profile changed, say) and keeps the rest: a cell's newest
+row is the one every reader takes (:func:`read_rows`). ``peers.csv`` is rewritten from
+the rows at the end of each run. On the H200:
 
     pip install /path/to/rl_triton-0.1.3-py3-none-any.whl   # optional peer, MIT
     # float32 (rl-triton takes nothing else): ~1600 cells, four runs of < 10 minutes
     python benchmarks/peers.py --dtypes float32 --shard 0/4 --resume --max-seconds 540
     python benchmarks/peers.py --dtypes bfloat16 --peers torchrl --shard 0/4 --resume ...
+    # after tuning time-major 32768x128: those cells again, the others kept
+    python benchmarks/peers.py --update --layouts time --shapes 32768x128 --peers rl_triton
     python benchmarks/benchmarks_md.py --readme README.md
 
 CPU smoke run (seconds; meaningless timings): ``python benchmarks/peers.py --smoke
@@ -332,16 +336,19 @@ def _best_compile(row: dict[str, Any]) -> None:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of a ``peers.jsonl`` file (a torn last line from a killed run is skipped)."""
+    """Rows of a ``peers.jsonl`` file, one per cell: a cell measured again (``--update``)
+    gives its newest row, in the place of its first. A torn last line from a killed run
+    is skipped."""
     if not path.exists():
         return []
-    rows = []
+    rows: dict[str, dict[str, Any]] = {}
     for line in path.read_text().splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
             continue
-    return rows
+        rows[row.get("cell", f"#{len(rows)}")] = row
+    return list(rows.values())
 
 
 CSV_FIELDS = ("cell", "algorithm", "N", "T", "A", "dtype", "layout", "flags", "grid",
@@ -375,13 +382,15 @@ def results_folder(device: torch.device) -> Path:
 
 def run(keys: list[ProblemKey], device: torch.device, output: Path, peers: tuple[str, ...],
         resume: bool, max_seconds: float, budget_s: float,
-        compile_on_cpu: bool = False) -> Iterator[dict[str, Any]]:
-    """Measure ``keys`` (less those done, with ``resume``), appending rows to the file."""
+        compile_on_cpu: bool = False, update: bool = False) -> Iterator[dict[str, Any]]:
+    """Measure ``keys`` (less those done, with ``resume``), appending rows to the file;
+    with ``update`` the file's other cells are kept, otherwise a run without ``resume``
+    starts the file afresh."""
     output.mkdir(parents=True, exist_ok=True)
     jsonl = output / "peers.jsonl"
     context = {**software(device), "date": time.strftime("%Y-%m-%d", time.gmtime())}
     done = _done_cells(read_rows(jsonl), context) if resume else set()
-    if not resume and jsonl.exists():
+    if not resume and not update and jsonl.exists():
         jsonl.unlink()  # a fresh run replaces the file this script wrote
     deadline = time.monotonic() + max_seconds
     for key in keys:
@@ -448,8 +457,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="only cells moving at least this many MiB (bandwidth-bound cells, "
                         "e.g. 64 for the time-major against env-major comparison)")
     p.add_argument("--shard", help="i/k: measure every k-th cell from the i-th")
-    p.add_argument("--resume", action="store_true",
-                   help="keep peers.jsonl and skip cells it holds for this device/software")
+    keep = p.add_mutually_exclusive_group()
+    keep.add_argument("--resume", action="store_true",
+                      help="keep peers.jsonl and skip cells it holds for this device/software")
+    keep.add_argument("--update", action="store_true",
+                      help="keep peers.jsonl and measure the cells asked for again: their new "
+                           "rows replace the old ones in every report")
     p.add_argument("--max-seconds", type=float, default=math.inf,
                    help="stop between cells after this long (then --resume)")
     p.add_argument("--budget", type=float, default=0.1, help="timing seconds per peer")
@@ -471,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
                        int(args.min_mb * 2**20)), args.shard)
     print(f"peers: {len(keys)} cells on {device} -> {output}/peers.jsonl", file=sys.stderr)
     for row in run(keys, device, output, tuple(args.peers), args.resume, args.max_seconds,
-                   args.budget):
+                   args.budget, update=args.update):
         print(_line(row), flush=True)
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
 
 import pytest
 import torch
@@ -36,6 +37,20 @@ def test_smoke_rows_and_peer_agreement(script, tmp_path):
     # A resumed run measures nothing new; a fresh one replaces the file.
     assert peers.main([*argv, "--resume"]) == 0
     assert len(peers.read_rows(tmp_path / "peers.jsonl")) == len(rows)
+    # An update measures the cells asked for again and keeps the rest: readers take the
+    # newest row of each cell, in its first place.
+    before = {r["cell"]: r for r in rows}
+    assert peers.main(["--smoke", "--output", str(tmp_path), "--estimators", "vtrace",
+                       "--layouts", "time", "--update"]) == 0
+    lines = (tmp_path / "peers.jsonl").read_text().splitlines()
+    updated = peers.read_rows(tmp_path / "peers.jsonl")
+    assert len(lines) > len(rows) and [r["cell"] for r in updated] == list(before)
+    with (tmp_path / "peers.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+    last = {json.loads(line)["cell"]: json.loads(line) for line in lines}
+    assert all(r == last[r["cell"]] for r in updated)
+    assert any(r != before[r["cell"]] for r in updated if "vtrace" in r["cell"])
+    assert all(r == before[r["cell"]] for r in updated if "vtrace" not in r["cell"])
     assert peers.main(["--smoke", "--output", str(tmp_path), "--estimators", "gae",
                        "--layouts", "env"]) == 0
     assert {r["algorithm"] for r in peers.read_rows(tmp_path / "peers.jsonl")} == {"gae"}
