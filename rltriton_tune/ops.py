@@ -126,8 +126,7 @@ class _Operators:
         ctx.present = present
         ctx.n_tensors = len(tensors)
         ctx.rest = (*scalars, time_major, starts_at)
-        ctx.backward = self.ops["Tensor" if any(isinstance(x, Tensor) for x in scalars)
-                                else "float"][1]
+        ctx.backward = self.ops[_scalar_type(scalars)][1]
         ctx.save_for_backward(*(tensors[i] for i in present), *outputs)
 
     def _autograd_backward(self, ctx: Any, *grad_outputs: Tensor) -> tuple[Any, ...]:
@@ -202,6 +201,12 @@ class _Operators:
 OPERATORS: dict[str, _Operators] = {name: _Operators(name) for name in ESTIMATOR_NAMES}
 
 
+def _scalar_type(scalars: Sequence[Any]) -> str:
+    """The schema type of a call's scalars: ``"Tensor"`` when any is a tensor (the twin
+    operators), ``"float"`` otherwise."""
+    return "Tensor" if any(isinstance(x, Tensor) for x in scalars) else "float"
+
+
 def _as_float(value: Any) -> Any:
     """Scalars enter the ``float`` schema as ``float``: numbers are converted, anything
     else is passed on for the validator to reject with its own message."""
@@ -222,8 +227,7 @@ def estimate(algorithm: str, tensors: Sequence[Tensor | None], scalars: Sequence
              time_major: bool, starts_at: bool = False) -> Tensor | tuple[Tensor, ...]:
     """Run ``algorithm`` through its custom operator (autograd and torch.compile path):
     the ``float`` one, or its twin taking 0-d tensors when any scalar is a tensor."""
-    operators = OPERATORS[algorithm]
-    if any(isinstance(x, Tensor) for x in scalars):
-        forward, _ = operators.ops["Tensor"]
-        return forward(*tensors, *map(_as_tensor, scalars), time_major, starts_at)
-    return operators.forward(*tensors, *map(_as_float, scalars), time_major, starts_at)
+    scalar_type = _scalar_type(scalars)
+    forward, _ = OPERATORS[algorithm].ops[scalar_type]
+    convert = _as_tensor if scalar_type == "Tensor" else _as_float
+    return forward(*tensors, *map(convert, scalars), time_major, starts_at)

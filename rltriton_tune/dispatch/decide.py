@@ -85,10 +85,11 @@ def _forced_decision(key: ProblemKey, device: torch.device, forced: Forced) -> D
         return None
     # A parameter only some keys have (Retrace's REDUCE_A) is left out for the others, so
     # that a forced Retrace config still serves the backward pass's scans and other calls.
-    own = {*impl.space(key), *impl.default_params(key)}
+    defaults = impl.default_params(key)
+    own = {*impl.space(key), *defaults}
     params = {name: value for name, value in forced.params_dict().items() if name in own}
     try:
-        params = dict(impl.validate(key, {**impl.default_params(key), **params}))
+        params = dict(impl.validate(key, {**defaults, **params}))
     except InvalidConfig as exc:
         where = "" if forced.origin == "force" else f"{ENV_FORCE}: "
         raise ValueError(f"{where}forced config {forced.strategy} {params} is invalid for "
