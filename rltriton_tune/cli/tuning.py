@@ -136,6 +136,7 @@ def cmd_tune(args) -> int:
             _add_row(rows, errors, key, entry, summary.get("trials", 0),
                      summary.get("failed", 0), summary.get("error"))
     else:
+        finalized: list[tuple[Any, Any, Any, Any]] = []
         with compile_pool_for(device, args.compile_workers, args.isolate) as pool:
             for key in keys:
                 bar.set_postfix_str(key.as_text())
@@ -161,9 +162,13 @@ def cmd_tune(args) -> int:
                 except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
                     _add_row(rows, errors, key, None, 0, 0, f"{type(exc).__name__}: {exc}")
                     continue
-                _add_row(rows, errors, key, result.entry, result.trials, result.failed,
-                         kept=result.kept_stored)
+                finalized.append((key, space, study, result))
         bar.close()
+        for key, space, study, result in finalized:
+            if result.entry is not None and (deadline is None or time.monotonic() < deadline):
+                result = _against_later_siblings(key, space, study, result, device, args, skip)
+            _add_row(rows, errors, key, result.entry, result.trials, result.failed,
+                     kept=result.kept_stored)
     print(table(["key", "choice", time_header(device), "vs flat", "vs compile", "vs loop",
                   "ok trials"], rows))
     for err in errors:
@@ -177,6 +182,37 @@ def cmd_tune(args) -> int:
     if lost:
         raise CLIError("; ".join(lost))
     return 0 if rows or (incomplete and not errors) else 1
+
+
+def _against_later_siblings(key: Any, space: Any, study: Any, result: Any, device: Any,
+                            args: Any, skip: tuple[str, ...]) -> Any:
+    """``result``, or the result of one more final round of ``key`` against the seeds it
+    would get now and its study never tried (winners found later in this run): recorded
+    only when one of those configs beats the first round's winner. Its baselines are the
+    first round's (measured on the same inputs, seconds earlier)."""
+    from rltriton_tune.tune.study import finalize, fingerprint_of, make_entry, untried_related
+    from rltriton_tune.tuning_db import record
+
+    if result.best is None:
+        return result
+    try:
+        extra = untried_related(study, key, device, space)
+        if not extra:
+            return result
+        again = finalize(study, key, device, space=space, isolate=args.isolate,
+                         seed=args.seed, skip=skip, extra=[result.best.candidate, *extra],
+                         record=False, measure_baselines=False)
+        # Only a config from outside the study may replace the entry: the study's own
+        # finalists were already weighed in the first round.
+        if again.best is None or again.best.candidate.label() not in {
+                c.label() for c in extra}:
+            return result
+        again.baselines = dict(result.baselines)
+        again.entry = make_entry(again)
+        record(fingerprint_of(device), [again.entry])
+    except Exception:  # noqa: BLE001 - e.g. a storage gone mid-run: the first round stands
+        return result
+    return again
 
 
 def _measure_borrowing(device: Any, algorithms: list[str]) -> int:

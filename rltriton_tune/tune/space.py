@@ -11,6 +11,7 @@ compiles.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -242,6 +243,9 @@ def builtin_choice(key: ProblemKey, space: SearchSpace,
     return None if decision is None else Candidate(decision.strategy, dict(decision.params))
 
 
+#: Most seeds a study takes from the same estimator's entries at the nearest other shapes
+#: (see :func:`related_choices`).
+MAX_NEIGHBOUR_SEEDS = 2
 #: Most seeds a study takes from other estimators' entries (see :func:`related_choices`):
 #: enqueued configs spend the trial budget before the sampler does.
 MAX_SIBLING_SEEDS = 3
@@ -261,7 +265,14 @@ def related_choices(key: ProblemKey, device: torch.device,
       first: with or without an action axis, then the same scan direction). Every
       estimator runs the same scan cores, so the best tile for one is a good guess for
       another: on the H200, time-major 128x2048 V-trace found a look-back config
-      (8.6 µs) where four estimators' 12-trial studies stopped at flat (9.5-10.9 µs).
+      (8.6 µs) where four estimators' 12-trial studies stopped at flat (9.5-10.9 µs);
+    * winners of the same key at the nearest other shapes (at most
+      :data:`MAX_NEIGHBOUR_SEEDS` distinct configs, nearest in log N + log T first): a
+      shape between two tuned ones often wants one of their strategies, where the
+      borrowed config (one neighbour's, rescaled) may be the other's. On the H200,
+      time-major GAE 1024x8192 borrowed ``tiled`` from 2048x8192 (117.7 µs) while its
+      512x32768 neighbour's ``lookback`` family held the best config found there
+      (63.3 µs).
     """
     try:
         from rltriton_tune.dispatch.devices import device_fingerprint
@@ -280,9 +291,17 @@ def related_choices(key: ProblemKey, device: torch.device,
 
     out: list[Candidate] = []
     siblings = []
+    neighbours = []
     for e in entries:
         k = e.key
-        if (k.n, k.t) != (key.n, key.t) or k == key:
+        if k == key:
+            continue
+        if (k.n, k.t) != (key.n, key.t):
+            if (k.algorithm, k.a, k.dtype, k.layout, k.flags) == (
+                    key.algorithm, key.a, key.dtype, key.layout, key.flags):
+                distance = abs(math.log2(max(k.n, 1) / max(key.n, 1))) + abs(
+                    math.log2(max(k.t, 1) / max(key.t, 1)))
+                neighbours.append(((distance, k.n, k.t), Candidate(e.strategy, dict(e.params))))
             continue
         if (k.algorithm, k.a) == (key.algorithm, key.a):
             out.append(Candidate(e.strategy, dict(e.params)))
@@ -294,15 +313,16 @@ def related_choices(key: ProblemKey, device: torch.device,
             siblings.append((likeness, Candidate(e.strategy, dict(e.params))))
     out = [c for c in map(checked, out) if c is not None]
     seen = {c.label() for c in out}
-    added = 0
-    for _, raw in sorted(siblings, key=lambda item: item[0]):
-        if added == MAX_SIBLING_SEEDS:
-            break
-        candidate = checked(raw)
-        if candidate is not None and candidate.label() not in seen:
-            seen.add(candidate.label())
-            out.append(candidate)
-            added += 1
+    for ranked, most in ((siblings, MAX_SIBLING_SEEDS), (neighbours, MAX_NEIGHBOUR_SEEDS)):
+        added = 0
+        for _, raw in sorted(ranked, key=lambda item: item[0]):
+            if added == most:
+                break
+            candidate = checked(raw)
+            if candidate is not None and candidate.label() not in seen:
+                seen.add(candidate.label())
+                out.append(candidate)
+                added += 1
     return out
 
 

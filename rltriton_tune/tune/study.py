@@ -144,6 +144,19 @@ def _known(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
     return found
 
 
+def untried_related(study: optuna.Study, key: ProblemKey, device: torch.device,
+                    space: SearchSpace) -> list[Candidate]:
+    """The seeds :func:`related_choices` gives ``key`` now that its study never ran.
+
+    A study takes its seeds when it opens, so in a run over several estimators at one
+    shape the first ones never try what the later ones find (nor winners at shapes tuned
+    after them). On the H200, time-major discounted returns 128x4096 kept ``flat`` at
+    18.1 µs while the four estimators tuned after it at that shape found ``lookback`` at
+    8.8-10.7 µs; a second run, seeded with their winners, took ``lookback`` at 8.2 µs."""
+    tried = set(_known(study))
+    return [c for c in related_choices(key, device, space) if c.label() not in tried]
+
+
 def run_trials(key: ProblemKey, device: torch.device | str, *, trials: int,
                timeout_s: float | None = None, storage: str | None = None,
                study: optuna.Study | None = None, isolate: bool = False, seed: int = 0,
@@ -285,11 +298,13 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
              evaluator: Any = None, space: SearchSpace | None = None, record: bool = True,
              isolate: bool = False, seed: int = 0, remeasure_s: float | None = None,
              measure_baselines: bool = True, skip: Sequence[str] = (),
-             neighbourhood: bool = True) -> StudyResult:
+             neighbourhood: bool = True, extra: Sequence[Candidate] = ()) -> StudyResult:
     """Re-measure the top candidates, measure baselines, and record the winner. With
     ``neighbourhood``, the winner is the finalist that serves the key and its off-grid
     companion best (:func:`choose_for_neighbourhood`), rl-triton's config among the
-    finalists on CUDA; otherwise the fastest at the key."""
+    finalists on CUDA; otherwise the fastest at the key. ``extra``: configs from outside
+    the study (see :func:`untried_related`) that join the finalists once they pass the
+    gate."""
     device = torch.device(device)
     space = space or SearchSpace(key, device)
     own = evaluator is None
@@ -302,16 +317,29 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
         top = best_candidates(study)
         budget = remeasure_s if remeasure_s is not None else 2 * getattr(
             evaluator, "time_budget_s", 0.1) or None
+        labels = {c.label() for c in top}
+
+        def admit(cand: Candidate) -> str | None:
+            """Gate a finalist from outside the study's top and add it if it passes; the
+            gate's verdict (None for one already among the finalists)."""
+            if cand.label() in labels:
+                return None
+            verdict = gate_verdict(evaluator, cand, budget)
+            if verdict is None:
+                top.append(cand)
+                labels.add(cand.label())
+            return verdict
+
         if record and top:
             result.stored = stored_candidate(key, device)
-        if result.stored is not None and result.stored.label() not in {c.label() for c in top}:
-            result.stored_error = gate_verdict(evaluator, result.stored, budget)
-            if result.stored_error is None:
-                top = [*top, result.stored]  # head to head with the new best configs
+        if result.stored is not None:  # head to head with the new best configs
+            result.stored_error = admit(result.stored)
         flat = rl_triton_finalist(key, device, space) if neighbourhood else None
-        if top and flat is not None and flat.label() not in {c.label() for c in top} \
-                and gate_verdict(evaluator, flat, budget) is None:
-            top = [*top, flat]  # rl-triton's config: a finalist wherever it is valid
+        if top:
+            for cand in extra:
+                admit(cand)
+            if flat is not None:
+                admit(flat)  # rl-triton's config: a finalist wherever it is valid
         measured = [o for o in evaluator.evaluate(top, budget_s=budget, gate=False) if o.ok]
         measured.sort(key=lambda o: o.timing.device_us)
         if measured:

@@ -222,20 +222,28 @@ def test_space_drops_tiled_for_few_long_rows_given_the_sm_count():
     assert "tiled" in SearchSpace(key, cuda, sm_count=8).names()   # 16 rows fill 8 SMs
 
 
+def _record_tuned(strategy, entries):
+    """Record ``(key, params)`` pairs as tuned ``strategy`` entries of this CPU (the rows
+    the seed tests draw from)."""
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tuning_db import Entry, record
+
+    record(device_fingerprint("cpu"), [
+        Entry(key, strategy, params, 5.0, trials=1, date="2026-01-01T00:00:00Z")
+        for key, params in entries])
+
+
 def test_studies_are_seeded_with_sibling_estimators_winners_at_the_same_shape():
     """Related seeds: the same estimator in another dtype first, then other estimators'
     winners at the same shape, dtype and layout, the most alike first, deduplicated and
     at most MAX_SIBLING_SEEDS of them; other layouts and shapes give none."""
-    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.space import MAX_SIBLING_SEEDS, related_choices
-    from rltriton_tune.tuning_db import Entry, record
 
     def at(algorithm, params, layout="time", t=2048, dtype="float32", a=0, flags="none"):
-        key = ProblemKey(algorithm, 128, t, dtype, layout, flags, a)
-        return Entry(key, "torch", params, 5.0, trials=1, date="2026-01-01T00:00:00Z")
+        return ProblemKey(algorithm, 128, t, dtype, layout, flags, a), params
 
     loop, doubling = {"mode": "loop"}, {"mode": "doubling"}
-    record(device_fingerprint("cpu"), [
+    _record_tuned("torch", [
         at("discounted_returns", {"mode": "chunked", "chunk": 32}, dtype="bfloat16"),
         at("retrace", doubling, a=8, flags="trunc"),        # an action axis: least alike
         at("eligibility_traces", {"mode": "chunked", "chunk": 16}),   # forward scan
@@ -252,6 +260,31 @@ def test_studies_are_seeded_with_sibling_estimators_winners_at_the_same_shape():
                      "torch(chunk=64, mode=chunked)", "torch(chunk=16, mode=chunked)"]
 
 
+def test_studies_are_seeded_with_the_nearest_shapes_winners_after_the_siblings():
+    """Neighbour seeds: the same estimator, dtype, layout and flags at other shapes, the
+    nearest (log N + log T) first, at most MAX_NEIGHBOUR_SEEDS distinct configs, after
+    the sibling estimators' seeds; another flag set or layout gives none."""
+    from rltriton_tune.tune.space import MAX_NEIGHBOUR_SEEDS, related_choices
+
+    def at(params, n, t, algorithm="gae", layout="time", flags="none"):
+        return ProblemKey(algorithm, n, t, "float32", layout, flags), params
+
+    _record_tuned("torch", [
+        at({"mode": "chunked", "chunk": 8}, 2048, 8192),     # 1 octave away
+        at({"mode": "chunked", "chunk": 16}, 512, 32768),    # 3 octaves away
+        at({"mode": "chunked", "chunk": 8}, 1024, 16384),    # 1 octave, the same config
+        at({"mode": "chunked", "chunk": 32}, 1024, 2048),    # 2 octaves
+        at({"mode": "loop"}, 1024, 8192, flags="last_value"),  # another flag set: same shape
+        at({"mode": "chunked", "chunk": 64}, 2048, 8192, layout="env"),  # another layout
+        at({"mode": "doubling"}, 1024, 8192, algorithm="vtrace"),         # a sibling
+    ])
+    key = ProblemKey("gae", 1024, 8192, "float32", "time")
+    seeds = [c.label() for c in related_choices(key, torch.device("cpu"))]
+    assert MAX_NEIGHBOUR_SEEDS == 2
+    assert seeds == ["torch(mode=loop)", "torch(mode=doubling)",
+                     "torch(chunk=8, mode=chunked)", "torch(chunk=32, mode=chunked)"]
+
+
 def test_sibling_seeds_are_compared_as_the_study_would_run_them():
     """With the study's space, seeds are validated before duplicates are dropped: a
     sibling's config that a Retrace key fills in (REDUCE_A=0) to one of its own seeds
@@ -259,18 +292,15 @@ def test_sibling_seeds_are_compared_as_the_study_would_run_them():
     kernels = pytest.importorskip("rltriton_tune.kernels")
     if not kernels.triton_available():
         pytest.skip("needs Triton")
-    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.space import related_choices
-    from rltriton_tune.tuning_db import Entry, record
 
     tile = {"BLOCK_N": 8, "BLOCK_T": 64, "num_warps": 1, "num_stages": 1}
     wide = {"BLOCK_N": 32, "BLOCK_T": 16, "num_warps": 1, "num_stages": 1}
 
     def at(algorithm, params, dtype="float32", a=0, flags="none"):
-        key = ProblemKey(algorithm, 128, 2048, dtype, "time", flags, a)
-        return Entry(key, "tiled", params, 5.0, trials=1, date="2026-01-01T00:00:00Z")
+        return ProblemKey(algorithm, 128, 2048, dtype, "time", flags, a), params
 
-    record(device_fingerprint("cpu"), [
+    _record_tuned("tiled", [
         at("retrace", {**tile, "REDUCE_A": 0}, dtype="bfloat16", a=8, flags="trunc"),
         at("gae", tile), at("vtrace", wide)])
     key = ProblemKey("retrace", 128, 2048, "float32", "time", "trunc", 8)

@@ -374,3 +374,77 @@ def test_a_study_of_an_older_search_space_is_not_resumed(tmp_path):
     result = tune(key, CPU, trials=3, storage=storage)
     assert result.study_name.endswith(f"/s{study_mod.SPACE_REVISION}")
     assert result.entry is not None and result.entry.strategy == "torch"
+
+
+def test_winners_of_later_siblings_join_the_final_round(tmp_path):
+    """A study never tried what sibling estimators found after it was seeded:
+    ``untried_related`` lists those configs and ``finalize(extra=...)`` times them
+    among the finalists (when they pass the gate)."""
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune.study import untried_related
+    from rltriton_tune.tuning_db import Entry, record
+
+    storage = str(tmp_path / "s.journal")
+    space = SearchSpace(KEY, CPU)
+    study = open_study(KEY, CPU, storage, trials=4, space=space)
+    run_trials(KEY, CPU, trials=4, study=study, space=space)
+    # Found later in the run by a sibling: a chunk the space never proposes itself.
+    sibling = ProblemKey("lambda_returns", KEY.n, KEY.t)
+    record(device_fingerprint(CPU), [Entry(sibling, "torch", {"mode": "chunked", "chunk": 13},
+                                           5.0, trials=4, date="2026-12-01T00:00:00Z")])
+    extra = untried_related(study, KEY, CPU, space)
+    assert [c.label() for c in extra] == ["torch(chunk=13, mode=chunked)"]
+
+    timed: list[str] = []
+
+    class Recording(Evaluator):
+        def evaluate(self, candidates, *args, **kwargs):
+            timed.extend(c.label() for c in candidates)
+            return super().evaluate(candidates, *args, **kwargs)
+
+    evaluator = Recording(KEY, CPU, {"torch": space.strategies["torch"]})
+    result = finalize(study, KEY, CPU, evaluator=evaluator, space=space, record=False,
+                      measure_baselines=False, neighbourhood=False, extra=extra)
+    assert "torch(chunk=13, mode=chunked)" in timed and result.best is not None
+
+
+def test_a_later_siblings_config_replaces_the_entry_only_when_it_wins(monkeypatch):
+    """The CLI's second round records a new entry only when one of the configs from
+    outside the study comes out fastest; the first round's winner or another of the
+    study's own finalists winning leaves the first result standing."""
+    from types import SimpleNamespace
+
+    from rltriton_tune.cli import tuning
+    from rltriton_tune.tune import study as study_module
+    from rltriton_tune.tune.evaluate import Outcome
+    from rltriton_tune.tune.measure import Timing
+    from rltriton_tune.tune.study import StudyResult
+
+    first_best = Candidate("torch", {"mode": "loop"})
+    sibling = Candidate("torch", {"mode": "chunked", "chunk": 13})
+    first = StudyResult(KEY, "s", Outcome(first_best, Timing(9.0, 9.0)), None, trials=4,
+                        baselines={"torch_loop": 9.0})
+    first.entry = "first entry"
+    recorded = []
+    monkeypatch.setattr(study_module, "untried_related", lambda *a: [sibling])
+    monkeypatch.setattr("rltriton_tune.tuning_db.record", lambda fp, es: recorded.extend(es))
+    args = SimpleNamespace(isolate=False, seed=0)
+    rounds = []
+
+    def final_round(winner):
+        def fake(study, key, device, **kw):
+            rounds.append([c.label() for c in kw["extra"]])
+            return StudyResult(KEY, "s", Outcome(winner, Timing(4.0, 4.0)), None, trials=4)
+        return fake
+
+    monkeypatch.setattr(study_module, "finalize", final_round(first_best))
+    assert tuning._against_later_siblings(KEY, None, None, first, CPU, args, ()) is first
+    assert rounds == [[first_best.label(), sibling.label()]] and not recorded
+    own = Candidate("torch", {"mode": "doubling"})  # a study finalist, re-measured faster
+    monkeypatch.setattr(study_module, "finalize", final_round(own))
+    assert tuning._against_later_siblings(KEY, None, None, first, CPU, args, ()) is first
+    assert not recorded
+    monkeypatch.setattr(study_module, "finalize", final_round(sibling))
+    again = tuning._against_later_siblings(KEY, None, None, first, CPU, args, ())
+    assert again.best.candidate == sibling and again.baselines == {"torch_loop": 9.0}
+    assert [e.params for e in recorded] == [sibling.params]
