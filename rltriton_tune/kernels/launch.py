@@ -100,7 +100,7 @@ def rescale_tile(params: Params, span_from: int, span_to: int, target: ProblemKe
 #: Largest alignment hint: 16 elements cover a 16-byte vector of every supported dtype.
 MAX_ALIGN = 16
 #: Whether packers pass alignment hints (``scan.true_sizes``). Off, sizes that are not
-#: multiples of 16 compile to scalar accesses: benchmarks/align_probe.py measures the gap
+#: multiples of 16 compile to scalar accesses: benchmarks/switches.py measures the gap
 #: and the tests run both ways.
 ALIGN_HINTS = True
 #: Whether backward scans of env-major rows run forward within each thread's flipped
@@ -109,6 +109,11 @@ FLIP_RUNS = True
 #: The same for per-action estimators (Retrace), whose coefficients come out of sums
 #: over the action axis, in another register layout than their loads.
 FLIP_ACTION_RUNS = True
+#: Whether every backward scan's tiles descend (rl-triton's load order), instead of
+#: where :func:`descend_tiles` finds it free; for A/B (benchmarks/switches.py) and tests.
+DESCEND_ALWAYS = False
+
+
 def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int) -> bool:
     """Whether a backward scan's tiles hold their steps last to first, so that the cores
     scan them forward (``scan.time_block``): where that costs the loads nothing, for
@@ -122,7 +127,8 @@ def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int) -> bool:
     neighbourhood). Even lengths that are not a multiple of a whole vector still load
     narrower vectors and keep the runs (unmeasured either way)."""
     return BUILDERS[key.algorithm].reverse and (
-        key.time_major or tile_elems < 2 * 32 * num_warps or key.t % 2 == 1)
+        DESCEND_ALWAYS or key.time_major or tile_elems < 2 * 32 * num_warps
+        or key.t % 2 == 1)
 
 
 def pow2_divisor(x: int, cap: int = MAX_ALIGN) -> int:

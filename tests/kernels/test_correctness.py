@@ -172,26 +172,43 @@ def test_backward_scan_in_flipped_runs(strategy, dtype, flip, monkeypatch):
         check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
 
 
-@pytest.mark.parametrize("strategy", sorted(RUN_PARAMS))
-def test_unaligned_rows_descend(strategy):
-    """Env-major rows of an odd length start off vector boundaries, so their accesses are
-    scalar in any order: backward scans hold their tiles last to first and scan forward
-    (no flipped runs), and give the reference's numbers."""
+def _descending_rows_match_reference(strategy, cases, seed):
+    """For each (algorithm, T, dtype): 3 env-major rows whose tiles descend, computed
+    by ``strategy`` at its RUN_PARAMS, against the reference."""
     params = RUN_PARAMS[strategy]
-    for algorithm, t, dtype in (("gae", 301, "float32"), ("vtrace", 297, "float32"),
-                                ("lambda_returns", 299, "bfloat16")):
+    for algorithm, t, dtype in cases:
         key = ProblemKey(algorithm, 3, t, dtype, "env", FLAG_SETS[algorithm][-1])
         impl = type(strategies()[strategy])()
         full = impl.validate(key, params)
         tile = full["BLOCK_N"] * full.get("BLOCK_T", launch.next_pow2(key.t))
         assert launch.descend_tiles(key, tile, full["num_warps"])
-        call, kwargs = make_call(key, seed=3)
+        call, kwargs = make_call(key, seed=seed)
         outs = impl.prepare(key, params)(call)
         check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {key.as_text()}")
+
+
+@pytest.mark.parametrize("strategy", sorted(RUN_PARAMS))
+def test_unaligned_rows_descend(strategy):
+    """Env-major rows of an odd length start off vector boundaries, so their accesses are
+    scalar in any order: backward scans hold their tiles last to first and scan forward
+    (no flipped runs), and give the reference's numbers."""
+    _descending_rows_match_reference(strategy, (("gae", 301, "float32"), (
+        "vtrace", 297, "float32"), ("lambda_returns", 299, "bfloat16")), seed=3)
     for t, dtype in ((300, "float32"), (298, "float32"), (300, "bfloat16")):
         # even rows load vectors of two elements or more: they keep the runs
         assert not launch.descend_tiles(ProblemKey("gae", 3, t, dtype, "env"), 256, 1)
     assert not launch.descend_tiles(ProblemKey("eligibility_traces", 3, 301), 256, 1)
+
+
+@pytest.mark.parametrize("strategy", sorted(RUN_PARAMS))
+def test_every_backward_tile_descends_with_the_switch(strategy, monkeypatch):
+    """``DESCEND_ALWAYS`` (the A/B switch of benchmarks/switches.py): even, aligned rows
+    of backward estimators also hold their tiles last to first and give the reference's
+    numbers; forward scans never descend."""
+    monkeypatch.setattr(launch, "DESCEND_ALWAYS", True)
+    _descending_rows_match_reference(strategy, (("gae", 248, "float32"), (
+        "vtrace", 304, "bfloat16"), ("discounted_returns", 256, "float32")), seed=5)
+    assert not launch.descend_tiles(ProblemKey("eligibility_traces", 3, 256), 256, 1)
 
 
 def test_scan_runs_only_for_env_major_backward_scans(monkeypatch):

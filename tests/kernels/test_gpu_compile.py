@@ -67,8 +67,8 @@ print(json.dumps(out))
                                  "retrace|trunc|float32|env|N=300|T=256|A=8"])
 def test_alignment_hints_give_vector_accesses(key, tmp_path):
     """A size that is a multiple of 4 but not of 16 compiles to 16-byte loads and stores
-    along the contiguous axis with the hints, and to 4-byte ones without (measured on
-    the H200 by benchmarks/align_probe.py). For Retrace the size is A = 8: its action
+    along the contiguous axis with the hints, and to 4-byte ones without
+    (benchmarks/switches.py times both on a GPU). For Retrace the size is A = 8: its action
     rows (T is a multiple of 16, so only the per-action loads depend on the hints)."""
     # Time-major rows are the contiguous axis: a program needs several to form a vector.
     code = ACCESSES.format(here=str(SCRIPT.parent), key=key, rows=8 if "|time|" in key else 1)
