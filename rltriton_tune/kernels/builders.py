@@ -56,9 +56,22 @@ def _ld(ptr, rows, ts, sn, st, mask):
 
 
 @triton.jit
+def _is_set(ptr, rows, ts, sn, st, mask):
+    """Load a flag input as a bool: non-zero (NaN included) means true (SPEC)."""
+    return tl.load(ptr + rows * sn + ts * st, mask=mask, other=0) != 0
+
+
+@triton.jit
 def _flag(ptr, rows, ts, sn, st, mask):
-    """Load a flag input as float32 0/1: non-zero (NaN included) means true (SPEC)."""
-    return (tl.load(ptr + rows * sn + ts * st, mask=mask, other=0) != 0).to(tl.float32)
+    """Load a flag input as float32 0/1 (see :func:`_is_set`)."""
+    return _is_set(ptr, rows, ts, sn, st, mask).to(tl.float32)
+
+
+@triton.jit
+def _unless(flag, value):
+    """``value * (1 - flag)`` for a bool ``flag`` and a finite scalar ``value``: one
+    select instead of a subtraction and a product per element (the same float)."""
+    return tl.where(flag, 0.0, value)
 
 
 @triton.jit
@@ -97,20 +110,24 @@ def _next_given(F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
 @triton.jit
 def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, term, m,
                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
-    """(trunc, b, done, cut) at ts: cut marks t == T-1 or trunc[t] (nv = b there)."""
+    """(b, done, cut) at ts for the bool ``term``: done (bool) is term or trunc; cut marks
+    t == T-1 or trunc[t] (nv = b there). Absent inputs add no work: no truncations, no
+    loads or ors; no bootstrap value, zeros."""
+    last = ts == T - 1
     if F_TRUNC:
-        trunc = _flag(P_TRUNC, rows, ts, sn, st, m)
+        trunc = _is_set(P_TRUNC, rows, ts, sn, st, m)
+        done = term | trunc
+        cut = last | trunc
     else:
-        trunc = tl.zeros_like(term)
+        done = term
+        cut = last
     if F_BOOT:
         b = _ld(P_BOOT, rows, ts, sn, st, m)
     elif F_ENV:
-        b = tl.where(ts == T - 1, _ld_env(P_LAST, rows, se, N), 0.0)
+        b = tl.where(last, _ld_env(P_LAST, rows, se, N), 0.0)
     else:
-        b = tl.zeros_like(term)
-    done = tl.maximum(term, trunc)
-    cut = (ts == T - 1) | (trunc != 0)
-    return trunc, b, done, cut
+        b = tl.zeros(m.shape, tl.float32)
+    return b, done, cut
 
 
 # The finish of every single-output estimator: store the scan value.
@@ -136,15 +153,15 @@ def gae_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st
     m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     v = _ld(P1, rows, ts, sn, st, m)
-    term = _flag(P2, rows, ts, sn, st, m)
-    trunc, b, done, cut = _bootstrap_and_done(P3, P4, P5, rows, ts, N, T, sn, st, se, term, m,
-                                              F_TRUNC, F_BOOT, F_ENV)
+    term = _is_set(P2, rows, ts, sn, st, m)
+    b, done, cut = _bootstrap_and_done(P3, P4, P5, rows, ts, N, T, sn, st, se, term, m,
+                                       F_TRUNC, F_BOOT, F_ENV)
     if _next_given(F_BOOT, F_ENV):
         nv = b                                     # next_values[t] at every step
     else:
         nv = tl.where(cut, b, _ld(P1, rows, ts + 1, sn, st, m & (ts + 1 < T)))
-    alpha = r + S0 * (1.0 - term) * nv - v
-    beta = S0 * S1 * (1.0 - done)
+    alpha = r + _unless(term, S0) * nv - v
+    beta = _unless(done, S0 * S1)
     return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
 
 
@@ -163,16 +180,17 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
     c = _clip(ratio, S2)
     v = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P3, rows, ts, sn, st, m)
-    term = _flag(P4, rows, ts, sn, st, m)
-    trunc, b, done, cut = _bootstrap_and_done(P5, P6, P7, rows, ts, N, T, sn, st, se, term, m,
-                                              F_TRUNC, F_BOOT, F_ENV)
+    term = _is_set(P4, rows, ts, sn, st, m)
+    b, done, cut = _bootstrap_and_done(P5, P6, P7, rows, ts, N, T, sn, st, se, term, m,
+                                       F_TRUNC, F_BOOT, F_ENV)
     v_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
     if _next_given(F_BOOT, F_ENV):
         nv = b           # next_values[t] at every step; finish's vs[t+1] stays v_next + D
     else:
         nv = tl.where(cut, b, v_next)
-    delta = rho * (r + S0 * (1.0 - term) * nv - v)
-    beta = S0 * c * (1.0 - done)
+    delta = rho * (r + _unless(term, S0) * nv - v)
+    # c is data (an overflowing ratio is inf): the product keeps inf * 0 = NaN.
+    beta = S0 * c * (1.0 - done.to(tl.float32))
     delta = tl.where(m, delta, 0.0)
     beta = tl.where(m, beta, 0.0)
     return delta, beta, rho, r, v, v_next, term, b, cut, m
@@ -199,7 +217,7 @@ def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, 
         F_TRUNC, F_BOOT, F_ENV)
     vs = v + y                                     # y = D[t], y_next = D[t+1]
     nvs = tl.where(cut, b, v_next + y_next)        # vs[t+1] = values[t+1] + D[t+1]
-    adv = rho * (r + S0 * (1.0 - term) * nvs - v)
+    adv = rho * (r + _unless(term, S0) * nvs - v)
     _store(O0, rows, ts, osn, ost, vs, m)
     _store(O1, rows, ts, osn, ost, adv, m)
 
@@ -246,17 +264,18 @@ def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, sa
             eq += tl.sum(pi * nq, axis=2)
     q = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P5, rows, ts, sn, st, m)
-    term = _flag(P6, rows, ts, sn, st, m)
+    term = _is_set(P6, rows, ts, sn, st, m)
     if F_TRUNC:
-        done = tl.maximum(term, _flag(P7, rows, ts, sn, st, m))
+        done = term | _is_set(P7, rows, ts, sn, st, m)
     else:
         done = term
     m_next = m & (ts + 1 < T)
     ratio_next = _retrace_ratio(P0, P1, P4, rows, ts + 1, m_next, A, sn, st, san, sat, saa,
                                 BLOCK_A)
     c_next = tl.where(m_next, S1 * _clip(ratio_next, S2), 0.0)     # c[T] = 0
-    delta = tl.where(m, r + S0 * (1.0 - term) * eq - q, 0.0)
-    beta = tl.where(m, S0 * c_next * (1.0 - done), 0.0)
+    delta = tl.where(m, r + _unless(term, S0) * eq - q, 0.0)
+    # c_next is data (mu = 0 makes it inf): the product keeps inf * 0 = NaN.
+    beta = tl.where(m, S0 * c_next * (1.0 - done.to(tl.float32)), 0.0)
     return delta, beta, q, r, term, m
 
 
@@ -281,20 +300,39 @@ def retrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows,
     m = _valid(rows, ts, N, T)
     q = _ld(P2, rows, ts, sn, st, m)
     r = _ld(P5, rows, ts, sn, st, m)
-    term = _flag(P6, rows, ts, sn, st, m)
+    term = _is_set(P6, rows, ts, sn, st, m)
     ratio = _retrace_ratio(P0, P1, P4, rows, ts, m, A, sn, st, san, sat, saa, BLOCK_A)
     q_next = _ld(P2, rows, ts + 1, sn, st, m & (ts + 1 < T))
-    adv = _clip(ratio, S3) * (r + S0 * (1.0 - term) * (q_next + y_next) - q)
+    adv = _clip(ratio, S3) * (r + _unless(term, S0) * (q_next + y_next) - q)
     _store(O0, rows, ts, osn, ost, q + y, m)
     _store(O1, rows, ts, osn, ost, adv, m)
 
 
 @triton.jit
-def _fold_final_bootstrap(alpha, beta, b, ts, T, m):
-    """Fold the returns' boundary G[T] = b[T-1] into alpha at t = T-1 (zero carry after)."""
-    last = ts == T - 1
-    alpha = tl.where(last, alpha + beta * b, alpha)
-    beta = tl.where(last, 0.0, beta)
+def _returns_done(P_TERM, P_TRUNC, rows, ts, sn, st, m, F_TRUNC: tl.constexpr):
+    """(done, trunc) as bools for the two returns estimators: done is terminated or
+    truncated. Without truncations ``trunc`` is a placeholder (``done``), never read."""
+    done = _is_set(P_TERM, rows, ts, sn, st, m)
+    if F_TRUNC:
+        trunc = _is_set(P_TRUNC, rows, ts, sn, st, m)
+        return done | trunc, trunc
+    return done, done
+
+
+@triton.jit
+def _returns_boundary(alpha, beta, trunc, P_BOOT, rows, ts, T, sn, st, m, gamma,
+                      F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr):
+    """Add the bootstrap terms of the two returns estimators to (alpha, beta): gamma *
+    b[t] at truncations, and the boundary G[T] = b[T-1] folded into alpha at t = T-1
+    (zero carry after). Without bootstrap values both are zero and cost nothing: the
+    carry into t = T-1 is zero in every core, so beta there needs no clearing."""
+    if F_BOOT:
+        b = _ld(P_BOOT, rows, ts, sn, st, m)
+        if F_TRUNC:
+            alpha = alpha + tl.where(trunc, gamma, 0.0) * b
+        last = ts == T - 1
+        alpha = tl.where(last, alpha + beta * b, alpha)
+        beta = tl.where(last, 0.0, beta)
     return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
 
 
@@ -304,33 +342,18 @@ def _fold_final_bootstrap(alpha, beta, b, ts, T, m):
 
 
 @triton.jit
-def _returns_boundary(P_TRUNC, P_BOOT, rows, ts, N, T, sn, st, term, m,
-                      F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr):
-    """(trunc, b, done, b at T-1 on the last step) for the two returns estimators."""
-    if F_TRUNC:
-        trunc = _flag(P_TRUNC, rows, ts, sn, st, m)
-    else:
-        trunc = tl.zeros_like(term)
-    if F_BOOT:
-        b = _ld(P_BOOT, rows, ts, sn, st, m)
-    else:
-        b = tl.zeros_like(term)
-    return trunc, b, tl.maximum(term, trunc)
-
-
-@triton.jit
 def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se,
                           san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                           F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                           BLOCK_A: tl.constexpr):
+    # alpha = r + gamma*(1-done)*(1-lambda)*nv + gamma*trunc*b, beta = gamma*lambda*(1-done)
     m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     nv = _ld(P1, rows, ts, sn, st, m)
-    term = _flag(P2, rows, ts, sn, st, m)
-    trunc, b, done = _returns_boundary(P3, P4, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
-    alpha = r + S0 * (1.0 - done) * (1.0 - S1) * nv + S0 * trunc * b
-    beta = S0 * S1 * (1.0 - done)
-    return _fold_final_bootstrap(alpha, beta, b, ts, T, m)
+    done, trunc = _returns_done(P2, P3, rows, ts, sn, st, m, F_TRUNC)
+    alpha = r + _unless(done, S0 * (1.0 - S1)) * nv
+    beta = _unless(done, S0 * S1)
+    return _returns_boundary(alpha, beta, trunc, P4, rows, ts, T, sn, st, m, S0, F_TRUNC, F_BOOT)
 
 
 # --------------------------------------------------------------------------- discounted returns
@@ -343,13 +366,12 @@ def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, 
                               san, sat, saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                               F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                               BLOCK_A: tl.constexpr):
+    # alpha = r + gamma*trunc*b, beta = gamma*(1-done)
     m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
-    term = _flag(P1, rows, ts, sn, st, m)
-    trunc, b, done = _returns_boundary(P2, P3, rows, ts, N, T, sn, st, term, m, F_TRUNC, F_BOOT)
-    alpha = r + S0 * trunc * b
-    beta = S0 * (1.0 - done)
-    return _fold_final_bootstrap(alpha, beta, b, ts, T, m)
+    done, trunc = _returns_done(P1, P2, rows, ts, sn, st, m, F_TRUNC)
+    return _returns_boundary(r, _unless(done, S0), trunc, P3, rows, ts, T, sn, st, m, S0, F_TRUNC,
+                             F_BOOT)
 
 
 # --------------------------------------------------------------------------- forward scans
@@ -364,10 +386,10 @@ def _forward_coeffs(P0, P1, P2, rows, ts, N, T, sn, st, se, decay, F_ENV: tl.con
     m = _valid(rows, ts, N, T)
     x = _ld(P0, rows, ts, sn, st, m)
     if F_STARTS:
-        done = _flag(P1, rows, ts, sn, st, m)
+        done = _is_set(P1, rows, ts, sn, st, m)
     else:
-        done = _flag(P1, rows, ts - 1, sn, st, m & (ts >= 1))     # done[-1] = 0
-    beta = decay * (1.0 - done)
+        done = _is_set(P1, rows, ts - 1, sn, st, m & (ts >= 1))     # done[-1] = 0
+    beta = _unless(done, decay)
     if F_ENV:
         first = ts == 0
         x = tl.where(first, x + beta * _ld_env(P2, rows, se, N), x)
@@ -559,13 +581,13 @@ def _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, r
     g_adv = _ld(P1, rows, ts, sn, st, m)
     v = _ld(P5, rows, ts, sn, st, m)
     r = _ld(P6, rows, ts, sn, st, m)
-    term = _flag(P7, rows, ts, sn, st, m)
-    trunc, b, done, cut = _bootstrap_and_done(P8, P9, P9, rows, ts, N, T, sn, st, se, term, m,
-                                              F_TRUNC, F_BOOT, F_ENV)
+    term = _is_set(P7, rows, ts, sn, st, m)
+    b, done, cut = _bootstrap_and_done(P8, P9, P9, rows, ts, N, T, sn, st, se, term, m,
+                                       F_TRUNC, F_BOOT, F_ENV)
     mn = m & (ts + 1 < T)
     v_next = _ld(P5, rows, ts + 1, sn, st, mn)
     vs_next = _ld(P2, rows, ts + 1, sn, st, mn)
-    kept = S0 * (1.0 - term)
+    kept = _unless(term, S0)
     if _next_given(F_BOOT, F_ENV):
         nv = b                                     # next_values[t] at every step
     else:
@@ -573,7 +595,7 @@ def _vtrace_grad_store(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, r
     nvs = tl.where(cut, b, vs_next)
     w = rho * (g_adv + y)                          # grad_rewards
     through_rho = g_adv * (r + kept * nvs - v) + y * (r + kept * nv - v)
-    through_c = y * S0 * (1.0 - done) * (vs_next - v_next)      # z[t]·γ(1-done)·D[t+1]
+    through_c = y * _unless(done, S0) * (vs_next - v_next)      # z[t]·γ(1-done)·D[t+1]
     grad_lpt = ratio * (tl.where(ratio <= S1, through_rho, 0.0)
                         + tl.where(ratio <= S2, through_c, 0.0))
     weight, g_adv_prev, _ = _vtrace_grad_previous(P1, P3, P4, P7, P8, rows, ts, N, T, sn, st,
