@@ -21,6 +21,8 @@ from rltriton_tune.kernels.launch import (
     pow2_range,
     require,
     rescale_tile,
+    tile_order_default,
+    tile_order_space,
 )
 from rltriton_tune.kernels.scan import (
     edges,
@@ -91,6 +93,7 @@ class FlatStrategy(TritonStrategy):
             # Searched at 1; any 1-8 is accepted (rl-triton uses 3).
             "num_stages": [1],
             **reduce_actions_space(key),
+            **tile_order_space(key),
         }
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
@@ -103,12 +106,15 @@ class FlatStrategy(TritonStrategy):
                 f"{TILE_BUDGET} (use tiled or split for long sequences)")
 
     def default_params(self, key: ProblemKey) -> Params:
-        return {**rl_triton_params(key.t), **reduce_actions_default(key)}
+        return {**rl_triton_params(key.t), **reduce_actions_default(key),
+                **tile_order_default(key)}
 
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:
         """A row is one next_pow2(T) tile: keep the tile's size as T moves (see
-        :func:`rescale_tile`)."""
+        :func:`rescale_tile`). ``DESCEND`` goes only where the target offers it."""
+        if "DESCEND" in params and not tile_order_space(target):
+            params = {k: v for k, v in params.items() if k != "DESCEND"}
         span_from, span_to = next_pow2(source.t), next_pow2(target.t)
         if span_from == span_to:
             return self.name, dict(params)
@@ -116,7 +122,8 @@ class FlatStrategy(TritonStrategy):
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)
-        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0))
+        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0),
+                      params.get("DESCEND", 0))
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])

@@ -111,10 +111,29 @@ FLIP_RUNS = True
 FLIP_ACTION_RUNS = True
 #: Whether every backward scan's tiles descend (rl-triton's load order), instead of
 #: where :func:`descend_tiles` finds it free; for A/B (benchmarks/switches.py) and tests.
+#: A config asks for the same with its ``DESCEND`` parameter (:func:`tile_order_space`).
 DESCEND_ALWAYS = False
 
 
-def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int) -> bool:
+def tile_order_space(key: ProblemKey) -> dict[str, list[int]]:
+    """The ``DESCEND`` choices of a key: ``[0, 1]`` for backward scans of env-major rows,
+    none otherwise. 1 holds every tile last to first, as rl-triton does (a forward scan
+    over the tile, its loads scalar); 0 does so only where :func:`descend_tiles` finds it
+    free, and elsewhere loads vectors and scans flipped runs, whose reverse scan across
+    lanes adds butterfly shuffles to the critical path (sm_90, GAE 333x150 at
+    rl-triton's config: 25 shuffles against 20). Which wins is measured per config."""
+    if BUILDERS[key.algorithm].reverse and not key.time_major:
+        return {"DESCEND": [0, 1]}
+    return {}
+
+
+def tile_order_default(key: ProblemKey) -> dict[str, int]:
+    """``DESCEND`` off where a key offers it: the tile order of :func:`descend_tiles`."""
+    return {"DESCEND": 0} if tile_order_space(key) else {}
+
+
+def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int,
+                  always: bool = False) -> bool:
     """Whether a backward scan's tiles hold their steps last to first, so that the cores
     scan them forward (``scan.time_block``): where that costs the loads nothing, for
     time-major keys (steps not contiguous in memory), for tiles of fewer than two
@@ -125,9 +144,10 @@ def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int) -> bool:
     shuffles to rl-triton's 1 and 24, and on the H200 the 777x77 cells of the rl-triton
     comparison from 0.66-0.89x to 0.96-1.00x (with entries refreshed for their
     neighbourhood). Even lengths that are not a multiple of a whole vector still load
-    narrower vectors and keep the runs (unmeasured either way)."""
+    narrower vectors and keep the runs (unmeasured either way). ``always``: a config's
+    ``DESCEND`` (every backward tile descends)."""
     return BUILDERS[key.algorithm].reverse and (
-        DESCEND_ALWAYS or key.time_major or tile_elems < 2 * 32 * num_warps
+        always or DESCEND_ALWAYS or key.time_major or tile_elems < 2 * 32 * num_warps
         or key.t % 2 == 1)
 
 
@@ -173,9 +193,10 @@ class Packer:
     """Precomputed argument plan for one problem key."""
 
     def __init__(self, key: ProblemKey, tile_elems: int, num_warps: int,
-                 reduce_actions: int = 0) -> None:
+                 reduce_actions: int = 0, descend: int = 0) -> None:
         """``reduce_actions``: a strategy's ``REDUCE_A`` (Retrace keys): run the action
-        pre-pass (:mod:`rltriton_tune.kernels.actions`) before the scan."""
+        pre-pass (:mod:`rltriton_tune.kernels.actions`) before the scan. ``descend``: a
+        config's ``DESCEND`` (:func:`tile_order_space`)."""
         spec = key.spec
         self.key = key
         self.builder = BUILDERS[key.algorithm]
@@ -272,7 +293,7 @@ class Packer:
             ALIGN_T=self.align_t,
             ALIGN_A=self.align_a,
             RUN=scan_run(key, tile_elems, num_warps),
-            DESCEND=descend_tiles(key, tile_elems, num_warps),
+            DESCEND=descend_tiles(key, tile_elems, num_warps, bool(descend)),
         )
 
     def args(self, call: Call) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
@@ -401,9 +422,9 @@ class TritonStrategy:
             except (TypeError, ValueError):
                 raise InvalidConfig(f"{self.name}: parameter {name}={value!r} is not an "
                                     "integer") from None
-            if name == "REDUCE_A":
+            if name in SWITCH_PARAMS:
                 if full[name] not in (0, 1):
-                    raise InvalidConfig(f"{self.name}: REDUCE_A={value!r} must be 0 or 1")
+                    raise InvalidConfig(f"{self.name}: {name}={value!r} must be 0 or 1")
             elif name != "num_stages" and not is_pow2(full[name]):
                 raise InvalidConfig(f"{self.name}: {name}={value!r} must be a power of two")
         if not 1 <= full.get("num_warps", 1) <= 32:
@@ -435,6 +456,10 @@ class TritonStrategy:
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         raise NotImplementedError
+
+
+#: Parameters that turn a kernel path on (1) or off (0).
+SWITCH_PARAMS = frozenset({"REDUCE_A", "DESCEND"})
 
 
 def _empty_launcher(key: ProblemKey) -> Launcher:

@@ -5,11 +5,11 @@ what dispatch chooses for the key now (the stored config, unless it no longer
 validates), the built-in rules' config for this device's multiprocessor count (what a
 kernel change may have made the better one), on CUDA rl-triton's config (the flat
 heuristic), and the stored config with each other setting of a switch parameter
-(:data:`SWITCHES`: Retrace's action pre-pass), on the same inputs in one process, and
-at the key's off-grid companion (``tune.neighbours``); the config that serves both best
-is recorded with its fresh time and the installed software (so the stored config stays
-only if it still wins). An entry none of whose configs works here, or whose refresh
-fails, is left as it is and reported.
+(:data:`SWITCHES`: Retrace's action pre-pass, flat's tile order), on the same inputs
+in one process, and at the key's off-grid companion (``tune.neighbours``); the config
+that serves both best is recorded with its fresh time and the installed software (so
+the stored config stays only if it still wins). An entry none of whose configs works
+here, or whose refresh fails, is left as it is and reported.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from typing import Any
 import torch
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
+from rltriton_tune.kernels.launch import tile_order_space
 from rltriton_tune.tune.evaluate import describe
 from rltriton_tune.tune.space import (
     Candidate,
@@ -44,16 +46,20 @@ from rltriton_tune.tune.study import (
 #: added after the entry was tuned pays without a new search.
 SWITCHES: dict[str, Callable[[ProblemKey], dict[str, list[int]]]] = {
     "REDUCE_A": reduce_actions_space,
+    "DESCEND": tile_order_space,
 }
 
 
 def switch_variants(key: ProblemKey, stored: Candidate) -> list[Candidate]:
-    """``stored`` with each other setting of every switch its key offers (Triton
-    strategies only: the torch fallback takes none)."""
+    """``stored`` with each other setting of every switch its key and strategy offer
+    (Triton strategies only: the torch fallback takes none)."""
     if stored.strategy == "torch":
         return []
+    offered = strategies()[stored.strategy].space(key)
     out = []
     for name, settings_of in SWITCHES.items():
+        if name not in offered:
+            continue
         for value in settings_of(key).get(name, ()):
             if stored.params.get(name, 0) != value:
                 out.append(Candidate(stored.strategy, {**stored.params, name: value}))

@@ -211,6 +211,31 @@ def test_every_backward_tile_descends_with_the_switch(strategy, monkeypatch):
     assert not launch.descend_tiles(ProblemKey("eligibility_traces", 3, 256), 256, 1)
 
 
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace", "retrace", "discounted_returns"])
+def test_a_flat_config_asks_for_descending_tiles(algorithm):
+    """A flat config's ``DESCEND=1`` holds even, aligned rows last to first (where the
+    rule would flip runs of vectors) and gives the reference's numbers; 0 keeps the rule.
+    The parameter exists for backward scans of env-major rows only, as a 0/1 switch."""
+    a = 5 if algorithm == "retrace" else 0
+    key = ProblemKey(algorithm, 3, 248, "float32", "env", FLAG_SETS[algorithm][-1], a=a)
+    flat = type(strategies()["flat"])()
+    params = {"BLOCK_N": 1, "num_warps": 1, "num_stages": 1}
+    tile = launch.next_pow2(key.t)
+    assert not launch.descend_tiles(key, tile, 1)
+    for descend in (0, 1):
+        pack = launch.Packer(key, tile, 1, 0, descend)
+        assert pack.constexprs["DESCEND"] is bool(descend)
+    call, kwargs = make_call(key, seed=11)
+    outs = flat.prepare(key, {**params, "DESCEND": 1})(call)
+    check_outputs(outs, expected(algorithm, kwargs), call, f"flat DESCEND=1 {key.as_text()}")
+    with pytest.raises(launch.InvalidConfig, match="DESCEND=2 must be 0 or 1"):
+        flat.validate(key, {**params, "DESCEND": 2})
+    for other in (ProblemKey("eligibility_traces", 3, 248), ProblemKey(algorithm, 3, 248,
+                                                                      layout="time", a=a)):
+        with pytest.raises(launch.InvalidConfig, match="unknown parameter"):
+            flat.validate(other, {**params, "DESCEND": 1})
+
+
 def test_scan_runs_only_for_env_major_backward_scans(monkeypatch):
     def run(algorithm, layout="env", dtype="bfloat16", a=0, tile=2048, warps=4):
         return launch.scan_run(ProblemKey(algorithm, 4, 64, dtype, layout, "none", a),

@@ -14,6 +14,10 @@ def key(n, t, algorithm="gae"):
     return ProblemKey(algorithm, n, t)
 
 
+#: GAE is a backward scan: its flat configs carry a tile order (launch.tile_order_space).
+ORDER = {"DESCEND": 0}
+
+
 @pytest.fixture(scope="module")
 def triton_strategies():
     return strategies()
@@ -58,12 +62,12 @@ def test_longer_row_drops_rows_then_adds_warps():
 def test_flat_moves_its_row_tile(triton_strategies):
     assert moved(triton_strategies, "flat", key(32768, 128), key(32768, 32),
                  {"BLOCK_N": 1, "num_warps": 2, "num_stages": 1}) == \
-        ("flat", {"BLOCK_N": 4, "num_warps": 2, "num_stages": 1})
+        ("flat", {"BLOCK_N": 4, "num_warps": 2, "num_stages": 1, **ORDER})
     assert moved(triton_strategies, "flat", key(256, 32), key(256, 100),
                  {"BLOCK_N": 1, "num_warps": 2, "num_stages": 3}) == \
-        ("flat", {"BLOCK_N": 1, "num_warps": 4, "num_stages": 3})
+        ("flat", {"BLOCK_N": 1, "num_warps": 4, "num_stages": 3, **ORDER})
     # Same next_pow2(T): nothing to move.
-    same = {"BLOCK_N": 2, "num_warps": 8, "num_stages": 1}
+    same = {"BLOCK_N": 2, "num_warps": 8, "num_stages": 1, **ORDER}
     assert moved(triton_strategies, "flat", key(4096, 512), key(3000, 300), same) == \
         ("flat", same)
 
@@ -73,11 +77,11 @@ def test_one_tile_tiled_config_becomes_flat(triton_strategies):
     # 16 rows of 8 steps (N=4096 leaves 16 rows for 256 programs).
     assert moved(triton_strategies, "tiled", key(4096, 32), key(4096, 8),
                  {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4, "num_stages": 1}) == \
-        ("flat", {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1})
+        ("flat", {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1, **ORDER})
     # ... and to T=40 (64-step rows): 8 rows keep the 512-element tile.
     assert moved(triton_strategies, "tiled", key(4096, 32), key(3000, 40),
                  {"BLOCK_N": 16, "BLOCK_T": 32, "num_warps": 4, "num_stages": 1}) == \
-        ("flat", {"BLOCK_N": 8, "num_warps": 4, "num_stages": 1})
+        ("flat", {"BLOCK_N": 8, "num_warps": 4, "num_stages": 1, **ORDER})
 
 
 def test_a_retrace_config_keeps_its_action_pre_pass_when_it_becomes_flat(triton_strategies):
@@ -152,3 +156,15 @@ def test_sequential_keeps_its_program_count(triton_strategies):
     # 4096 rows / 128 programs = 32 exactly; 6000 rows allow 32 (46.9 per program).
     assert moved(triton_strategies, "sequential", key(32768, 32), key(6000, 32),
                  {"BLOCK_N": 256, "num_warps": 4})[1]["BLOCK_N"] == 32
+
+
+def test_a_flat_tile_order_goes_only_where_the_target_offers_it(triton_strategies):
+    """``DESCEND`` exists for backward scans of env-major rows: a flat config moved to
+    another such key keeps it, one moved to a time-major key drops it."""
+    params = {"BLOCK_N": 1, "num_warps": 4, "num_stages": 1, "DESCEND": 1}
+    env = ProblemKey("gae", 333, 150)
+    assert moved(triton_strategies, "flat", env, ProblemKey("gae", 600, 150), params) == \
+        ("flat", params)
+    to, moved_params = moved(triton_strategies, "flat", env,
+                             ProblemKey("gae", 600, 150, layout="time"), params)
+    assert to == "flat" and "DESCEND" not in moved_params

@@ -199,9 +199,12 @@ def test_refresh_times_the_stored_config_with_each_switch_setting(monkeypatch):
                                  "num_stages": 1, "REDUCE_A": 0})
     assert refresh_module.switch_variants(retrace, stored) == [
         Candidate("tiled", {**stored.params, "REDUCE_A": 1})]
-    # An entry stored before the switch existed has the default setting, 0.
+    # An entry stored before a switch existed has its default setting, 0; flat also
+    # offers the tile order of backward scans.
     bare = Candidate("flat", {"BLOCK_N": 1, "num_warps": 2, "num_stages": 1})
-    assert [c.params["REDUCE_A"] for c in refresh_module.switch_variants(retrace, bare)] == [1]
+    assert refresh_module.switch_variants(retrace, bare) == [
+        Candidate("flat", {**bare.params, "REDUCE_A": 1}),
+        Candidate("flat", {**bare.params, "DESCEND": 1})]
     assert refresh_module.switch_variants(KEY, Candidate("tiled", dict(stored.params))) == []
     assert refresh_module.switch_variants(retrace, Candidate("torch", FAST)) == []
 
@@ -224,3 +227,22 @@ def test_refresh_times_the_stored_config_with_each_switch_setting(monkeypatch):
     done = refresh_module.refresh_entry(Entry(retrace, "tiled", dict(stored.params), 1.0), CPU)
     assert "no config works here" in done.error
     assert [c.params["REDUCE_A"] for c in timed] == [0, 1]
+
+
+def test_refresh_times_flat_configs_of_backward_scans_in_both_tile_orders():
+    """``DESCEND`` (flat only, env-major backward scans): a refresh times the stored flat
+    config with its tiles descending too; forward scans, time-major keys and other
+    strategies get no such variant."""
+    from rltriton_tune.tune.space import Candidate
+
+    flat = Candidate("flat", {"BLOCK_N": 1, "num_warps": 4, "num_stages": 1})
+    gae = ProblemKey("gae", 333, 150, flags="last_value")
+    assert refresh_module.switch_variants(gae, flat) == [
+        Candidate("flat", {**flat.params, "DESCEND": 1})]
+    on = Candidate("flat", {**flat.params, "DESCEND": 1})
+    assert refresh_module.switch_variants(gae, on) == [
+        Candidate("flat", {**flat.params, "DESCEND": 0})]
+    assert refresh_module.switch_variants(ProblemKey("eligibility_traces", 333, 150), flat) == []
+    assert refresh_module.switch_variants(ProblemKey("gae", 333, 150, layout="time"), flat) == []
+    tiled = Candidate("tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1, "num_stages": 1})
+    assert refresh_module.switch_variants(gae, tiled) == []
