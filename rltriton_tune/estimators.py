@@ -249,7 +249,8 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     per_action_name = ""
 
     tensors: dict[str, Tensor] = {}
-    for (name, rule, accepted, kind, optional), x in zip(plan.entries, values, strict=True):
+    # No strict zip (it costs 0.1 us): every caller gathers values from plan.names.
+    for (name, rule, accepted, kind, optional), x in zip(plan.entries, values):  # noqa: B905
         if x is None:
             if optional:
                 continue
