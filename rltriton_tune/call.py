@@ -129,6 +129,9 @@ class Call:
     out_dtype: torch.dtype = torch.float32
     shape: tuple[int, ...] | None = None
     tensor_scalars: bool = False
+    #: The inputs' device when the builder knows it already (the validator does): read by
+    #: :attr:`device` and the dispatcher's memo key instead of asking a tensor again.
+    _device: torch.device | None = field(default=None, repr=False, compare=False)
     _key: ProblemKey | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -137,7 +140,8 @@ class Call:
 
     @property
     def device(self) -> torch.device:
-        return next(iter(self.tensors.values())).device
+        device = self._device
+        return next(iter(self.tensors.values())).device if device is None else device
 
     def logical(self, x: torch.Tensor) -> torch.Tensor:
         """A tensor in the caller's layout (``[T, N]``, ``[T, N, A]`` when time-major) as

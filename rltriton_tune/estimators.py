@@ -309,7 +309,7 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     # Positional, in Call's field order: keyword construction costs twice as much.
     return Call(plan.algorithm, tensors, scalars, n, t, time_major, a, starts_at,
                 values[plan.first_float].dtype, None if batch is None else tuple(shape),
-                tensor_scalars)
+                tensor_scalars, device)
 
 
 def _scalars(plan: _Plan, scalar_values: tuple[Any, ...], device: torch.device

@@ -29,9 +29,12 @@ _miss = memo.miss
 def run(call: Call) -> tuple[torch.Tensor, ...]:
     """Compute the outputs of ``call`` with the implementation chosen for its key."""
     tensors = call.tensors
+    device = call._device  # Call.device, inlined: the validator's Calls carry it
+    if device is None:
+        device = next(iter(tensors.values())).device
     # Same tuple as memo.memo_key, inlined: this is the per-call hot path.
     mk = (call.algorithm, call.n, call.t, call.out_dtype, call.time_major, call.a,
-          call.starts_at, *tensors, next(iter(tensors.values())).device, _current_forced())
+          call.starts_at, *tensors, device, _current_forced())
     launcher = _STATE.table.get(mk)
     if launcher is None:
         return _miss(call, mk, mk[-1])

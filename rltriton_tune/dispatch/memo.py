@@ -34,7 +34,7 @@ def memo_key(call: Call, ctx: forcing.Forced | None) -> tuple:
     """
     tensors = call.tensors
     return (call.algorithm, call.n, call.t, call.out_dtype, call.time_major, call.a,
-            call.starts_at, *tensors, next(iter(tensors.values())).device, ctx)
+            call.starts_at, *tensors, call.device, ctx)
 
 
 def _prepare(decision: Decision) -> Launcher:
