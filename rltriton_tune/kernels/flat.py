@@ -1,7 +1,8 @@
 """``flat`` strategy: the whole sequence in one tile, BLOCK_N rows per program.
 
 BLOCK_T = next_pow2(T), so the tile must fit a register budget; no carries,
-one launch. rl-triton 0.1.3 is this strategy with BLOCK_N = 1.
+one launch. rl-triton 0.1.3 is this strategy with BLOCK_N = 1 (and, for backward
+scans, DESCEND = 1: its tiles hold their steps last to first).
 """
 
 from __future__ import annotations
