@@ -174,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "--shapes, only those shapes in the --dtypes and --layouts asked for) on "
                    "this software stack: each stored config against its runner-up, the "
                    "built-in rules' config, rl-triton's config and itself with each other "
-                   "setting of a switch (Retrace's REDUCE_A), at the key and at an off-grid "
-                   "neighbour; the one that serves both best is recorded")
+                   "setting of a switch (Retrace's REDUCE_A, flat's DESCEND), at the key and "
+                   "at an off-grid neighbour; the one that serves both best is recorded")
     t.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     t.add_argument("--no-compile-baseline", action="store_true",
                    help="skip measuring torch.compile (seconds of compilation per key)")
