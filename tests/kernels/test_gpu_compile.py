@@ -82,6 +82,40 @@ def test_alignment_hints_give_vector_accesses(key, tmp_path):
     assert not any(".v" in op for op in plain), plain
 
 
+PTX_OPS = r"""
+import json, re, sys
+from collections import Counter
+sys.path.insert(0, {here!r})
+from gpu_compile import compiled_launches
+from rltriton_tune.call import ProblemKey
+out = {{}}
+for name, (key, params) in {cases!r}.items():
+    ptx = compiled_launches("flat", ProblemKey.from_text(key), params)[-1].asm["ptx"]
+    out[name] = dict(Counter(re.findall(r"(shfl\.sync\.\w+|max\.f32|min\.f32)", ptx)))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
+def test_flat_tile_order_and_absent_flags_in_the_compiled_code(tmp_path):
+    """At rl-triton's config (one 256-step row, 4 warps): flipped runs of vectors scan
+    their aggregates in reverse across lanes, with butterfly shuffles; ``DESCEND=1``
+    scans the tile forward, with no butterflies, as rl-triton does. Without
+    truncations the returns estimators take no max of flags (an absent input adds no
+    work)."""
+    rl = {"BLOCK_N": 1, "num_warps": 4, "num_stages": 3}
+    cases = {"runs": ("gae|last_value|float32|env|N=333|T=150", {**rl, "DESCEND": 0}),
+             "descending": ("gae|last_value|float32|env|N=333|T=150", {**rl, "DESCEND": 1}),
+             "returns": ("discounted_returns|none|float32|env|N=333|T=150", rl),
+             "lambda": ("lambda_returns|none|float32|env|N=333|T=150", rl)}
+    found = _compiled_json(PTX_OPS.format(here=str(SCRIPT.parent), cases=cases), tmp_path)
+    assert found["runs"].get("shfl.sync.bfly", 0) > 0, found["runs"]
+    assert "shfl.sync.bfly" not in found["descending"], found["descending"]
+    assert found["descending"].get("shfl.sync.up", 0) > 0, found["descending"]
+    for name in ("returns", "lambda"):
+        assert "max.f32" not in found[name] and "min.f32" not in found[name], found[name]
+
+
 @pytest.mark.parametrize("key_text, strategy, params", [
     ("gae|none|float32|env|N=12|T=45000", "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024}),
     ("gae|none|float32|env|N=100000|T=12", "flat", {"BLOCK_N": 16}),
