@@ -129,10 +129,12 @@ class Call:
     out_dtype: torch.dtype = torch.float32
     shape: tuple[int, ...] | None = None
     tensor_scalars: bool = False
+    # Derived, so not init fields: ``dataclasses.replace`` (other tensors) starts without.
     #: The inputs' device when the builder knows it already (the validator does): read by
     #: :attr:`device` and the dispatcher's memo key instead of asking a tensor again.
-    _device: torch.device | None = field(default=None, repr=False, compare=False)
-    _key: ProblemKey | None = field(default=None, repr=False, compare=False)
+    _device: torch.device | None = field(default=None, init=False, repr=False, compare=False)
+    #: :attr:`key`, once computed.
+    _key: ProblemKey | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def spec(self) -> AlgorithmSpec:

@@ -307,9 +307,11 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
                 raise ValueError(f"{function}: actions has values in [{low}, {high}], outside "
                                  f"[0, {a}) for {a} actions")
     # Positional, in Call's field order: keyword construction costs twice as much.
-    return Call(plan.algorithm, tensors, scalars, n, t, time_major, a, starts_at,
+    call = Call(plan.algorithm, tensors, scalars, n, t, time_major, a, starts_at,
                 values[plan.first_float].dtype, None if batch is None else tuple(shape),
-                tensor_scalars, device)
+                tensor_scalars)
+    call._device = device
+    return call
 
 
 def _scalars(plan: _Plan, scalar_values: tuple[Any, ...], device: torch.device

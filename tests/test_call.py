@@ -1,6 +1,7 @@
 """Problem keys: text round trip and which flags an estimator's key may carry."""
 
 import pytest
+import torch
 
 from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.call import ProblemKey
@@ -39,3 +40,21 @@ def test_malformed_keys_are_refused(text, why):
 def test_required_flags_are_possible(name):
     spec = ALGORITHMS[name]
     assert spec.required_flags <= spec.possible_flags
+
+
+def test_a_replaced_call_derives_its_device_and_key_again():
+    """``dataclasses.replace`` with other tensors keeps no device or key derived from the
+    old ones (the validator's Call carries its device, and a key is cached)."""
+    import dataclasses
+
+    from rltriton_tune.estimators import prepare_call
+
+    rewards = torch.zeros(2, 5)
+    call = prepare_call("discounted_returns", rewards=rewards, terminateds=torch.zeros(2, 5),
+                        gamma=0.9)
+    assert call.device == torch.device("cpu") and call.key.flags == "none"
+    moved = {name: x.to("meta") for name, x in call.tensors.items()}
+    moved["truncateds"] = torch.zeros(2, 5, device="meta")
+    other = dataclasses.replace(call, tensors=moved)
+    assert other.device == torch.device("meta")
+    assert other.key.flags == "trunc"

@@ -69,9 +69,17 @@ def _flag(ptr, rows, ts, sn, st, mask):
 
 @triton.jit
 def _unless(flag, value):
-    """``value * (1 - flag)`` for a bool ``flag`` and a finite scalar ``value``: one
-    select instead of a subtraction and a product per element (the same float)."""
-    return tl.where(flag, 0.0, value)
+    """``value * (1 - flag)`` for a bool ``flag`` and a scalar ``value``: one select per
+    element instead of a subtraction and a product. ``value * 0.0`` is computed once a
+    program and keeps the product's float where the flag is set (NaN for an infinite
+    scalar, as the recurrence says)."""
+    return tl.where(flag, value * 0.0, value)
+
+
+@triton.jit
+def _when(flag, value):
+    """``value * flag`` for a bool ``flag`` and a scalar ``value`` (see :func:`_unless`)."""
+    return tl.where(flag, value, value * 0.0)
 
 
 @triton.jit
@@ -320,19 +328,27 @@ def _returns_done(P_TERM, P_TRUNC, rows, ts, sn, st, m, F_TRUNC: tl.constexpr):
 
 
 @triton.jit
-def _returns_boundary(alpha, beta, trunc, P_BOOT, rows, ts, T, sn, st, m, gamma,
+def _returns_boundary(alpha, beta, decay, trunc, P_BOOT, rows, ts, T, sn, st, m, gamma,
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr):
-    """Add the bootstrap terms of the two returns estimators to (alpha, beta): gamma *
-    b[t] at truncations, and the boundary G[T] = b[T-1] folded into alpha at t = T-1
-    (zero carry after). Without bootstrap values both are zero and cost nothing: the
-    carry into t = T-1 is zero in every core, so beta there needs no clearing."""
+    """Add the boundary terms of the two returns estimators to (alpha, beta) (``beta`` is
+    ``decay`` where the step does not end): gamma * trunc[t] * b[t], and the boundary
+    G[T] = b[T-1] (0 without bootstrap values) folded into alpha at t = T-1, where beta
+    becomes 0 (so a product of betas counted from T-1 never multiplies an overflow by a
+    zero carry). Without bootstrap values the fold adds ``decay * 0.0``, a scalar: NaN
+    only for an infinite decay, as ``beta * 0`` would be; without truncations the
+    bootstrap term is ``gamma * 0.0 * b``, which keeps a NaN or Inf of ``b`` as the
+    recurrence does. Neither loads nor compares anything more per element."""
+    last = ts == T - 1
     if F_BOOT:
         b = _ld(P_BOOT, rows, ts, sn, st, m)
         if F_TRUNC:
-            alpha = alpha + tl.where(trunc, gamma, 0.0) * b
-        last = ts == T - 1
+            alpha = alpha + _when(trunc, gamma) * b
+        else:
+            alpha = alpha + (gamma * 0.0) * b
         alpha = tl.where(last, alpha + beta * b, alpha)
-        beta = tl.where(last, 0.0, beta)
+    else:
+        alpha = tl.where(last, alpha + decay * 0.0, alpha)
+    beta = tl.where(last, 0.0, beta)
     return tl.where(m, alpha, 0.0), tl.where(m, beta, 0.0)
 
 
@@ -352,8 +368,8 @@ def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T
     nv = _ld(P1, rows, ts, sn, st, m)
     done, trunc = _returns_done(P2, P3, rows, ts, sn, st, m, F_TRUNC)
     alpha = r + _unless(done, S0 * (1.0 - S1)) * nv
-    beta = _unless(done, S0 * S1)
-    return _returns_boundary(alpha, beta, trunc, P4, rows, ts, T, sn, st, m, S0, F_TRUNC, F_BOOT)
+    return _returns_boundary(alpha, _unless(done, S0 * S1), S0 * S1, trunc, P4, rows, ts, T, sn,
+                             st, m, S0, F_TRUNC, F_BOOT)
 
 
 # --------------------------------------------------------------------------- discounted returns
@@ -370,8 +386,8 @@ def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, 
     m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     done, trunc = _returns_done(P1, P2, rows, ts, sn, st, m, F_TRUNC)
-    return _returns_boundary(r, _unless(done, S0), trunc, P3, rows, ts, T, sn, st, m, S0, F_TRUNC,
-                             F_BOOT)
+    return _returns_boundary(r, _unless(done, S0), S0, trunc, P3, rows, ts, T, sn, st, m, S0,
+                             F_TRUNC, F_BOOT)
 
 
 # --------------------------------------------------------------------------- forward scans

@@ -55,7 +55,10 @@ def switch_variants(key: ProblemKey, stored: Candidate) -> list[Candidate]:
     (Triton strategies only: the torch fallback takes none)."""
     if stored.strategy == "torch":
         return []
-    offered = strategies()[stored.strategy].space(key)
+    impl = strategies().get(stored.strategy)
+    if impl is None:  # not available here (no Triton): nothing to switch
+        return []
+    offered = impl.space(key)
     out = []
     for name, settings_of in SWITCHES.items():
         if name not in offered:

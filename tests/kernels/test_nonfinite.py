@@ -1,0 +1,90 @@
+"""Non-finite values through the Triton kernels, against the float64 reference.
+
+SPEC: NaN or Inf in the data propagate exactly as the recurrence says. The builders
+skip the work of absent inputs (no truncations, no bootstrap values), so these cases
+check that skipping a term never drops what the term would have carried: a NaN
+bootstrap value at a step that is not truncated, an infinite gamma, and products of
+betas that overflow float32 where the carry they multiply is zero.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rltriton_tune.call import ProblemKey
+from rltriton_tune.estimators import prepare_call
+from rltriton_tune.kernels import strategies
+
+from .cases import check_outputs, expected, small_params
+
+pytestmark = pytest.mark.skipif(not strategies(), reason="Triton is not installed")
+
+STRATEGIES = ("flat", "tiled", "split", "lookback", "sequential")
+
+
+def _run(strategy: str, algorithm: str, kwargs: dict, what: str) -> None:
+    call = prepare_call(algorithm, **kwargs)
+    impl = type(strategies()[strategy])()
+    key: ProblemKey = call.key
+    params = small_params(strategy, key.t)
+    if impl.skip_reason(key, impl.validate(key, params)) and strategy == "sequential":
+        params = {}
+    outs = impl.prepare(key, params)(call)
+    check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {what}")
+
+
+def _returns_inputs(algorithm: str, t: int, seed: int) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    kwargs = {"rewards": torch.randn(3, t, generator=g),
+              "terminateds": (torch.rand(3, t, generator=g) < 0.2).float(), "gamma": 0.9}
+    if algorithm == "lambda_returns":
+        kwargs.update(next_values=torch.randn(3, t, generator=g), lambda_=0.8)
+    return kwargs
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("algorithm", ["discounted_returns", "lambda_returns"])
+def test_a_nan_bootstrap_value_without_truncations_propagates(strategy, algorithm):
+    """Without truncations the term gamma * trunc[t] * b[t] is 0 * b[t]: a NaN or Inf in
+    b at a step that is not the last makes that step's return NaN, and the steps before
+    it back to an episode's end, as in the reference."""
+    kwargs = _returns_inputs(algorithm, 33, seed=1)
+    b = torch.randn(3, 33)
+    b[0, 20] = float("nan")
+    b[1, 5] = float("inf")
+    kwargs["bootstrap_values"] = b
+    _run(strategy, algorithm, kwargs, f"{algorithm} NaN/Inf bootstrap values")
+
+
+@pytest.mark.parametrize("strategy", ["flat", "tiled", "sequential"])
+@pytest.mark.parametrize("algorithm", ["discounted_returns", "lambda_returns", "gae"])
+def test_an_infinite_gamma_gives_the_recurrences_nans(strategy, algorithm):
+    """gamma = inf is accepted (SPEC refuses only NaN scalars): every product with a zero
+    factor is NaN, as in the reference, including the last step's G[T] = 0 and the
+    steps whose episode ends (inf * (1 - done))."""
+    kwargs = _returns_inputs(algorithm if algorithm != "gae" else "discounted_returns", 9, 2)
+    kwargs["gamma"] = float("inf")
+    if algorithm == "gae":
+        kwargs = {"rewards": kwargs["rewards"], "values": torch.randn(3, 9),
+                  "terminateds": kwargs["terminateds"], "gamma": float("inf"), "lambda_": 0.9}
+    _run(strategy, algorithm, kwargs, f"{algorithm} gamma=inf")
+
+
+@pytest.mark.parametrize("strategy", ["split", "lookback"])
+def test_overflowing_products_times_a_zero_carry_stay_finite(strategy):
+    """gamma = 2 over a zero-reward tail: the product of betas from the last step
+    overflows float32, but the last step's beta is 0, so the chunks that compose it
+    with the zero carry beyond T give the reference's finite values, not inf * 0."""
+    t = 512
+    rewards = torch.zeros(1, t)
+    rewards[:, : t // 2] = 1.0
+    terminateds = torch.zeros(1, t)
+    terminateds[:, : t // 2] = 1.0
+    kwargs = {"rewards": rewards, "terminateds": terminateds, "gamma": 2.0}
+    call = prepare_call("discounted_returns", **kwargs)
+    params = ({"BLOCK_N": 1, "CHUNK_T": 256, "BLOCK_T": 64, "CARRY_BLOCK": 16, "num_warps": 1}
+              if strategy == "split" else {"BLOCK_N": 1, "BLOCK_T": 512, "num_warps": 1})
+    outs = strategies()[strategy].prepare(call.key, params)(call)
+    assert not outs[0].isnan().any()
+    check_outputs(outs, expected("discounted_returns", kwargs), call, f"{strategy} gamma=2")
