@@ -148,9 +148,13 @@ class _Bootstrap:
         return out
 
     def trunc_term(self, trunc: Tensor | None, gamma: float) -> Tensor | None:
-        """γ·trunc[t]·b[t] (λ-returns / returns), or None when it is identically 0."""
-        if trunc is None or self.full is None:
+        """γ·trunc[t]·b[t] (λ-returns / returns), or None without bootstrap values (0).
+        Without truncations it is γ·0·b[t]: zero, except NaN where b[t] is NaN or
+        infinite, which SPEC has propagate as the recurrence says."""
+        if self.full is None:
             return None
+        if trunc is None:
+            return torch.mul(self.full, gamma * 0.0)
         return torch.mul(trunc, self.full).mul_(gamma)
 
 

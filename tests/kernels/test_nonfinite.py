@@ -1,4 +1,5 @@
-"""Non-finite values through the Triton kernels, against the float64 reference.
+"""Non-finite values through the Triton kernels and the torch fallback, against the
+float64 reference.
 
 SPEC: NaN or Inf in the data propagate exactly as the recurrence says. The builders
 skip the work of absent inputs (no truncations, no bootstrap values), so these cases
@@ -88,3 +89,22 @@ def test_overflowing_products_times_a_zero_carry_stay_finite(strategy):
     outs = strategies()[strategy].prepare(call.key, params)(call)
     assert not outs[0].isnan().any()
     check_outputs(outs, expected("discounted_returns", kwargs), call, f"{strategy} gamma=2")
+
+
+@pytest.mark.parametrize("mode", ["loop", "chunked", "doubling"])
+@pytest.mark.parametrize("algorithm", ["discounted_returns", "lambda_returns"])
+def test_the_torch_fallback_propagates_a_nan_bootstrap_value_too(mode, algorithm):
+    """The torch implementation follows the same recurrence: without truncations a NaN
+    or Inf bootstrap value still reaches its step and the steps before it."""
+    from rltriton_tune.fallback.torch_strategy import TorchStrategy
+
+    kwargs = _returns_inputs(algorithm, 33, seed=1)
+    b = torch.randn(3, 33)
+    b[0, 20] = float("nan")
+    b[1, 5] = float("inf")
+    kwargs["bootstrap_values"] = b
+    call = prepare_call(algorithm, **kwargs)
+    impl = TorchStrategy()
+    outs = impl.prepare(call.key, {**impl.default_params(call.key), "mode": mode})(call)
+    assert outs[0][0, :21].isnan().any()
+    check_outputs(outs, expected(algorithm, kwargs), call, f"torch {mode} {algorithm}")
