@@ -328,16 +328,17 @@ def _returns_done(P_TERM, P_TRUNC, rows, ts, sn, st, m, F_TRUNC: tl.constexpr):
 
 
 @triton.jit
-def _returns_boundary(alpha, beta, decay, trunc, P_BOOT, rows, ts, T, sn, st, m, gamma,
+def _returns_boundary(alpha, done, decay, trunc, P_BOOT, rows, ts, T, sn, st, m, gamma,
                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr):
-    """Add the boundary terms of the two returns estimators to (alpha, beta) (``beta`` is
-    ``decay`` where the step does not end): gamma * trunc[t] * b[t], and the boundary
+    """(alpha, beta) of the two returns estimators from alpha's own terms: beta is
+    ``decay * (1 - done)``, and alpha gets gamma * trunc[t] * b[t] and the boundary
     G[T] = b[T-1] (0 without bootstrap values) folded into alpha at t = T-1, where beta
     becomes 0 (so a product of betas counted from T-1 never multiplies an overflow by a
     zero carry). Without bootstrap values the fold adds ``decay * 0.0``, a scalar: NaN
     only for an infinite decay, as ``beta * 0`` would be; without truncations the
     bootstrap term is ``gamma * 0.0 * b``, which keeps a NaN or Inf of ``b`` as the
     recurrence does. Neither loads nor compares anything more per element."""
+    beta = _unless(done, decay)
     last = ts == T - 1
     if F_BOOT:
         b = _ld(P_BOOT, rows, ts, sn, st, m)
@@ -368,8 +369,8 @@ def lambda_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T
     nv = _ld(P1, rows, ts, sn, st, m)
     done, trunc = _returns_done(P2, P3, rows, ts, sn, st, m, F_TRUNC)
     alpha = r + _unless(done, S0 * (1.0 - S1)) * nv
-    return _returns_boundary(alpha, _unless(done, S0 * S1), S0 * S1, trunc, P4, rows, ts, T, sn,
-                             st, m, S0, F_TRUNC, F_BOOT)
+    return _returns_boundary(alpha, done, S0 * S1, trunc, P4, rows, ts, T, sn, st, m, S0,
+                             F_TRUNC, F_BOOT)
 
 
 # --------------------------------------------------------------------------- discounted returns
@@ -386,8 +387,8 @@ def discounted_returns_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, 
     m = _valid(rows, ts, N, T)
     r = _ld(P0, rows, ts, sn, st, m)
     done, trunc = _returns_done(P1, P2, rows, ts, sn, st, m, F_TRUNC)
-    return _returns_boundary(r, _unless(done, S0), S0, trunc, P3, rows, ts, T, sn, st, m, S0,
-                             F_TRUNC, F_BOOT)
+    return _returns_boundary(r, done, S0, trunc, P3, rows, ts, T, sn, st, m, S0, F_TRUNC,
+                             F_BOOT)
 
 
 # --------------------------------------------------------------------------- forward scans
