@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-seconds", type=_positive(float),
                    help="stop starting trials after this many seconds in all; keys whose "
                    "budget is complete are recorded, the rest resume on the next run (grid "
-                   "keys run coarse to fine, so a run cut short covers the whole grid)")
+                   "keys run coarse to fine, so a run cut short covers the whole grid); with "
+                   "--refresh, stop starting entries (--missing-only resumes)")
     t.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present)")
     t.add_argument("--devices", type=_device_list, help="GPU indices: one worker per GPU")
     t.add_argument("--storage", help="Optuna storage URL (default: journal file beside the "

@@ -56,7 +56,7 @@ def cmd_tune(args) -> int:
     device = devices[0] if devices else resolve_device(args.device)
     writable_db()  # before any work: results that cannot be saved are not worth measuring
     if args.refresh:
-        return _refresh(args, devices or [device])
+        return _refresh(args, devices or [device], deadline)
     if args.borrowing:
         return _measure_borrowing(device, args.algorithms)
     if args.from_record is not None:
@@ -254,8 +254,10 @@ def _refresh_progress(done: Any) -> None:
     print(f"refreshed {done.key.as_text()}: {what}", file=sys.stderr, flush=True)
 
 
-def _refresh(args, devices: list[Any]) -> int:
-    """``tune --refresh``: re-time the stored entries of each device on this stack."""
+def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
+    """``tune --refresh``: re-time the stored entries of each device on this stack. Past
+    ``deadline`` (``--max-seconds``) no further entry is started; what was refreshed is
+    saved, and ``--missing-only`` picks up the rest."""
     from rltriton_tune.tune.refresh import refresh
     from rltriton_tune.tuning_db.fingerprint import software_versions
 
@@ -275,7 +277,7 @@ def _refresh(args, devices: list[Any]) -> int:
                     and entry.extra.get("refreshed"))
     for device in devices:
         for done in refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
-                            wanted=wanted, on_entry=_refresh_progress):
+                            wanted=wanted, on_entry=_refresh_progress, deadline=deadline):
             if done.new is None:
                 errors.append(f"{done.key.as_text()}: kept as stored: {done.error}")
                 continue

@@ -14,6 +14,7 @@ here, or whose refresh fails, is left as it is and reported.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -143,14 +144,18 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
 def refresh(device: torch.device, algorithms: Iterable[str], *, isolate: bool = False,
             seed: int = 0, budget_s: float | None = None,
             wanted: Callable[[Any], bool] | None = None,
-            on_entry: Callable[[Refreshed], None] | None = None) -> list[Refreshed]:
+            on_entry: Callable[[Refreshed], None] | None = None,
+            deadline: float | None = None) -> list[Refreshed]:
     """Refresh every entry of ``algorithms`` this device uses (that ``wanted`` accepts)
     and record each winner as it is found (it replaces its entry: it won a head-to-head),
-    so that a run cut short keeps what it measured. Returns one result per entry."""
+    so that a run cut short keeps what it measured. No entry is started once
+    ``time.monotonic()`` passes ``deadline``. Returns one result per entry refreshed."""
     from rltriton_tune.tuning_db import record
 
     results = []
     for entry in entries_to_refresh(device, algorithms, wanted):
+        if deadline is not None and time.monotonic() > deadline:
+            break
         try:
             done = refresh_entry(entry, device, isolate=isolate, seed=seed, budget_s=budget_s)
         except Exception as exc:  # noqa: BLE001 - one entry's failure leaves the rest to do

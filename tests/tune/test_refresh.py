@@ -127,6 +127,18 @@ def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
     assert not again.replaced and _current().params == FAST
 
 
+def test_refresh_starts_no_entry_past_its_deadline(monkeypatch):
+    """--max-seconds: an entry not yet started when the deadline passes is left as stored
+    (and not marked refreshed), so --missing-only picks it up on the next run."""
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    _stored(SLOW, 0.001, "9999-12-31T00:00:00Z")
+    assert refresh_module.refresh(CPU, ["gae"], deadline=time.monotonic() - 1) == []
+    assert _current().params == SLOW and not _current().extra.get("refreshed")
+    (done,) = refresh_module.refresh(CPU, ["gae"], deadline=time.monotonic() + 600)
+    assert _current().extra.get("refreshed") is True
+
+
 def test_refresh_with_no_working_config_leaves_the_entry(monkeypatch):
     monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
     monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
