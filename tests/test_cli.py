@@ -367,6 +367,23 @@ def test_tune_refresh_retimes_stored_entries(capsys):
     assert code == 0 and "no stored entries to refresh" in out
 
 
+def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
+    """--missing-only with nothing left exits 0 and says so (a shell loop can run it until
+    done); a refresh past --max-seconds reports the entries it left."""
+    tune = ("tune", "--algorithms", "gae", "--shapes", "8x8", "--trials", "1", "--device",
+            "cpu", "--no-progress", "--no-compile-baseline")
+    assert run(capsys, *tune)[0] == 0
+    code, out, _ = run(capsys, *tune, "--missing-only")
+    assert code == 0 and "nothing left to tune" in out
+    code, out, err = run(capsys, "tune", "--refresh", "--algorithms", "gae", "--device", "cpu",
+                         "--max-seconds", "1e-9")
+    assert code == 0 and "no stored entries to refresh" not in out
+    assert "--max-seconds reached; 1 entry left to refresh" in err
+    code, out, err = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
+                         "--device", "cpu")
+    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out and "left" not in err
+
+
 def test_doctor_reports_entries_measured_under_other_versions(capsys):
     """A profile measured with another Triton is used, and doctor says so."""
     from rltriton_tune.call import ProblemKey

@@ -75,6 +75,9 @@ def cmd_tune(args) -> int:
         keys = coverage_order(keys_of(args))
     if args.missing_only:
         keys = missing_keys(keys, device)
+        if not keys:
+            print("nothing left to tune: every key has an entry measured on this stack")
+            return 0
     where = "--storage" if args.storage is not None else "study journal"
 
     def open_key(key: Any) -> tuple[Any, Any]:
@@ -174,7 +177,9 @@ def cmd_tune(args) -> int:
     for err in errors:
         print(f"{PROG}: warning: {err}", file=sys.stderr)
     if incomplete:
-        print(f"{PROG}: --max-seconds reached; {len(incomplete)} key(s) resume on the next run "
+        limit = "--max-seconds" if deadline is not None and time.monotonic() >= deadline \
+            else "--timeout"
+        print(f"{PROG}: {limit} reached; {len(incomplete)} key(s) resume on the next run "
               "with the same arguments:", file=sys.stderr)
         for line in incomplete:
             print(f"  {line}", file=sys.stderr)
@@ -258,7 +263,7 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     """``tune --refresh``: re-time the stored entries of each device on this stack. Past
     ``deadline`` (``--max-seconds``) no further entry is started; what was refreshed is
     saved, and ``--missing-only`` picks up the rest."""
-    from rltriton_tune.tune.refresh import refresh
+    from rltriton_tune.tune.refresh import entries_to_refresh, refresh
     from rltriton_tune.tuning_db.fingerprint import software_versions
 
     rows: list[list[str]] = []
@@ -275,9 +280,13 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
             return False
         return not (args.missing_only and entry.software == here
                     and entry.extra.get("refreshed"))
+    left = 0
     for device in devices:
-        for done in refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
-                            wanted=wanted, on_entry=_refresh_progress, deadline=deadline):
+        todo = len(entries_to_refresh(device, args.algorithms, wanted))
+        done_here = refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
+                            wanted=wanted, on_entry=_refresh_progress, deadline=deadline)
+        left += todo - len(done_here)
+        for done in done_here:
             if done.new is None:
                 errors.append(f"{done.key.as_text()}: kept as stored: {done.error}")
                 continue
@@ -294,8 +303,11 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
         unit = time_header(devices[0])
         print(table(["key", "stored", f"stored {unit}", "choice", f"now {unit}", "result"],
                      rows))
-    else:
+    elif not left:
         print("no stored entries to refresh")
     for err in errors:
         print(f"{PROG}: warning: {err}", file=sys.stderr)
-    return 0 if rows or not errors else 1
+    if left:
+        print(f"{PROG}: --max-seconds reached; {left} entr{'y' if left == 1 else 'ies'} left "
+              "to refresh (run again with --missing-only)", file=sys.stderr)
+    return 0 if rows or left or not errors else 1
