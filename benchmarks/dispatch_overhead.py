@@ -188,6 +188,8 @@ def launcher_parts(launcher: Callable[..., Any]) -> tuple[Any, Any]:
 
 def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
             rounds: int, floors: dict[str, Callable[[], object]]) -> dict[str, Any]:
+    from peer_adapters import portable_source
+
     from rltriton_tune import explain
     from rltriton_tune.call import ProblemKey
     from rltriton_tune.estimators import ESTIMATORS
@@ -199,7 +201,8 @@ def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
     function = ESTIMATORS[algorithm]
     decision = explain(algorithm, n, t, flags=flags, A=key.a, device=device)
     row: dict[str, Any] = {"case": key.as_text(), "strategy": decision.strategy,
-                           "params": dict(decision.params), "source": decision.source}
+                           "params": dict(decision.params),
+                           "source": portable_source(decision.source)}
     function(**kwargs)  # memoises the decision the stages look up
     together = {"public_us": lambda: function(**kwargs), **floors}
     if device.type == "cuda":

@@ -27,6 +27,16 @@ import torch
 Kwargs = dict[str, Any]
 
 
+def portable_source(source: str) -> str:
+    """A decision's ``source`` with its profile path cut to the file name, so that rows of
+    record read the same on every checkout (``profile:/abs/x.json`` -> ``profile:x.json``,
+    ``borrowed:KEY@/abs/x.json`` -> ``borrowed:KEY@x.json``)."""
+    head, sep, path = source.rpartition("@") if "@" in source else source.partition(":")
+    if not sep or "/" not in path:
+        return source
+    return f"{head}{sep}{path.rsplit('/', 1)[-1]}"
+
+
 class PeerUnavailable(Exception):
     """This peer cannot run this cell (the message says why; recorded in the row)."""
 

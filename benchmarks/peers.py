@@ -17,15 +17,15 @@ outputs are checked against the dispatched call's once per cell (``agree``).
 
 Rows are appended to ``peers.jsonl`` in the output folder as cells finish, so a run
 that stops loses at most one cell; ``--resume`` skips cells already measured with this
-device and software, ``--shard i/k`` or ``--estimators`` split the work into runs under
-ten minutes, ``--max-seconds`` stops cleanly between cells. ``--update`` measures the
+device and software, ``--shard i/k`` or ``--estimators`` split the work into shorter runs,
+``--max-seconds`` stops cleanly between cells. ``--update`` measures the
 cells asked for again (after a profile changed, say) and keeps the rest: a cell's newest
 row is the one every reader takes (:func:`read_rows`). ``peers.csv`` is rewritten from
 the rows at the end of each run. On the H200:
 
     pip install /path/to/rl_triton-0.1.3-py3-none-any.whl   # optional peer, MIT
-    # float32 (rl-triton takes nothing else): ~1600 cells, four runs of < 10 minutes
-    python benchmarks/peers.py --dtypes float32 --shard 0/4 --resume --max-seconds 540
+    # float32 (rl-triton takes nothing else): ~1600 cells, in four shards
+    python benchmarks/peers.py --dtypes float32 --shard 0/4 --resume --max-seconds 600
     python benchmarks/peers.py --dtypes bfloat16 --peers torchrl --shard 0/4 --resume ...
     # after tuning time-major 32768x128: those cells again, the others kept
     python benchmarks/peers.py --update --layouts time --shapes 32768x128 --peers rl_triton
@@ -56,6 +56,7 @@ from peer_adapters import (  # noqa: E402
     Adapter,
     PeerUnavailable,
     compile_adapter,
+    portable_source,
     rl_triton_adapter,
     rl_triton_version,
     torchrl_adapter,
@@ -278,7 +279,7 @@ def measure(key: ProblemKey, device: torch.device, peers: tuple[str, ...],
         "A": key.a, "dtype": key.dtype, "layout": key.layout, "flags": key.flags,
         "grid": key.n in GRID_N and key.t in GRID_T, "bytes": data_bytes(key),
         "copies": copies, "strategy": decision.strategy, "params": dict(decision.params),
-        "source": decision.source, "device_us": {}, "host_us": {}, "agree": {},
+        "source": portable_source(decision.source), "device_us": {}, "host_us": {}, "agree": {},
         "errors": {}, "peer_copies": {}}
     dispatched = Adapter(lambda kw: kw, lambda kw: function(**kw))
     row["device_us"][DISPATCHED], row["host_us"][DISPATCHED] = _time(

@@ -239,3 +239,14 @@ def test_close_verdicts_are_timed_again_in_the_other_order(script):
     assert us == {"dispatched": 5.0, "rl_triton": 10.0} and not order
     assert peers.settle_close({"dispatched": 5.0}, ("rl_triton", "dispatched"),
                               again({})) == {}
+
+
+def test_rows_of_record_name_the_profile_by_file_not_by_checkout_path(script):
+    adapters = script("peer_adapters")
+    cut = adapters.portable_source
+    assert cut("profile:/home/u/rltriton_tune/tuning_db/profiles/h200.json") == \
+        "profile:h200.json"
+    assert cut("borrowed:gae|none|float32|env|N=8|T=8@/tmp/db/h200.json") == \
+        "borrowed:gae|none|float32|env|N=8|T=8@h200.json"
+    for kept in ("fallback:cpu", "rules", "forced", "profile:?", "borrowed:k@?"):
+        assert cut(kept) == kept
