@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fresh-machine test run: a virtual environment with the CPU build of torch and the
-# dev extras, a local PostgreSQL for the distributed-study test, then ruff, the docs
+# Fresh-machine test run: a virtual environment with torch 2.13.0 (the CPU build where
+# the package index serves it; the suite needs no GPU) and the dev extras, a local PostgreSQL for the distributed-study test, then ruff, the docs
 # build (mkdocs, warnings as errors) and the whole suite.
 # Triton kernels run on the CPU under TRITON_INTERPRET=1 (tests/conftest.py sets it);
 # tests marked `gpu` skip without CUDA.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m venv .venv
-# CPU build first, so the open `torch>=` requirement below installs nothing more.
+# The pinned torch first, so the open `torch>=` requirement below installs nothing more.
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
 
