@@ -3,12 +3,13 @@
 A key without an entry of its own borrows the config of the measured entry expected
 to serve it best. Every entry of the same algorithm is a candidate; each is ranked
 by the slowdown its config is expected to cost at this key, the product of one
-factor per unit of shape distance (log2 N, log2 T) and one per other dimension that
-differs: flag set, dtype, layout, action count. The factors are the profile's own
-measurements (its ``borrowing`` section, written by ``rltriton-tune tune
---borrowing``, which times entries' configs at their neighbours' keys), else
-:data:`DEFAULT_FACTORS`. The config is moved to the key's shape by its strategy
-(``Strategy.transfer``) and validated for the key before it is used.
+factor per unit of shape distance (log2 N, and log2 of the power-of-two span of T:
+see :func:`distance`) and one per other dimension that differs: flag set, dtype,
+layout, action count. The factors are the profile's own measurements (its
+``borrowing`` section, written by ``rltriton-tune tune --borrowing``, which times
+entries' configs at their neighbours' keys), else :data:`DEFAULT_FACTORS`. The
+config is moved to the key's shape by its strategy (``Strategy.transfer``) and
+validated for the key before it is used.
 
 The layout is a partition, not a factor: entries of the key's own layout always rank
 first, and the other layout's are offered only where the algorithm has none of this
@@ -36,7 +37,7 @@ from rltriton_tune.strategy import InvalidConfig, Strategy
 #: set or dtype wins over a distant one of the same, and another layout (which changes
 #: which strategies can win) is borrowed only when nothing else is there.
 DEFAULT_FACTORS: dict[str, float] = {
-    "shape": 1.15,    # per unit of Euclidean (log2 N, log2 T) distance
+    "shape": 1.15,    # per unit of Euclidean (log2 N, T span) distance
     "flags": 1.03,    # another flag set
     "dtype": 1.05,    # another dtype
     "layout": 3.0,    # the other layout
@@ -85,10 +86,21 @@ def factors_of(profiles: Any) -> dict[str, float]:
             DEFAULT_FACTORS.items()}
 
 
+def span(t: int) -> int:
+    """log2 of the power-of-two span a kernel covers T with (its tile of T steps)."""
+    return (max(int(t), 1) - 1).bit_length()
+
+
 def distance(a: ProblemKey, b: ProblemKey) -> float:
-    """Euclidean distance of two keys' shapes in (log2 N, log2 T)."""
-    return math.hypot(math.log2(max(a.n, 1)) - math.log2(max(b.n, 1)),
-                      math.log2(max(a.t, 1)) - math.log2(max(b.t, 1)))
+    """Euclidean distance of two keys' shapes in (log2 N, log2 of T's power-of-two span).
+
+    Steps count by span because every kernel covers T with power-of-two tiles, masked
+    past T: T = 150 runs 256-step tiles, like T = 256 and unlike T = 128, so a config
+    tuned at 128 steps needs another tile there. On the H200 (``peers.jsonl``), cells
+    served from an entry one span down by plain log2 T nearness (333x150 from 256x128,
+    1500x180 and 2500x250 from 2048x128) ran at 0.82-0.93x of rl-triton; 2500x250 ran at
+    0.98-1.21x (14 cells) once served from 2048x256."""
+    return math.hypot(math.log2(max(a.n, 1)) - math.log2(max(b.n, 1)), span(a.t) - span(b.t))
 
 
 def expected_slowdown(key: ProblemKey, other: ProblemKey,
@@ -98,10 +110,9 @@ def expected_slowdown(key: ProblemKey, other: ProblemKey,
                                          ("layout", "layout"))
                if getattr(key, field) != getattr(other, field)]
     log_cost = sum(math.log(factors[name]) for name in differs)
-    dist = distance(key, other)
-    if dist:
+    if (key.n, key.t) != (other.n, other.t):
         differs.append("shape")
-        log_cost += dist * math.log(factors["shape"])
+        log_cost += distance(key, other) * math.log(factors["shape"])
     if key.a != other.a:
         differs.append("actions")
         log_cost += abs(math.log2(max(key.a, 1)) - math.log2(max(other.a, 1))) * \
