@@ -103,6 +103,13 @@ def distance(a: ProblemKey, b: ProblemKey) -> float:
     return math.hypot(math.log2(max(a.n, 1)) - math.log2(max(b.n, 1)), span(a.t) - span(b.t))
 
 
+def fine_distance(a: ProblemKey, b: ProblemKey) -> float:
+    """Euclidean distance in (log2 N, log2 T): among entries :func:`distance` finds
+    equally near (spans one apart on either side), the one nearer in T."""
+    return math.hypot(math.log2(max(a.n, 1)) - math.log2(max(b.n, 1)),
+                      math.log2(max(a.t, 1)) - math.log2(max(b.t, 1)))
+
+
 def expected_slowdown(key: ProblemKey, other: ProblemKey,
                       factors: dict[str, float]) -> tuple[float, tuple[str, ...]]:
     """Expected slowdown of ``other``'s config at ``key``, and the dimensions that differ."""
@@ -152,11 +159,11 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
     factors = factors_of(profiles)
     text = key.as_text()
     ranked = sorted(
-        (expected_slowdown(key, other, factors) + (other_text,)
+        (expected_slowdown(key, other, factors) + (fine_distance(key, other), other_text)
          for other, other_text in _by_algorithm(profiles).get(key.algorithm, ())
          if other_text != text),
-        key=lambda r: ("layout" in r[1], r[0], r[2]))
-    for slowdown, differs, other_text in ranked:
+        key=lambda r: ("layout" in r[1], r[0], r[2], r[3]))
+    for slowdown, differs, _, other_text in ranked:
         entry = profiles.entries[other_text]
         impl = usable.get(entry.strategy)
         if impl is None:
