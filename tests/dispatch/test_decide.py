@@ -111,6 +111,19 @@ def test_nearest_shape_wins_among_entries_of_the_same_family(profiles, fake_gpu)
     assert decide(key(200, 40), FAKE_GPU).entry == key(256, 32).as_text()
 
 
+def test_steps_count_by_the_span_kernels_cover_them_with(profiles, fake_gpu):
+    """T = 150 runs 256-step tiles: the 256-step entry serves it though 128 is nearer in
+    log2 T. Entries a span away on either side tie; the nearer in log2 T serves."""
+    profiles.write(FAKE_FP, [(key(256, 128), "flat", {"BLOCK_N": 2}),
+                             (key(512, 256), "flat", {"BLOCK_N": 1}),
+                             (key(2048, 512), "flat", {"BLOCK_N": 1}),
+                             (key(2048, 2048), "flat", {"BLOCK_N": 1})])
+    assert lookup.distance(key(333, 150), key(333, 256)) == 0
+    assert decide(key(333, 150), FAKE_GPU).entry == key(512, 256).as_text()
+    assert decide(key(2048, 1000), FAKE_GPU).entry == key(2048, 512).as_text()
+    assert decide(key(2048, 1500), FAKE_GPU).entry == key(2048, 2048).as_text()
+
+
 def test_a_borrowed_config_invalid_at_the_new_shape_is_skipped(profiles, fake_gpu):
     # The fake strategies reject BLOCK_N > N: 64 rows cannot serve a 16-row key.
     profiles.write(FAKE_FP, [(key(4096, 32), "flat", {"BLOCK_N": 64}),
