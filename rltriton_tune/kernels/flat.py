@@ -18,7 +18,6 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
-    keep_programs,
     next_pow2,
     pow2_range,
     require,
@@ -114,14 +113,13 @@ class FlatStrategy(TritonStrategy):
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:
         """A row is one next_pow2(T) tile: keep the tile's size as T moves (see
-        :func:`rescale_tile`), and at least the programs it was tuned with as N shrinks
-        (:func:`keep_programs`). ``DESCEND`` goes only where the target offers it."""
+        :func:`rescale_tile`). ``DESCEND`` goes only where the target offers it."""
         if "DESCEND" in params and not tile_order_space(target):
             params = {k: v for k, v in params.items() if k != "DESCEND"}
         span_from, span_to = next_pow2(source.t), next_pow2(target.t)
-        if span_from != span_to:
-            params = rescale_tile(params, span_from, span_to, target)
-        return self.name, keep_programs(dict(params), source, target)
+        if span_from == span_to:
+            return self.name, dict(params)
+        return self.name, rescale_tile(params, span_from, span_to, target)
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)

@@ -12,7 +12,6 @@ pointers and strides and allocates outputs (no device sync, CUDA-graph safe).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -96,20 +95,6 @@ def rescale_tile(params: Params, span_from: int, span_to: int, target: ProblemKe
     warps = next_pow2(max(1, rows * span_to // (32 * per_thread)))
     return {**params, "BLOCK_N": rows,
             "num_warps": max(params["num_warps"], min(MAX_MOVED_WARPS, warps))}
-
-
-def keep_programs(params: Params, source: ProblemKey, target: ProblemKey) -> Params:
-    """``params`` (``BLOCK_N`` rows a program) moved to a ``target`` with fewer rows than
-    its ``source``: rows a program, and warps with them (keeping the elements a thread holds), are
-    halved until the target gets at least as many programs as the config was tuned with,
-    the GPU fill it was chosen for. On the H200, GAE 3000x90 served by the 4096x128 entry
-    (32 rows, 16 warps: 94 programs for 132 SMs) ran at 0.88x of rl-triton."""
-    if target.n >= source.n or params.get("BLOCK_N", 1) <= 1:
-        return params
-    halvings = math.ceil(math.log2(source.n / target.n))
-    rows = max(1, params["BLOCK_N"] >> halvings)
-    cut = params["BLOCK_N"] // rows
-    return {**params, "BLOCK_N": rows, "num_warps": max(1, params["num_warps"] // cut)}
 
 
 #: Largest alignment hint: 16 elements cover a 16-byte vector of every supported dtype.

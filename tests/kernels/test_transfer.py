@@ -72,22 +72,6 @@ def test_flat_moves_its_row_tile(triton_strategies):
         ("flat", same)
 
 
-def test_flat_keeps_its_programs_as_rows_shrink(triton_strategies):
-    # 4096 rows, 2 a program (2048 programs) -> 3000 rows: 1 a program (3000 programs),
-    # with half the warps (the elements a thread holds stay 2).
-    assert moved(triton_strategies, "flat", key(4096, 512), key(3000, 300),
-                 {"BLOCK_N": 2, "num_warps": 8, "num_stages": 1, **ORDER}) == \
-        ("flat", {"BLOCK_N": 1, "num_warps": 4, "num_stages": 1, **ORDER})
-    # 32 rows, 16 warps at 4096x128 (128 programs) -> 3000x90: 16 rows, 8 warps (188).
-    assert moved(triton_strategies, "flat", key(4096, 128), key(3000, 90),
-                 {"BLOCK_N": 32, "num_warps": 16, "num_stages": 1, **ORDER}) == \
-        ("flat", {"BLOCK_N": 16, "num_warps": 8, "num_stages": 1, **ORDER})
-    # 4x fewer rows: a quarter of the rows (512 programs again); warps stop at one.
-    assert moved(triton_strategies, "flat", key(4096, 128), key(1024, 128),
-                 {"BLOCK_N": 8, "num_warps": 2, "num_stages": 1, **ORDER}) == \
-        ("flat", {"BLOCK_N": 2, "num_warps": 1, "num_stages": 1, **ORDER})
-
-
 def test_one_tile_tiled_config_becomes_flat(triton_strategies):
     # 4096x32's tiled (16 rows x 32 steps, 4 warps) moved to T=8: the flat kernel with
     # 16 rows of 8 steps (N=4096 leaves 16 rows for 256 programs).
