@@ -40,6 +40,7 @@ from rltriton_tune.tune.study import (
     make_evaluator,
     rl_triton_finalist,
     runner_up_record,
+    stored_params,
 )
 
 #: Parameters that turn a kernel path on or off, by the function giving a key's settings:
@@ -134,9 +135,10 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items() if k not in ("companion", "companion_us")}
     extra.update(host_us=round(best.timing.host_us, 3), refreshed=True, **choice.extra())
-    new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
+    new = replace(entry, strategy=best.candidate.strategy,
+                  params=stored_params(key, best.candidate),
                   device_time_us=round(best.timing.device_us, 3),
-                  runner_up=runner_up_record(runner),
+                  runner_up=runner_up_record(runner, key),
                   date=utc_now(), software=software_versions(), extra=extra)
     return Refreshed(key, entry, new=new)
 

@@ -401,11 +401,25 @@ def chosen_and_runner_up(measured: Sequence[Outcome], index: int
     return measured[index], rest[0] if rest else None
 
 
-def runner_up_record(outcome: Outcome | None) -> dict[str, Any] | None:
-    """An entry's ``runner_up`` field for a timed finalist (None without one)."""
+def stored_params(key: ProblemKey, candidate: Candidate) -> dict[str, Any]:
+    """``candidate``'s parameters as an entry stores them: completed with its strategy's
+    defaults for ``key``. A contender recorded before a parameter existed (a stored
+    runner-up, say) ran with the default setting, and the entry says so; a config its
+    strategy cannot validate here is stored as it is."""
+    from rltriton_tune.dispatch import lookup, registry
+
+    impl = registry.all_strategies().get(candidate.strategy)
+    params = None if impl is None else lookup.validated(impl, key, dict(candidate.params))
+    return dict(candidate.params) if params is None else params
+
+
+def runner_up_record(outcome: Outcome | None, key: ProblemKey) -> dict[str, Any] | None:
+    """An entry's ``runner_up`` field for a timed finalist of ``key`` (None without one),
+    its parameters completed as :func:`stored_params` does."""
     if outcome is None or outcome.timing is None:
         return None
-    return {"strategy": outcome.candidate.strategy, "params": dict(outcome.candidate.params),
+    return {"strategy": outcome.candidate.strategy,
+            "params": stored_params(key, outcome.candidate),
             "device_time_us": round(outcome.timing.device_us, 3)}
 
 
@@ -438,9 +452,9 @@ def make_entry(result: StudyResult) -> Any:
     best = result.best
     assert best is not None and best.timing is not None
     return Entry(key=result.key, strategy=best.candidate.strategy,
-                 params=dict(best.candidate.params),
+                 params=stored_params(result.key, best.candidate),
                  device_time_us=round(best.timing.device_us, 3),
-                 runner_up=runner_up_record(result.runner_up),
+                 runner_up=runner_up_record(result.runner_up, result.key),
                  baselines=dict(result.baselines), trials=result.trials, date=utc_now(),
                  software=software_versions(),
                  extra={"host_us": round(best.timing.host_us, 3), "method": "optuna",

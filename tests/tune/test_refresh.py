@@ -258,3 +258,21 @@ def test_refresh_times_flat_configs_of_backward_scans_in_both_tile_orders():
     assert refresh_module.switch_variants(ProblemKey("gae", 333, 150, layout="time"), flat) == []
     tiled = Candidate("tiled", {"BLOCK_N": 1, "BLOCK_T": 64, "num_warps": 1, "num_stages": 1})
     assert refresh_module.switch_variants(gae, tiled) == []
+
+
+def test_a_winner_recorded_before_a_parameter_existed_is_stored_complete():
+    """A stored runner-up from before flat had DESCEND can win a refresh; the entry then
+    stores the setting it ran with (the default), so shipped entries validate unchanged."""
+    from rltriton_tune.tune.space import Candidate
+    from rltriton_tune.tune.study import runner_up_record, stored_params
+
+    key = ProblemKey("discounted_returns", 512, 32)
+    old = Candidate("flat", {"BLOCK_N": 4, "num_stages": 1, "num_warps": 4})
+    assert stored_params(key, old) == {"BLOCK_N": 4, "DESCEND": 0, "num_stages": 1,
+                                       "num_warps": 4}
+    assert stored_params(key, Candidate("torch", {"mode": "loop"})) == {"mode": "loop"}
+    bad = Candidate("flat", {"BLOCK_N": 3})  # not a power of two: stored as it is
+    assert stored_params(key, bad) == {"BLOCK_N": 3}
+    outcome = type("Outcome", (), {"candidate": old,
+                                   "timing": type("T", (), {"device_us": 2.0})()})()
+    assert runner_up_record(outcome, key)["params"]["DESCEND"] == 0
