@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.pow2 import next_pow2
 from rltriton_tune.strategy import InvalidConfig, Strategy
 
 #: Expected slowdown of a borrowed config, per unit of each difference, where the
@@ -86,11 +87,6 @@ def factors_of(profiles: Any) -> dict[str, float]:
             DEFAULT_FACTORS.items()}
 
 
-def span(t: int) -> int:
-    """log2 of the power-of-two span a kernel covers T with (its tile of T steps)."""
-    return (max(int(t), 1) - 1).bit_length()
-
-
 def distance(a: ProblemKey, b: ProblemKey) -> float:
     """Euclidean distance of two keys' shapes in (log2 N, log2 of T's power-of-two span).
 
@@ -100,7 +96,8 @@ def distance(a: ProblemKey, b: ProblemKey) -> float:
     served from an entry one span down by plain log2 T nearness (333x150 from 256x128,
     1500x180 and 2500x250 from 2048x128) ran at 0.82-0.93x of rl-triton; 2500x250 ran at
     0.98-1.21x (14 cells) once served from 2048x256."""
-    return math.hypot(math.log2(max(a.n, 1)) - math.log2(max(b.n, 1)), span(a.t) - span(b.t))
+    return math.hypot(math.log2(max(a.n, 1)) - math.log2(max(b.n, 1)),
+                      math.log2(next_pow2(a.t)) - math.log2(next_pow2(b.t)))
 
 
 def fine_distance(a: ProblemKey, b: ProblemKey) -> float:
