@@ -118,7 +118,10 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     for other in (heuristic_choice(key, device), rules, rl_triton_finalist(key, device, space)):
         if other is not None:
             contenders.append(other)
-    contenders = list({c.label(): c for c in contenders}.values())
+    # Completed first, so that a config stored before a parameter existed (an old
+    # runner-up) and the same config with that parameter's default are timed once.
+    completed = (Candidate(c.strategy, stored_params(key, c)) for c in contenders)
+    contenders = list({c.label(): c for c in completed}.values())
     evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed)
     try:
         budget = budget_s if budget_s is not None else 2 * getattr(evaluator, "time_budget_s",
@@ -135,8 +138,7 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items() if k not in ("companion", "companion_us")}
     extra.update(host_us=round(best.timing.host_us, 3), refreshed=True, **choice.extra())
-    new = replace(entry, strategy=best.candidate.strategy,
-                  params=stored_params(key, best.candidate),
+    new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3),
                   runner_up=runner_up_record(runner, key),
                   date=utc_now(), software=software_versions(), extra=extra)

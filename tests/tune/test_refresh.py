@@ -276,3 +276,34 @@ def test_a_winner_recorded_before_a_parameter_existed_is_stored_complete():
     outcome = type("Outcome", (), {"candidate": old,
                                    "timing": type("T", (), {"device_us": 2.0})()})()
     assert runner_up_record(outcome, key)["params"]["DESCEND"] == 0
+
+
+def test_a_runner_up_stored_without_a_newer_parameter_is_not_timed_twice(monkeypatch):
+    """The stored runner-up, recorded before flat had DESCEND, is the stored config's
+    DESCEND=0 twin: the refresh times it once."""
+    from rltriton_tune.tune import refresh as refresh_module
+    from rltriton_tune.tuning_db import Entry
+
+    key = ProblemKey("discounted_returns", 512, 32)
+    full = {"BLOCK_N": 4, "DESCEND": 0, "num_stages": 1, "num_warps": 4}
+    old = {k: v for k, v in full.items() if k != "DESCEND"}
+    seen = []
+
+    class Evaluator:
+        time_budget_s = 0.01
+
+        def evaluate(self, contenders, budget_s=None, gate=False):
+            seen.extend(c.label() for c in contenders)
+            return []  # nothing works: the refresh reports and records nothing
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: Evaluator())
+    for name in ("heuristic_choice", "rl_triton_finalist"):
+        monkeypatch.setattr(refresh_module, name, lambda *a, **k: None)
+    monkeypatch.setattr(refresh_module, "builtin_choice", lambda *a, **k: None)
+    entry = Entry(key, "flat", full, 2.0, runner_up={"strategy": "flat", "params": old})
+    refresh_module.refresh_entry(entry, CPU)
+    assert len(seen) == len(set(seen)) == 2  # the stored config and its DESCEND=1 twin
+    assert "flat(BLOCK_N=4, DESCEND=0, num_stages=1, num_warps=4)" in seen
