@@ -41,7 +41,9 @@ def _signature(kernel: Any, args: list[Any], consts: dict[str, Any]) -> dict[str
             sig[name] = "constexpr"
             continue
         value = next(values)
-        if isinstance(value, torch.Tensor):
+        if value is None:  # Triton compiles a None argument as a constexpr
+            sig[name] = "constexpr"
+        elif isinstance(value, torch.Tensor):
             sig[name] = TYPES[value.dtype]
         elif isinstance(value, bool):
             sig[name] = "i1"
@@ -83,8 +85,8 @@ def recorded_launches(strategy: str, key: Any, params: dict[str, Any]) -> list[t
 
 def _specialize(kernel: Any, args: list[Any], consts: dict[str, Any]
                 ) -> tuple[dict[str, str], dict[str, Any], dict[tuple[int], list]]:
-    """Signature, constexprs and attributes as Triton's launcher specialises them: integer
-    1 becomes a constant, integers that are multiples of 16 and 16-byte aligned tensors
+    """Signature, constexprs and attributes as Triton's launcher specialises them: None
+    and integer 1 become constants, integers that are multiples of 16 and 16-byte aligned tensors
     are marked divisible by 16."""
     sig = _signature(kernel, args, consts)
     consts = dict(consts)
@@ -94,7 +96,9 @@ def _specialize(kernel: Any, args: list[Any], consts: dict[str, Any]
         if name in consts and sig[name] == "constexpr":
             continue
         value = next(values)
-        if isinstance(value, torch.Tensor):
+        if value is None:
+            consts[name] = None
+        elif isinstance(value, torch.Tensor):
             attrs[(i,)] = [["tt.divisibility", 16]]
         elif isinstance(value, int) and not isinstance(value, bool):
             if value == 1:

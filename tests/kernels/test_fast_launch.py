@@ -143,13 +143,14 @@ def test_pointers_without_slots_are_refused():
     ("retrace", "trunc"), ("episodic_prefix_sum", "seed+starts_at"),
     ("gae_grad", "bootstrap+trunc"), ("eligibility_traces_grad", "seed")])
 def test_packer_slots_name_each_pointer_arguments_tensor(algorithm, flags):
-    """``pointers`` then ``pointer_slots`` give back every pointer argument."""
+    """``pointers`` then ``pointer_slots`` give back every pointer argument, None past the
+    listed tensors."""
     key = ProblemKey(algorithm, 6, 5, "float32", "env", flags,
                      a=3 if algorithm == "retrace" else 0)
     call, _ = make_call(key)
     pack = Packer(key, 64, 1)
     args, _ = pack.args(call)
-    distinct = [args[i] for i in pack.pointers]
+    distinct = [*(args[i] for i in pack.pointers), None]
     assert len(pack.pointer_slots) == POINTER_ARGS
     assert all(distinct[j] is args[i] for i, j in enumerate(pack.pointer_slots))
 
@@ -162,7 +163,8 @@ def test_packer_slots_name_each_pointer_arguments_tensor(algorithm, flags):
     ("gae_grad", "last_value", "time"), ("lambda_returns_grad", "bootstrap+trunc", "env"),
     ("episodic_prefix_sum_grad", "seed+starts_at", "env")])
 def test_packer_pointers_cover_each_distinct_tensor_once(algorithm, flags, layout):
-    """``Packer.pointers`` lists every tensor among the pointer arguments exactly once."""
+    """``Packer.pointers`` lists every tensor among the pointer arguments exactly once; the
+    other pointer arguments are None (compiled as constexprs: no kernel parameter)."""
     key = ProblemKey(algorithm, 6, 5, "float32", layout, flags,
                      a=3 if algorithm == "retrace" else 0)
     call, _ = make_call(key)
@@ -170,7 +172,8 @@ def test_packer_pointers_cover_each_distinct_tensor_once(algorithm, flags, layou
     args, outs = pack.args(call)
     listed = [args[i] for i in pack.pointers]
     assert len({id(x) for x in listed}) == len(listed)
-    assert {id(x) for x in args[:POINTER_ARGS]} == {id(x) for x in listed}
+    assert all(isinstance(x, torch.Tensor) for x in listed)
+    assert all(args[i] is None for i in range(POINTER_ARGS) if i not in pack.pointers)
     # Every input the call passes, and every output, is among them.
     assert {id(x) for x in (*call.tensors.values(), *outs)} == {id(x) for x in listed}
 
@@ -291,7 +294,8 @@ class InterpretedBinary:
         assert (launch_metadata, enter, exit_) == (None, None, None)
         self.log.append("direct")
         # The direct path passes tensors as addresses: map them back for the interpreter.
-        args = [*(TENSORS_BY_ADDRESS[a] for a in args[:POINTER_ARGS]), *args[POINTER_ARGS:]]
+        args = [*(None if a is None else TENSORS_BY_ADDRESS[a] for a in args[:POINTER_ARGS]),
+                *args[POINTER_ARGS:]]
         named = dict(zip(self.kernel.arg_names, args, strict=True))
         self.kernel[(gx, gy, gz)](**named, **self.options)
 
@@ -332,7 +336,8 @@ def direct_on_cpu(monkeypatch):
 
         def __call__(self, args):
             TENSORS_BY_ADDRESS.clear()
-            TENSORS_BY_ADDRESS.update((x.data_ptr(), x) for x in args[:POINTER_ARGS])
+            TENSORS_BY_ADDRESS.update((x.data_ptr(), x) for x in args[:POINTER_ARGS]
+                                      if x is not None)
             super().__call__(args)
 
     import importlib
@@ -381,10 +386,11 @@ def test_pointer_and_output_slots_of_the_grad_algorithms():
         p = pack(f"vtrace_grad|{flags}|float32|env|N=4|T=8")
         assert len(p.slots) == SLOTS and p.slots[-1] == boundary
         assert p.output_slots == (0, 1, 2, 3)
-    assert pack("vtrace_grad|none|float32|env|N=4|T=8").output_slots == (0, 1, 2, 0)
-    assert pack("gae_grad|bootstrap|float32|env|N=4|T=8").output_slots == (0, 1, 2, 0)
+    assert pack("vtrace_grad|none|float32|env|N=4|T=8").output_slots == (0, 1, 2, None)
+    assert pack("gae_grad|bootstrap|float32|env|N=4|T=8").output_slots == (0, 1, 2, None)
     assert pack("discounted_returns_grad|bootstrap|float32|env|N=4|T=8").output_slots == \
-        (0, 0, 1, 0)
+        (0, None, 1, None)
+    assert pack("gae|none|float32|env|N=4|T=8").slot_inputs[3:] == (None,) * (SLOTS - 3)
     assert pack("vtrace_grad|last_value|float32|env|N=4|T=8").constexprs["F_ENV"] == 2
     assert pack("gae_grad|last_value|float32|env|N=4|T=8").constexprs["F_ENV"] is False
     assert pack("gae|last_value|float32|env|N=4|T=8").constexprs["F_ENV"] is True
