@@ -24,9 +24,9 @@ re-reads the per-step inputs it needs (cache hits).
 Pointer slots ``P0..P9`` hold the algorithm's tensors in the order of
 ``ALGORITHMS[name].tensors``, and ``O0..O3`` its outputs; ``S0..S3`` its scalars in
 ``spec.scalars`` order. An absent optional input and an unused slot are None, a
-constexpr: a builder touches such a slot only under the flag that says it is given. ``[N, T]`` inputs share the
-strides ``(sn, st)``, ``[N]`` inputs use ``se``, ``[N, T, A]`` inputs use
-``(san, sat, saa)``, outputs ``(osn, ost)``. Flags: ``F_TRUNC`` (truncateds
+constexpr: a builder touches such a slot only under the flag that says it is given.
+``[N, T]`` inputs share the strides ``(sn, st)``, ``[N]`` inputs use ``se``,
+``[N, T, A]`` inputs use ``(san, sat, saa)``, outputs ``(osn, ost)``. Flags: ``F_TRUNC`` (truncateds
 given), ``F_BOOT`` (bootstrap_values given), ``F_ENV`` (last_value or
 seed_values given), ``F_STARTS`` (prefix sum with boundary="starts_at"). GAE's and
 V-trace's ``next_values`` excludes ``bootstrap_values`` and ``last_value``: the
