@@ -229,16 +229,11 @@ class Packer:
             raise ValueError(f"{spec.name}: {len(names)} tensors for {SLOTS} pointer slots")
         self.slots: tuple[str | None, ...] = names + (None,) * (SLOTS - len(names))
         # The key's flags say which optional inputs a call passes, so each slot's tensor is
-        # known by name here: one itemgetter reads the passed ones, a second puts them (and
-        # None) in slot order.
+        # known by name here (``args`` reads each by name).
         passed = set(key.passed_tensors)
         self.slot_inputs = tuple(n if n in passed else None for n in self.slots)
         present = tuple(n for n in self.slot_inputs if n is not None)
-        self._slot_tensors = items_at(present)
-        self._slot_order = itemgetter(*(present.index(n) if n is not None else len(present)
-                                        for n in self.slot_inputs))
         self._per_env_passed = self.per_env if self.per_env in passed else None
-        self._scalar_values = items_at(spec.scalars)
         self.time_major = key.time_major
         n, t = key.n, key.t
         self.out_shape = (t, n) if key.time_major else (n, t)
@@ -251,6 +246,20 @@ class Packer:
         # Per-action inputs are contiguous in A: A divides both of their other strides.
         self.align_a = pow2_divisor(key.a) if hint and spec.per_action else 1
         self._sizes_and_a = (*self.sizes, key.a // self.align_a)
+        # Strides, the same for every call of the key: a Call's inputs are contiguous in
+        # its layout (see :class:`~rltriton_tune.call.Call`). A stride of a dimension of
+        # size 1 may differ, but only index 0 is read along it.
+        if key.time_major:
+            sn, st = 1, n // self.align_n
+            san, sat = key.a // self.align_a, n * key.a // self.align_a
+        else:
+            sn, st = t // self.align_t, 1
+            san, sat = t * key.a // self.align_a, key.a // self.align_a
+        if self.per_action is None or reduce_actions:
+            san = sat = saa = 0
+        else:
+            saa = 1
+        self._strides = (sn, st, 0 if self._per_env_passed is None else 1, san, sat, saa)
         self.out_strides = (1, n // self.align_n) if key.time_major else (t // self.align_t, 1)
         self.n_outputs = len(spec.outputs)
         # A grad algorithm given a boundary input writes that input's gradient after its
@@ -265,7 +274,6 @@ class Packer:
         self.output_slots: tuple[int | None, ...] = tuple(
             i if i < self.n_outputs else self.n_outputs if i == boundary_slot else None
             for i in range(OUTPUT_SLOTS))
-        self._output_order = itemgetter(*(written if i is None else i for i in self.output_slots))
         # Positions of the tensors among the pointer arguments: all a launch must look at
         # for alignment and element types (``FastLaunch``'s ``pointers``).
         self.pointers = (*(i for i, n in enumerate(self.slot_inputs) if n is not None),
@@ -301,53 +309,46 @@ class Packer:
             RUN=scan_run(key, tile_elems, num_warps),
             DESCEND=descend_tiles(key, tile_elems, num_warps, bool(descend)),
         )
+        self.args = self._compile_args()
 
-    def args(self, call: Call) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
-        """Positional arguments common to every core, and the freshly allocated outputs."""
-        tensors = call.tensors
+    def _compile_args(self) -> Callable[[Call], tuple[list[Any], tuple[torch.Tensor, ...]]]:
+        """``args(call)``: the positional arguments common to every core, and the freshly
+        allocated outputs (and boundary gradient).
+
+        This runs on every launch, so it is generated as one flat function for the key:
+        each tensor read by name, every size and stride a constant, no loop. Outputs are
+        ``new_empty`` of the reference input where it is a plain Tensor of the output
+        dtype (it skips ``torch.empty``'s dtype and device keywords, the costliest part of
+        its argument parsing; a subclass's ``__torch_function__`` never decides what the
+        outputs are), else ``torch.empty``. Shapes go in as separate ints (a tuple is
+        parsed slower)."""
+        shape = ", ".join(map(str, self.out_shape))
+        lines = ["def args(call):", "    tensors = call.tensors"]
         if self._action_pass is not None:
-            tensors = self._action_pass.run(tensors)
-        ref = tensors[self.ref]
-        s = ref.stride()
-        sn, st = (s[1], s[0]) if self.time_major else s
-        sn, st = sn // self.align_t, st // self.align_n
-        if self.per_action is not None and self._action_pass is None:
-            pa = tensors[self.per_action].stride()
-            san, sat, saa = (pa[1], pa[0], pa[2]) if self.time_major else pa
-            san, sat = san // self.align_a, sat // self.align_a
-        else:
-            san = sat = saa = 0
-        per_env = self._per_env_passed
-        se = tensors[per_env].stride(0) if per_env is not None else 0
-        # The shape goes in as separate ints (a tuple is parsed slower). ``new_empty`` of an
-        # input that already has the output dtype skips torch.empty's dtype and device
-        # keywords, the costliest part of its argument parsing; only for a plain Tensor, so
-        # that a subclass's __torch_function__ never decides what the outputs are.
-        dtype = call.out_dtype
-        if type(ref) is torch.Tensor and ref.dtype is dtype:
-            outs = self._outputs(ref.new_empty)
-        else:
-            outs = self._outputs(partial(torch.empty, dtype=dtype, device=ref.device))
-        args = [*self._slot_order((*self._slot_tensors(tensors), None)),
-                *self._output_order((*outs, None)),
-                *self._sizes_and_a,
-                sn, st, se, san, sat, saa, *self.out_strides,
-                *self._scalar_values(call.scalars), *self.scalar_padding]
-        return args, outs
-
-    def _outputs(self, new: Callable[..., torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """Fresh outputs (and the boundary gradient), each ``new(*shape)``; one and two
-        outputs, the usual counts, without a generator."""
-        shape = self.out_shape
-        if self.n_outputs == 1:
-            outs: tuple[torch.Tensor, ...] = (new(*shape),)
-        elif self.n_outputs == 2:
-            outs = (new(*shape), new(*shape))
-        else:
-            outs = tuple(new(*shape) for _ in range(self.n_outputs))
+            lines.append("    tensors = reduce_actions(tensors)")
+        lines += [f"    ref = tensors[{self.ref!r}]",
+                  "    dtype = call.out_dtype",
+                  "    if type(ref) is Tensor and ref.dtype is dtype:",
+                  "        new = ref.new_empty",
+                  "    else:",
+                  "        new = partial(empty, dtype=dtype, device=ref.device)"]
+        lines += [f"    o{i} = new({shape})" for i in range(self.n_outputs)]
+        outputs = [f"o{i}" for i in range(self.n_outputs)]
         if self.boundary_shape is not None:
-            outs = (*outs, new(*self.boundary_shape))
-        return outs
+            lines.append(f"    o{self.n_outputs} = new({', '.join(map(str, self.boundary_shape))})")
+            outputs.append(f"o{self.n_outputs}")
+        items = [f"tensors[{name!r}]" if name is not None else "None" for name in self.slot_inputs]
+        items += [f"o{i}" if i is not None else "None" for i in self.output_slots]
+        items += [repr(v) for v in (*self._sizes_and_a, *self._strides, *self.out_strides)]
+        items += [f"scalars[{name!r}]" for name in self.scalars]
+        items += [repr(v) for v in self.scalar_padding]
+        lines += ["    scalars = call.scalars",
+                  f"    return [{', '.join(items)}], ({', '.join(outputs)},)"]
+        namespace: dict[str, Any] = {
+            "Tensor": torch.Tensor, "partial": partial, "empty": torch.empty,
+            "reduce_actions": None if self._action_pass is None else self._action_pass.run}
+        exec("\n".join(lines), namespace)  # noqa: S102 - our own source, from the key alone
+        return namespace["args"]
 
 
 def items_at(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:

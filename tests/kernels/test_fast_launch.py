@@ -178,6 +178,38 @@ def test_packer_pointers_cover_each_distinct_tensor_once(algorithm, flags, layou
     assert {id(x) for x in (*call.tensors.values(), *outs)} == {id(x) for x in listed}
 
 
+@pytest.mark.parametrize("text", [
+    "gae|last_value|float32|env|N=6|T=12", "gae|next+trunc|float32|time|N=12|T=5",
+    "eligibility_traces|seed|float32|time|N=24|T=3", "retrace|trunc|float32|env|N=5|T=8|A=6",
+    "retrace|trunc|float32|time|N=8|T=3|A=4", "vtrace|bootstrap+trunc|float32|env|N=1|T=16",
+    "discounted_returns|none|float32|time|N=7|T=1"])
+def test_packed_sizes_and_strides_are_those_of_the_calls_inputs(text):
+    """The packer passes each key's strides as constants: they must be the strides of
+    the call's (contiguous) inputs, divided by the alignment hints as the kernels expect
+    (``scan.true_sizes``), along every dimension longer than 1."""
+    key = ProblemKey.from_text(text)
+    call, _ = make_call(key)
+    pack = Packer(key, 64, 1)
+    args, _ = pack.args(call)
+    n_, t_, a_, sn, st, se, san, sat, saa, osn, ost = args[POINTER_ARGS:POINTER_ARGS + 11]
+    assert (n_ * pack.align_n, t_ * pack.align_t, a_ * pack.align_a) == (key.n, key.t, key.a)
+    ref = call.tensors[pack.ref].stride()
+    env, step = (ref[1], ref[0]) if key.time_major else ref
+    if key.n > 1:
+        assert sn * pack.align_t == env
+    if key.t > 1:
+        assert st * pack.align_n == step
+    if pack.per_env is not None and pack.per_env in call.tensors and key.n > 1:
+        assert se == call.tensors[pack.per_env].stride(0)
+    if key.a:
+        pa = call.tensors[pack.per_action].stride()
+        got = (san * pack.align_a, sat * pack.align_a, saa)
+        assert got == ((pa[1], pa[0], pa[2]) if key.time_major else pa)
+    out = args[SLOTS].stride()
+    assert (osn * pack.align_t, ost * pack.align_n) == \
+        ((out[1], out[0]) if key.time_major else out)
+
+
 class _Marked(torch.Tensor):
     """A tensor subclass: the packer must not make outputs of it."""
 
