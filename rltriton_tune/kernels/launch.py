@@ -12,6 +12,7 @@ pointers and strides and allocates outputs (no device sync, CUDA-graph safe).
 
 from __future__ import annotations
 
+import linecache
 import os
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -347,7 +348,11 @@ class Packer:
         namespace: dict[str, Any] = {
             "Tensor": torch.Tensor, "partial": partial, "empty": torch.empty,
             "reduce_actions": None if self._action_pass is None else self._action_pass.run}
-        exec("\n".join(lines), namespace)  # noqa: S102 - our own source, from the key alone
+        source = "\n".join(lines) + "\n"
+        # Registered with linecache, so that a traceback through args() shows its lines.
+        filename = f"<rltriton_tune Packer.args {self.key.as_text()}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - from the key alone
         return namespace["args"]
 
 

@@ -176,7 +176,8 @@ def compile_one(strategy: str, key_text: str, params: dict[str, Any], arch: int,
 def cases(algorithms: list[str]) -> list[tuple[str, str, dict[str, Any], bool]]:
     """Each strategy at its default config for every estimator (its richest flag set,
     float32 env-major, and time-major with 64-bit offsets), plus bfloat16 time-major for
-    the first estimator."""
+    the first estimator; and ``flat`` with every other flag set, env-major, where absent
+    inputs leave their pointer slots None (compiled as constexprs)."""
     from cases import FLAG_SETS, GRAD_FLAG_SETS
 
     from rltriton_tune.call import ProblemKey
@@ -197,6 +198,10 @@ def cases(algorithms: list[str]) -> list[tuple[str, str, dict[str, Any], bool]]:
                 out.append((name, key.as_text(), params, big))
                 if key.a:   # Retrace with the action pre-pass too
                     out.append((name, key.as_text(), {**params, "REDUCE_A": 1}, big))
+        for flags in {**FLAG_SETS, **GRAD_FLAG_SETS}[alg][:-1]:
+            key = ProblemKey(alg, 48, 300, "float32", "env", flags, a)
+            out.append(("flat", key.as_text(), dict(strategies()["flat"].default_params(key)),
+                        False))
     return out
 
 
