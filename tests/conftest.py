@@ -28,6 +28,29 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _calls_keep_the_packers_contract():
+    """Every launch in the suite checks what ``Packer.args`` assumes when it passes each
+    key's strides as constants: a Call's inputs are contiguous (see ``call.Call``)."""
+    from rltriton_tune.kernels.launch import Packer
+
+    compile_args = Packer._compile_args
+
+    def checked(self):
+        args = compile_args(self)
+
+        def checked_args(call):
+            loose = [name for name, x in call.tensors.items() if not x.is_contiguous()]
+            assert not loose, f"{call.algorithm}: Call inputs {loose} are not contiguous"
+            return args(call)
+
+        return checked_args
+
+    Packer._compile_args = checked
+    yield
+    Packer._compile_args = compile_args
+
+
 @pytest.fixture(autouse=True)
 def _isolated_profile_dir(tmp_path_factory, monkeypatch):
     """Every test writes profiles to its own folder, never the user's real one, and sees
