@@ -26,9 +26,9 @@ Pointer slots ``P0..P9`` hold the algorithm's tensors in the order of
 ``spec.scalars`` order. An absent optional input and an unused slot are None, a
 constexpr: a builder touches such a slot only under the flag that says it is given.
 ``[N, T]`` inputs share the strides ``(sn, st)``, ``[N]`` inputs use ``se``,
-``[N, T, A]`` inputs use ``(san, sat, saa)``, outputs ``(osn, ost)``. Flags: ``F_TRUNC`` (truncateds
-given), ``F_BOOT`` (bootstrap_values given), ``F_ENV`` (last_value or
-seed_values given), ``F_STARTS`` (prefix sum with boundary="starts_at"). GAE's and
+``[N, T, A]`` inputs use ``(san, sat, saa)``, outputs ``(osn, ost)``. Flags:
+``F_TRUNC`` (truncateds given), ``F_BOOT`` (bootstrap_values given), ``F_ENV``
+(last_value or seed_values given), ``F_STARTS`` (prefix sum with boundary="starts_at"). GAE's and
 V-trace's ``next_values`` excludes ``bootstrap_values`` and ``last_value``: the
 launcher passes it in the ``bootstrap_values`` slot with ``F_BOOT`` and ``F_ENV``
 both set, a pair the other two never make (:func:`_next_given`).

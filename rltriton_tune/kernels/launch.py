@@ -208,9 +208,9 @@ class Packer:
         self.per_env = next((n for n in spec.per_env), None)
         self.scalars = spec.scalars
         # Unused scalar and pointer slots get None, which Triton compiles as a constexpr:
-        # no kernel parameter. Every parameter costs device time, not only host time: on
-        # the H200, rl-triton's GAE kernel given 20 unused parameters more (116 bytes) took
-        # 1-5% longer at 77x24 to 4096x32 (2.35 against 2.41 µs at 333x150).
+        # no kernel parameter. Parameters can cost device time even unread: on the H200,
+        # rl-triton's GAE kernel given 20 unused parameters more (116 bytes) took 1-5%
+        # longer at 77x24 to 4096x32 (2.35 against 2.41 µs at 333x150).
         self.scalar_padding = (None,) * (SCALARS - len(spec.scalars))
         # Every pointer slot, by the input it holds; None for absent optional inputs and
         # unused slots.
@@ -235,7 +235,6 @@ class Packer:
         self.slot_inputs = tuple(n if n in passed else None for n in self.slots)
         present = tuple(n for n in self.slot_inputs if n is not None)
         self._per_env_passed = self.per_env if self.per_env in passed else None
-        self.time_major = key.time_major
         n, t = key.n, key.t
         self.out_shape = (t, n) if key.time_major else (n, t)
         # The contiguous axis's size divides every [N, T] stride that is not 1: the kernels
@@ -261,7 +260,7 @@ class Packer:
         else:
             saa = 1
         self._strides = (sn, st, 0 if self._per_env_passed is None else 1, san, sat, saa)
-        self.out_strides = (1, n // self.align_n) if key.time_major else (t // self.align_t, 1)
+        self.out_strides = (sn, st)  # fresh outputs: contiguous, like the [N, T] inputs
         self.n_outputs = len(spec.outputs)
         # A grad algorithm given a boundary input writes that input's gradient after its
         # outputs: ``[N]`` for a per-env input, else shaped like the outputs.

@@ -86,8 +86,8 @@ def recorded_launches(strategy: str, key: Any, params: dict[str, Any]) -> list[t
 def _specialize(kernel: Any, args: list[Any], consts: dict[str, Any]
                 ) -> tuple[dict[str, str], dict[str, Any], dict[tuple[int], list]]:
     """Signature, constexprs and attributes as Triton's launcher specialises them: None
-    and integer 1 become constants, integers that are multiples of 16 and 16-byte aligned tensors
-    are marked divisible by 16."""
+    and integer 1 become constants, integers that are multiples of 16 and 16-byte
+    aligned tensors are marked divisible by 16."""
     sig = _signature(kernel, args, consts)
     consts = dict(consts)
     attrs = {}
