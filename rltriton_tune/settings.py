@@ -29,6 +29,8 @@ ENV_ONLINE = "RLTRITON_TUNE_ONLINE"
 ENV_ONLINE_BUDGET = "RLTRITON_TUNE_ONLINE_BUDGET"
 #: A file recording the keys that missed the tuning database, with call counts.
 ENV_RECORD = "RLTRITON_TUNE_RECORD"
+#: Off: a GPU without a profile of its own goes to the rules, not a sibling GPU's profile.
+ENV_SIBLINGS = "RLTRITON_TUNE_SIBLINGS"
 #: ``debug`` logs each new dispatch decision once.
 ENV_LOG = "RLTRITON_TUNE_LOG"
 
@@ -86,6 +88,7 @@ class Settings:
     online_budget_s: float = DEFAULT_ONLINE_BUDGET_S
     record_path: Path | None = None
     log_decisions: bool = False
+    siblings: bool = True
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -99,4 +102,5 @@ class Settings:
             online_budget_s=_budget(env.get(ENV_ONLINE_BUDGET, "")),
             record_path=_path(env.get(ENV_RECORD, "")),
             log_decisions=_log(env.get(ENV_LOG, "")),
+            siblings=parse_bool(ENV_SIBLINGS, env.get(ENV_SIBLINGS, "1")),
         )

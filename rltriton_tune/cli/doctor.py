@@ -16,7 +16,8 @@ def cmd_doctor(args) -> int:
 
     from rltriton_tune.dispatch import explain
     from rltriton_tune.dispatch.registry import triton_ok
-    from rltriton_tune.tuning_db import fingerprint_id, load_profiles, user_dir
+    from rltriton_tune.tuning_db import fingerprint_id, user_dir
+    from rltriton_tune.tuning_db.siblings import serving_profiles
 
     device = resolve_device(None)
     from rltriton_tune.dispatch.devices import device_fingerprint
@@ -44,14 +45,16 @@ def cmd_doctor(args) -> int:
     print(f"fingerprint   {fingerprint_id(fp)}")
     print(f"              {json.dumps(fp, sort_keys=True)}")
     print(f"user profiles {user_dir()}")
-    profiles = load_profiles(fp)
+    profiles = serving_profiles(fp)
     print(f"profile files ({len(profiles.reports)}):")
     for report in profiles.reports:
         print(f"  [{'used' if report.used else 'not used'}] {cell(str(report.path), 300)}: "
               f"{cell(report.reason, 300)}")
     if not profiles.reports:
         print("  none")
-    print(f"entries for this device: {len(profiles.entries)}")
+    borrowed = len(profiles.sibling_keys)
+    print(f"entries for this device: {len(profiles.entries)}"
+          + (f" ({borrowed} from a sibling GPU's profile)" if borrowed else ""))
     for line in _software_report(profiles):
         print(line)
     print("sample decisions (N=4096, T=128, float32, env-major; GAE also with last_value):")

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rltriton_tune.cli.args import PRESETS, PROG, CLIError, keys_of, resolve_device
@@ -263,25 +264,33 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     """``tune --refresh``: re-time the stored entries of each device on this stack. Past
     ``deadline`` (``--max-seconds``) no further entry is started; what was refreshed is
     saved, and ``--missing-only`` picks up the rest."""
+    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.refresh import entries_to_refresh, refresh
     from rltriton_tune.tuning_db.fingerprint import software_versions
+    from rltriton_tune.tuning_db.siblings import serving_profiles
 
     rows: list[list[str]] = []
     errors: list[str] = []
     shapes, dtypes, layouts = set(args.shapes or ()), set(args.dtypes), set(args.layouts)
     here = software_versions()
 
-    def wanted(entry: Any) -> bool:
+    def wanted_on(device: Any) -> Callable[[Any], bool]:
         """--shapes (with --dtypes, --layouts) picks entries; --missing-only skips those
-        already refreshed on this software stack."""
-        key = entry.key
-        if shapes and not ((key.n, key.t) in shapes and key.dtype in dtypes
-                           and key.layout in layouts):
-            return False
-        return not (args.missing_only and entry.software == here
-                    and entry.extra.get("refreshed"))
+        already refreshed on this software stack and this GPU (a sibling GPU's entries
+        are refreshed whatever their stack)."""
+        borrowed = serving_profiles(device_fingerprint(device)).sibling_keys
+
+        def wanted(entry: Any) -> bool:
+            key = entry.key
+            if shapes and not ((key.n, key.t) in shapes and key.dtype in dtypes
+                               and key.layout in layouts):
+                return False
+            return not (args.missing_only and entry.software == here
+                        and entry.extra.get("refreshed") and key.as_text() not in borrowed)
+        return wanted
     left = 0
     for device in devices:
+        wanted = wanted_on(device)
         todo = len(entries_to_refresh(device, args.algorithms, wanted))
         done_here = refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
                             wanted=wanted, on_entry=_refresh_progress, deadline=deadline)

@@ -3,7 +3,8 @@
 Order: forced > the key's own profile entry > online tuning (when a tool installed
 it and ``RLTRITON_TUNE_ONLINE`` is on) > the best entry to borrow
 (:mod:`.lookup`) > the built-in rules (:mod:`.rules`, for a GPU without any
-usable entry) > the torch fallback. A config that failed to compile or launch in
+usable entry) > the torch fallback. The entries are this GPU's own over those of
+its nearest sibling GPU (``tuning_db.siblings``). A config that failed to compile or launch in
 this process is skipped everywhere. Runs only on memo misses and in ``explain``,
 so clarity wins over speed here.
 """
@@ -123,20 +124,28 @@ def usable_strategies(device: torch.device) -> tuple[dict[str, Strategy], str | 
 
 
 def load_profiles(fingerprint: dict[str, Any]) -> Any:
-    """The profile set for ``fingerprint``; None (after one warning) if loading failed."""
-    from rltriton_tune.tuning_db import load_profiles as load
+    """The entries serving ``fingerprint`` (its own over a sibling GPU's); None (after one
+    warning) if loading failed."""
+    from rltriton_tune.tuning_db.siblings import serving_profiles
 
     try:
-        return load(fingerprint)
+        return serving_profiles(fingerprint)
     except Exception as exc:  # noqa: BLE001 - a bad profile must never stop a call
         warn_once("profiles", f"rltriton-tune: could not load tuning profiles ({exc}); "
                   "using the built-in rules")
         return None
 
 
-def _from_found(key: ProblemKey, found: lookup.Found) -> Decision:
-    return Decision(key, found.strategy, found.params, "profile" if found.exact else "borrowed",
-                    found.describe(), found.entry, found.path)
+def _from_found(key: ProblemKey, found: lookup.Found, profiles: Any) -> Decision:
+    """A decision from a profile entry: ``profile`` for the key's own entry measured on this
+    GPU; ``borrowed`` for another key's, or any entry of a sibling GPU's profile (the
+    workload record counts those as misses, so ``tune --from-record`` measures them here)."""
+    detail = found.describe()
+    sibling = found.entry in profiles.sibling_keys
+    if sibling:
+        detail += " of a sibling GPU's profile"
+    origin = "profile" if found.exact and not sibling else "borrowed"
+    return Decision(key, found.strategy, found.params, origin, detail, found.entry, found.path)
 
 
 def rules_decision(key: ProblemKey, sm_count: int, usable: dict[str, Strategy],
@@ -199,18 +208,17 @@ def decide(key: ProblemKey, device: torch.device | str, forced: Forced | None = 
     fingerprint = device_fingerprint(device)
     failed = _failed(device)
     profiles = load_profiles(fingerprint)
-    if profiles is not None:
-        found = lookup.exact(key, profiles, usable, failed)
-        if found is not None:
-            return _from_found(key, found)
-    if online:
+    found = None if profiles is None else lookup.exact(key, profiles, usable, failed)
+    if found is not None and found.entry not in profiles.sibling_keys:
+        return _from_found(key, found, profiles)
+    if online:  # before a sibling GPU's entry: a measurement on this GPU is better
         decision = _online(key, device, fingerprint, usable)
         if decision is not None:
             return decision
     if profiles is not None:
-        found = next(lookup.borrowed(key, profiles, usable, failed), None)
+        found = found or next(lookup.borrowed(key, profiles, usable, failed), None)
         if found is not None:
-            return _from_found(key, found)
+            return _from_found(key, found, profiles)
     if device.type == "cpu":
         return _fallback(key, "cpu", usable)
     decision = rules_decision(key, int(fingerprint.get("sm_count", 1)), usable, failed)
@@ -233,7 +241,7 @@ def borrow_alternatives(key: ProblemKey, device: torch.device | str,
         return []
     found = []
     for candidate in lookup.borrowed(key, profiles, usable):
-        found.append(_from_found(key, candidate))
+        found.append(_from_found(key, candidate, profiles))
         if len(found) > count:
             break
     return found[1:]

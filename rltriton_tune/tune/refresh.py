@@ -89,12 +89,12 @@ class Refreshed:
 
 def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
                        wanted: Callable[[Any], bool] | None = None) -> list[Any]:
-    """The entries this device uses now (user over shipped) for ``algorithms`` that
-    ``wanted`` accepts (all of them without it)."""
-    from rltriton_tune.tuning_db import load_profiles
+    """The entries this device uses now (user over shipped over a sibling GPU's) for
+    ``algorithms`` that ``wanted`` accepts (all of them without it)."""
+    from rltriton_tune.tuning_db.siblings import serving_profiles
 
     names = set(algorithms)
-    entries = load_profiles(fingerprint_of(device)).entries.values()
+    entries = serving_profiles(fingerprint_of(device)).entries.values()
     return sorted((e for e in entries if e.key.algorithm in names
                    and (wanted is None or wanted(e))), key=lambda e: e.key.as_text())
 

@@ -3,10 +3,10 @@
 A profile maps problem keys to the tuned strategy and parameters, with the
 evidence (device time, runner-up, baselines, trials, date). Shipped profiles
 live in ``profiles/`` inside this package; the user's in ``user_dir()``; user
-entries override shipped ones, and a profile for another fingerprint is never
-used. Writes are locked, merged and atomic; bad files (corrupt, foreign, over
-16 MB, nested too deeply) are reported and skipped. What the database promises
-is written down in ``docs/database.md``.
+entries override shipped ones, and a profile for another fingerprint serves only
+as a sibling GPU's (``siblings``). Writes are locked, merged and atomic; bad files
+(corrupt, foreign, over 16 MB, nested too deeply) are reported and skipped. What the
+database promises is written down in ``docs/database.md``.
 The file format is documented in ``SCHEMA.md`` next to this module.
 """
 

@@ -42,6 +42,8 @@ class ProfileSet:
     in_memory: set[str] = field(default_factory=set)
     #: Borrowing evidence of the profiles read (a later folder's overrides an earlier's).
     borrowing: dict[str, float] = field(default_factory=dict)
+    #: Keys served by a sibling GPU's profile (see ``tuning_db.siblings``), not this one's.
+    sibling_keys: frozenset[str] = frozenset()
     #: Lookup indexes dispatch builds once per loaded set (see ``dispatch.lookup``).
     index: dict[Any, Any] = field(default_factory=dict, repr=False)
 

@@ -32,8 +32,43 @@ def test_exact_profile_entry_wins(profiles, fake_gpu):
     assert d.source == f"profile:{path}"
 
 
-def test_profile_for_another_gpu_is_not_used(profiles, fake_gpu):
-    profiles.write({**FAKE_FP, "name": "Other GPU"}, [(key(4096, 32), "flat", {"BLOCK_N": 2})])
+def test_profile_for_another_architecture_is_not_used(profiles, fake_gpu):
+    profiles.write({**FAKE_FP, "name": "Other GPU", "capability": "8.0"},
+                   [(key(4096, 32), "flat", {"BLOCK_N": 2})])
+    profiles.write({**FAKE_FP, "abi": 2}, [(key(4096, 32), "flat", {"BLOCK_N": 2})])
+    assert decide(key(4096, 32), FAKE_GPU).origin == "rules"
+
+
+def test_a_sibling_gpus_profile_serves_before_the_rules(profiles, fake_gpu):
+    """A GPU of the same architecture measured the key: its config is borrowed, and the
+    decision says so (the workload record counts it as a miss)."""
+    path = profiles.write({**FAKE_FP, "name": "Sibling GPU", "sm_count": 114},
+                          [(key(4096, 32), "tiled", {"BLOCK_N": 4, "BLOCK_T": 16})])
+    d = decide(key(4096, 32), FAKE_GPU)
+    assert (d.origin, d.strategy, d.entry, d.path) == (
+        "borrowed", "tiled", key(4096, 32).as_text(), str(path))
+    assert d.detail.endswith("of a sibling GPU's profile")
+    assert decide(key(2048, 32), FAKE_GPU).origin == "borrowed"
+
+
+def test_this_gpus_own_entry_wins_over_a_siblings(profiles, fake_gpu):
+    profiles.write({**FAKE_FP, "name": "Sibling GPU"},
+                   [(key(4096, 32), "tiled", {"BLOCK_N": 4, "BLOCK_T": 16}),
+                    (key(256, 32), "tiled", {"BLOCK_N": 4, "BLOCK_T": 16})])
+    profiles.write(FAKE_FP, [(key(4096, 32), "flat", {"BLOCK_N": 2})])
+    own = decide(key(4096, 32), FAKE_GPU)
+    assert (own.origin, own.strategy) == ("profile", "flat")
+    other = decide(key(256, 32), FAKE_GPU)
+    assert (other.origin, other.strategy, other.entry) == (
+        "borrowed", "tiled", key(256, 32).as_text())
+
+
+def test_sibling_profiles_can_be_turned_off(profiles, fake_gpu, monkeypatch):
+    from rltriton_tune import dispatch
+
+    profiles.write({**FAKE_FP, "name": "Sibling GPU"}, [(key(4096, 32), "flat", {"BLOCK_N": 2})])
+    monkeypatch.setenv("RLTRITON_TUNE_SIBLINGS", "0")
+    dispatch.reset()
     assert decide(key(4096, 32), FAKE_GPU).origin == "rules"
 
 
