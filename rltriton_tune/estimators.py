@@ -28,6 +28,7 @@ from rltriton_tune.algorithms import (
 )
 from rltriton_tune.autograd import requires_grad as _requires_grad
 from rltriton_tune.call import Call
+from rltriton_tune.hot_path import HotPath
 
 Tensor = torch.Tensor
 
@@ -55,7 +56,7 @@ class _Plan:
 
     __slots__ = ("algorithm", "function", "spec", "names", "kinds", "optional", "scalars",
                  "shape_source", "source_name", "first_float", "single", "last_value_rule",
-                 "entries")
+                 "entries", "hot")
 
     def __init__(self, spec: AlgorithmSpec, function: str) -> None:
         self.algorithm = spec.name
@@ -87,6 +88,14 @@ class _Plan:
             (name, _SHAPE_RULES[kind], _ACCEPTED[kind], kind, name in self.optional)
             for name, kind in zip(self.names, self.kinds, strict=True)
         )
+        # The usual call's generated fast path (same checks; anything else comes here).
+        self.hot = HotPath(
+            self.algorithm,
+            tuple((name, rule == _SAME_SHAPE, accepted, optional)
+                  for name, rule, accepted, _, optional in self.entries),
+            self.scalars, self.shape_source, self.first_float, self.single,
+            lambda values: _check_exclusive(self, values) if self.last_value_rule else None,
+            usable=not (spec.per_action or spec.integer))
 
     @staticmethod
     def _kind(spec: AlgorithmSpec, name: str) -> int:
@@ -357,6 +366,9 @@ def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     # its custom operator (rltriton_tune.ops), which runs _direct and has a backward.
     if _is_compiling():
         return ops.estimate(plan.algorithm, values, scalar_values, time_major, starts_at)
+    outputs = plan.hot(values, scalar_values, time_major, starts_at)
+    if outputs is not None:
+        return outputs
     call = _build(plan, values, scalar_values, time_major, starts_at)
     if _requires_grad(call):
         return ops.estimate(plan.algorithm, values, scalar_values, time_major, starts_at)

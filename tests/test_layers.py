@@ -22,8 +22,8 @@ PACKAGE = Path(rltriton_tune.__file__).resolve().parent
 
 CORE = ("algorithms", "call", "pow2", "problems", "reference", "strategy", "kernels",
         "fallback")
-RUNTIME = ("settings", "state", "estimators", "dispatch", "tuning_db", "torchrl", "autograd",
-           "fused_grad", "ops")
+RUNTIME = ("settings", "state", "estimators", "hot_path", "dispatch", "tuning_db", "torchrl",
+           "autograd", "fused_grad", "ops")
 TOOLING = ("tune", "cli")
 
 

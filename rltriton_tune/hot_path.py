@@ -1,0 +1,146 @@
+"""The usual call's fast path: one generated function per estimator and argument pattern.
+
+A training loop calls an estimator with the same kind of arguments every step:
+plain contiguous ``[N, T]`` tensors of one device and accepted dtypes, Python-float
+scalars, no gradient, a decision already memoised. For such a call the validator's
+general loop (``estimators._build``), the ``Call`` plumbing and the dispatcher's
+wrappers cost more than the checks themselves. This module generates, per
+estimator and per pattern of given inputs (which optional tensors are present, and
+the layout), one flat function that makes exactly the checks the general path
+would make for that pattern, builds the ``Call`` and calls the memoised launcher
+(so recording, failed configs and the fallback chain stay the dispatcher's).
+
+Anything else returns None and the call takes the general path, which gives the
+errors, copies non-contiguous inputs, flattens ``[*B, T]`` shapes, converts
+integers and 0-d tensors, records autograd, or decides and memoises: the fast path
+never raises for a bad argument and never decides. Retrace (per-action and integer
+inputs, whose range the general path checks) always takes the general path.
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from rltriton_tune.call import Call
+from rltriton_tune.dispatch import forcing
+from rltriton_tune.state import STATE
+
+#: A pattern's function: ``(values, scalar_values)`` to the outputs, or None.
+Express = Callable[[tuple[Any, ...], tuple[Any, ...]], Any]
+
+
+def _never(values: tuple[Any, ...], scalar_values: tuple[Any, ...]) -> None:
+    return None
+
+
+class HotPath:
+    """The fast path of one estimator: a generated function per argument pattern.
+
+    ``entries``: per tensor argument in canonical order ``(name, same_shape, accepted
+    dtypes, optional)``, where ``same_shape`` is False for the one-per-environment
+    ones; ``check_exclusive(values)`` raises for a pattern the general path refuses.
+    """
+
+    __slots__ = ("algorithm", "entries", "scalars", "source", "first_float", "single",
+                 "check_exclusive", "usable", "_by_pattern")
+
+    def __init__(self, algorithm: str, entries: tuple[tuple[str, bool, frozenset, bool], ...],
+                 scalars: tuple[str, ...], source: int, first_float: int, single: bool,
+                 check_exclusive: Callable[[tuple[Any, ...]], None], usable: bool) -> None:
+        self.algorithm = algorithm
+        self.entries = entries
+        self.scalars = scalars
+        self.source = source
+        self.first_float = first_float
+        self.single = single
+        self.check_exclusive = check_exclusive
+        self.usable = usable
+        self._by_pattern: dict[tuple[bool, ...], Express] = {}
+
+    def __call__(self, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
+                 time_major: bool, starts_at: bool) -> Any:
+        """The outputs of the call, or None where it must take the general path."""
+        if not self.usable or time_major is not True and time_major is not False:
+            return None
+        pattern = (time_major, starts_at, *[x is None for x in values])
+        express = self._by_pattern.get(pattern)
+        if express is None:
+            express = self._by_pattern[pattern] = self._generate(pattern)
+        return express(values, scalar_values)
+
+    def _generate(self, pattern: tuple[bool, ...]) -> Express:
+        time_major, starts_at, absent = pattern[0], pattern[1], pattern[2:]
+        given = [i for i, missing in enumerate(absent) if not missing]
+        if any(absent[i] and not entry[3] for i, entry in enumerate(self.entries)):
+            return _never  # a required input is None: the general path says so
+        if absent[self.first_float]:
+            return _never
+        try:
+            self.check_exclusive(tuple(None if missing else True for missing in absent))
+        except ValueError:
+            return _never
+        source = self.source
+        lines = ["def express(values, scalar_values):",
+                 f"    {', '.join(f'x{i}' for i in range(len(absent)))}, = values",
+                 "    if " + " or ".join(f"type(x{i}) is not Tensor" for i in given) + ":",
+                 "        return None",
+                 # Inside try: a tensor of another layout may raise where a dense one
+                 # answers (a sparse CSR tensor's is_contiguous); the general path then
+                 # names the argument.
+                 "    try:",
+                 f"        shape = x{source}.shape",
+                 "        if len(shape) != 2:",
+                 "            return None",
+                 f"        {'t, n' if time_major else 'n, t'} = shape",
+                 "        if not n or not t:",
+                 "            return None",
+                 f"        device = x{source}.device",
+                 "        env = (n,)"]
+        checks = []
+        for i in given:
+            same_shape = self.entries[i][1]
+            if i != source:
+                checks.append(f"x{i}.shape != {'shape' if same_shape else 'env'}")
+                checks.append(f"x{i}.device != device")
+            checks.append(f"x{i}.dtype not in accepted{i}")
+            checks.append(f"not x{i}.is_contiguous()")
+        lines += ["        if " + " or ".join(checks) + ":",
+                  "            return None",
+                  "    except Exception:",
+                  "        return None",
+                  "    if grad_enabled() and (" +
+                  " or ".join(f"x{i}.requires_grad" for i in given) + "):",
+                  "        return None"]
+        lines += [f"    s{j} = scalar_values[{j}]" for j in range(len(self.scalars))]
+        if self.scalars:
+            lines += ["    if " + " or ".join(f"type(s{j}) is not float or s{j} != s{j}"
+                                             for j in range(len(self.scalars))) + ":",
+                      "        return None"]
+        names = [self.entries[i][0] for i in given]
+        tensors = ", ".join(f"{name!r}: x{i}" for name, i in zip(names, given, strict=True))
+        scalars = ", ".join(f"{name!r}: s{j}" for j, name in enumerate(self.scalars))
+        lines += [f"    dtype = x{self.first_float}.dtype",
+                  # dispatch.run's memo key, for the Call below
+                  f"    launcher = state.table.get(({self.algorithm!r}, n, t, dtype, "
+                  f"{time_major}, 0, {starts_at}, {''.join(f'{n!r}, ' for n in names)}"
+                  "device, forced()))",
+                  "    if launcher is None:",
+                  "        return None",
+                  f"    call = Call({self.algorithm!r}, {{{tensors}}}, {{{scalars}}}, n, t, "
+                  f"{time_major}, 0, {starts_at}, dtype, None, False)",
+                  "    call._device = device",
+                  f"    return launcher(call){'[0]' if self.single else ''}"]
+        namespace: dict[str, Any] = {
+            "Tensor": torch.Tensor, "Call": Call, "state": STATE,
+            "forced": forcing.current, "grad_enabled": torch.is_grad_enabled,
+            **{f"accepted{i}": self.entries[i][2] for i in given}}
+        source_text = "\n".join(lines) + "\n"
+        filename = f"<rltriton_tune hot path {self.algorithm} {pattern}>"
+        linecache.cache[filename] = (len(source_text), None, source_text.splitlines(True),
+                                     filename)
+        exec(compile(source_text, filename, "exec"), namespace)  # noqa: S102 - from the plan
+        return namespace["express"]
