@@ -287,8 +287,8 @@ def bench_table(rows: list[dict[str, Any]]) -> list[str]:
 #: The stages of a public call that ``dispatch_overhead.py`` times on its own, where a
 #: report has them: (field, column).
 STAGES = (("validate_us", "validation"), ("dispatch_us", "dispatch"),
-          ("launcher_us", "launcher"), ("pack_us", "launcher: packing"),
-          ("launch_us", "launcher: launch"))
+          ("fast_path_us", "fast path"), ("launcher_us", "launcher"),
+          ("pack_us", "launcher: packing"), ("launch_us", "launcher: launch"))
 #: How a one-kernel launcher launched (``direct_launch``): Triton's compiled launcher
 #: called directly, or its generic path (argument binding included).
 LAUNCH_PATHS = {True: "direct", False: "generic"}

@@ -25,6 +25,10 @@ and, to show where the public call's time goes, its stages alone (each also per 
   lookup; the launcher is put back afterwards);
 * ``launcher``: the memoised launcher alone on that ``Call`` (output allocation,
   argument packing, the launch itself);
+* ``fast_path``: what the public call runs instead of validation and dispatch when its
+  arguments are the usual kind (``rltriton_tune.hot_path``: the checks, the ``Call``,
+  the memo lookup), with the memoised launcher stubbed as for ``dispatch``; absent
+  where the call takes the general path (Retrace);
 
 and, for a launcher of one kernel (flat, tiled, sequential), the launcher's two parts:
 
@@ -34,8 +38,9 @@ and, for a launcher of one kernel (flat, tiled, sequential), the launcher's two 
 * ``direct_launch``: whether that ``FastLaunch`` is on its direct path after the runs
   (false means every launch went through Triton's generic path, binding included).
 
-The public call also pays the function's argument binding and the autograd check,
-so it is a little more than the three stages together.
+The public call also pays the function's argument binding and the autograd check: it
+is a little more than ``fast_path`` and ``launcher`` together (the usual call), or than
+the validation, dispatch and launcher stages (every other call).
 
 ``over_floor_us`` = public - empty_triton; the target is at most 3 µs.
 
@@ -169,6 +174,10 @@ def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: i
     STATE.table[mk] = lambda _: outputs
     try:
         row["dispatch_us"] = host_us(lambda: dispatch.run(call), device, reps, rounds)
+        plan, values, scalars, time_major, starts_at = arguments
+        if plan.hot(values, scalars, time_major, starts_at) is not None:
+            row["fast_path_us"] = host_us(
+                lambda: plan.hot(values, scalars, time_major, starts_at), device, reps, rounds)
     finally:
         STATE.table[mk] = launcher
     return row
@@ -258,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     result = run(cases, device, args.reps, args.rounds, forced)
     output.mkdir(parents=True, exist_ok=True)
     (output / "dispatch_overhead.json").write_text(json.dumps(result, indent=1) + "\n")
-    cols = ("public_us", "validate_us", "dispatch_us", "launcher_us", "pack_us", "launch_us",
-            "empty_triton_us", "torch_add_us", "graph_replay_us", "over_floor_us")
+    cols = ("public_us", "validate_us", "dispatch_us", "fast_path_us", "launcher_us", "pack_us",
+            "launch_us", "empty_triton_us", "torch_add_us", "graph_replay_us", "over_floor_us")
     print(f"{'case':<44}" + "".join(f"{c[:-3]:>14}" for c in cols))
     for r in result["rows"]:
         print(f"{r['case']:<44}" + "".join(

@@ -18,7 +18,10 @@ def test_smoke_writes_public_call_and_floors(script, tmp_path):
         assert r["over_floor_us"] == pytest.approx(r["public_us"] - r["empty_triton_us"])
         assert r["strategy"] and r["source"]
         assert r["validate_us"] > 0 and r["dispatch_us"] > 0 and r["launcher_us"] > 0
-    fallback, _, forced = report["rows"]
+    fallback, retrace, forced = report["rows"]
+    # Retrace always takes the general path: it has no fast-path stage.
+    assert fallback["fast_path_us"] > 0 and forced["fast_path_us"] > 0
+    assert "fast_path_us" not in retrace
     # The torch fallback's launcher has no parts; the forced kernel's are timed, and
     # under the interpreter every launch takes Triton's generic path.
     assert "pack_us" not in fallback and "direct_launch" not in fallback
@@ -42,7 +45,7 @@ def test_stage_timing_puts_the_memoised_launcher_back(script):
     compute_gae(**kwargs)
     launcher = memo.lookup(prepare_call("gae", **kwargs))
     row = overhead.stages("gae", kwargs, torch.device("cpu"), reps=2, rounds=1)
-    assert set(row) == {"validate_us", "dispatch_us", "launcher_us"}
+    assert set(row) == {"validate_us", "dispatch_us", "fast_path_us", "launcher_us"}
     assert launcher is not None and memo.lookup(prepare_call("gae", **kwargs)) is launcher
 
 
