@@ -88,9 +88,9 @@ class HotPath:
                  f"    {', '.join(f'x{i}' for i in range(len(absent)))}, = values",
                  "    if " + " or ".join(f"type(x{i}) is not Tensor" for i in given) + ":",
                  "        return None",
-                 # Inside try: a tensor of another layout may raise where a dense one
-                 # answers (a sparse CSR tensor's is_contiguous); the general path then
-                 # names the argument.
+                 # Inside try: a tensor of another layout may raise before its layout is
+                 # read (a sparse CSR tensor's shape is fine, its is_contiguous raises);
+                 # the general path then names the argument.
                  "    try:",
                  f"        shape = x{source}.shape",
                  "        if len(shape) != 2:",
@@ -106,6 +106,7 @@ class HotPath:
             if i != source:
                 checks.append(f"x{i}.shape != {'shape' if same_shape else 'env'}")
                 checks.append(f"x{i}.device != device")
+            checks.append(f"x{i}.layout is not strided")
             checks.append(f"x{i}.dtype not in accepted{i}")
             checks.append(f"not x{i}.is_contiguous()")
         lines += ["        if " + " or ".join(checks) + ":",
@@ -135,7 +136,7 @@ class HotPath:
                   "    call._device = device",
                   f"    return launcher(call){'[0]' if self.single else ''}"]
         namespace: dict[str, Any] = {
-            "Tensor": torch.Tensor, "Call": Call, "state": STATE,
+            "Tensor": torch.Tensor, "Call": Call, "state": STATE, "strided": torch.strided,
             "forced": forcing.current, "grad_enabled": torch.is_grad_enabled,
             **{f"accepted{i}": self.entries[i][2] for i in given}}
         source_text = "\n".join(lines) + "\n"

@@ -222,14 +222,14 @@ def _against_later_siblings(key: Any, space: Any, study: Any, result: Any, devic
 
 
 def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
-    from rltriton_tune.dispatch.decide import load_profiles, usable_strategies
+    from rltriton_tune.dispatch.decide import usable_strategies
     from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.borrowing import factors, measure
-    from rltriton_tune.tuning_db import fingerprint_id, user_dir
+    from rltriton_tune.tuning_db import fingerprint_id, load_profiles, user_dir
     from rltriton_tune.tuning_db.store import record_borrowing
 
     fp = device_fingerprint(device)
-    profiles = load_profiles(fp)
+    profiles = load_profiles(fp)  # this GPU's own entries: the factors are for its profile
     usable, reason = usable_strategies(device)
     if profiles is None or reason is not None:
         print(f"{PROG}: no usable profile on {device} ({reason or 'none loaded'})",

@@ -136,16 +136,12 @@ def load_profiles(fingerprint: dict[str, Any]) -> Any:
         return None
 
 
-def _from_found(key: ProblemKey, found: lookup.Found, profiles: Any) -> Decision:
+def _from_found(key: ProblemKey, found: lookup.Found) -> Decision:
     """A decision from a profile entry: ``profile`` for the key's own entry measured on this
     GPU; ``borrowed`` for another key's, or any entry of a sibling GPU's profile (the
     workload record counts those as misses, so ``tune --from-record`` measures them here)."""
-    detail = found.describe()
-    sibling = found.entry in profiles.sibling_keys
-    if sibling:
-        detail += " of a sibling GPU's profile"
-    origin = "profile" if found.exact and not sibling else "borrowed"
-    return Decision(key, found.strategy, found.params, origin, detail, found.entry, found.path)
+    return Decision(key, found.strategy, found.params, "profile" if found.exact else "borrowed",
+                    found.describe(), found.entry, found.path)
 
 
 def rules_decision(key: ProblemKey, sm_count: int, usable: dict[str, Strategy],
@@ -208,17 +204,18 @@ def decide(key: ProblemKey, device: torch.device | str, forced: Forced | None = 
     fingerprint = device_fingerprint(device)
     failed = _failed(device)
     profiles = load_profiles(fingerprint)
-    found = None if profiles is None else lookup.exact(key, profiles, usable, failed)
-    if found is not None and found.entry not in profiles.sibling_keys:
-        return _from_found(key, found, profiles)
-    if online:  # before a sibling GPU's entry: a measurement on this GPU is better
+    if profiles is not None:
+        found = lookup.exact(key, profiles, usable, failed)
+        if found is not None:
+            return _from_found(key, found)
+    if online:
         decision = _online(key, device, fingerprint, usable)
         if decision is not None:
             return decision
     if profiles is not None:
-        found = found or next(lookup.borrowed(key, profiles, usable, failed), None)
+        found = next(lookup.borrowed(key, profiles, usable, failed), None)
         if found is not None:
-            return _from_found(key, found, profiles)
+            return _from_found(key, found)
     if device.type == "cpu":
         return _fallback(key, "cpu", usable)
     decision = rules_decision(key, int(fingerprint.get("sm_count", 1)), usable, failed)
@@ -241,7 +238,7 @@ def borrow_alternatives(key: ProblemKey, device: torch.device | str,
         return []
     found = []
     for candidate in lookup.borrowed(key, profiles, usable):
-        found.append(_from_found(key, candidate, profiles))
+        found.append(_from_found(key, candidate))
         if len(found) > count:
             break
     return found[1:]

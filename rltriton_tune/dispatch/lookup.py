@@ -47,6 +47,12 @@ DEFAULT_FACTORS: dict[str, float] = {
 
 DIMENSIONS = tuple(DEFAULT_FACTORS)
 
+#: Expected slowdown of an entry of a sibling GPU's profile (``tuning_db.siblings``), on
+#: top of its other differences: a sibling's entry at the key itself ranks below this
+#: GPU's own entry of another flag set or dtype at the same shape, and above its own
+#: entry a shape step away.
+SIBLING_FACTOR = 1.10
+
 
 @dataclass(frozen=True)
 class Found:
@@ -66,7 +72,8 @@ class Found:
             return f"exact entry {self.entry}"
         moved = "" if self.tuned is None else \
             f"; config moved from {self.tuned[0]} {self.tuned[1]}"
-        return (f"borrowed from {self.entry} (differs in {', '.join(self.differs)}; "
+        whose = " of a sibling GPU's profile" if "gpu" in self.differs else ""
+        return (f"borrowed from {self.entry}{whose} (differs in {', '.join(self.differs)}; "
                 f"expected within {self.expected_slowdown:.2f}x{moved})")
 
 
@@ -137,10 +144,11 @@ def _by_algorithm(profiles: Any) -> dict[str, list[tuple[ProblemKey, str]]]:
 
 def exact(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
           failed: frozenset = frozenset()) -> Found | None:
-    """``key``'s own entry, if its strategy is usable, its config valid and not failed."""
+    """``key``'s own entry, if its strategy is usable, its config valid and not failed. An
+    entry of a sibling GPU's profile is never exact: :func:`borrowed` ranks it."""
     text = key.as_text()
     entry = profiles.entries.get(text)
-    if entry is None or entry.strategy not in usable:
+    if entry is None or entry.strategy not in usable or text in _siblings(profiles):
         return None
     params = validated(usable[entry.strategy], key, dict(entry.params))
     if params is None or (entry.strategy, frozen_params(params)) in failed:
@@ -155,11 +163,17 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
     (invalid or failed ones skipped)."""
     factors = factors_of(profiles)
     text = key.as_text()
-    ranked = sorted(
-        (expected_slowdown(key, other, factors) + (fine_distance(key, other), other_text)
-         for other, other_text in _by_algorithm(profiles).get(key.algorithm, ())
-         if other_text != text),
-        key=lambda r: ("layout" in r[1], r[0], r[2], r[3]))
+    siblings = _siblings(profiles)
+    ranked = []
+    for other, other_text in _by_algorithm(profiles).get(key.algorithm, ()):
+        sibling = other_text in siblings
+        if other_text == text and not sibling:
+            continue
+        slowdown, differs = expected_slowdown(key, other, factors)
+        if sibling:
+            slowdown, differs = slowdown * SIBLING_FACTOR, (*differs, "gpu")
+        ranked.append((slowdown, differs, fine_distance(key, other), other_text))
+    ranked.sort(key=lambda r: ("layout" in r[1], r[0], r[2], r[3]))
     for slowdown, differs, _, other_text in ranked:
         entry = profiles.entries[other_text]
         impl = usable.get(entry.strategy)
@@ -172,6 +186,10 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
             else (entry.strategy, dict(entry.params))
         yield Found(name, params, other_text, str(profiles.sources.get(other_text, "?")),
                     False, slowdown, differs, tuned)
+
+
+def _siblings(profiles: Any) -> frozenset[str]:
+    return getattr(profiles, "sibling_keys", frozenset())
 
 
 def moved(impl: Strategy, source: ProblemKey, key: ProblemKey, params: dict[str, Any],

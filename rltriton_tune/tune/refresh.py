@@ -90,11 +90,15 @@ class Refreshed:
 def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
                        wanted: Callable[[Any], bool] | None = None) -> list[Any]:
     """The entries this device uses now (user over shipped over a sibling GPU's) for
-    ``algorithms`` that ``wanted`` accepts (all of them without it)."""
+    ``algorithms`` that ``wanted`` accepts (all of them without it). A sibling GPU's entry
+    comes without its trials, baselines and other evidence, which were measured there: a
+    refresh records its config with what it measures here."""
     from rltriton_tune.tuning_db.siblings import serving_profiles
 
     names = set(algorithms)
-    entries = serving_profiles(fingerprint_of(device)).entries.values()
+    profiles = serving_profiles(fingerprint_of(device))
+    entries = [replace(e, baselines={}, trials=0, extra={})
+               if text in profiles.sibling_keys else e for text, e in profiles.entries.items()]
     return sorted((e for e in entries if e.key.algorithm in names
                    and (wanted is None or wanted(e))), key=lambda e: e.key.as_text())
 

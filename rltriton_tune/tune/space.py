@@ -276,9 +276,9 @@ def related_choices(key: ProblemKey, device: torch.device,
     """
     try:
         from rltriton_tune.dispatch.devices import device_fingerprint
-        from rltriton_tune.tuning_db import load_profiles
+        from rltriton_tune.tuning_db.siblings import serving_profiles
 
-        entries = load_profiles(device_fingerprint(device)).entries.values()
+        entries = serving_profiles(device_fingerprint(device)).entries.values()
     except Exception:  # noqa: BLE001 - seeds are optional
         return []
     def checked(candidate: Candidate) -> Candidate | None:

@@ -424,10 +424,11 @@ def runner_up_record(outcome: Outcome | None, key: ProblemKey) -> dict[str, Any]
 
 
 def stored_candidate(key: ProblemKey, device: torch.device) -> Candidate | None:
-    """The config of the entry this device uses for ``key`` now (user or shipped), if any."""
-    from rltriton_tune.tuning_db import load_profiles
+    """The config of the entry this device uses for ``key`` now (user, shipped or a sibling
+    GPU's), if any."""
+    from rltriton_tune.tuning_db.siblings import serving_profiles
 
-    entry = load_profiles(fingerprint_of(device)).entries.get(key.as_text())
+    entry = serving_profiles(fingerprint_of(device)).entries.get(key.as_text())
     return None if entry is None else Candidate(entry.strategy, dict(entry.params))
 
 

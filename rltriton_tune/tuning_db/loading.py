@@ -59,7 +59,7 @@ def load_profiles(fp: dict[str, Any]) -> ProfileSet:
     found = state.cached(cache_key)
     if found is not None:
         return found
-    loaded = _load(fp, canonical, [ship] if _same_dir(ship, user) else [ship, user])
+    loaded = _load(fp, canonical, [ship] if same_dir(ship, user) else [ship, user])
     state.cache(cache_key, loaded)
     return loaded
 
@@ -91,7 +91,7 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet
         sources.update(tier_sources)
     in_memory = set()
     for text, (entry, path) in state.overlay_entries(canonical).items():
-        if not any(_same_dir(path.parent, folder) for folder in folders):
+        if not any(same_dir(path.parent, folder) for folder in folders):
             continue  # meant for a folder this load does not read
         entries[text] = entry
         sources[text] = path
@@ -132,7 +132,7 @@ def _usable_profiles(path: Path, fp: dict[str, Any], canonical: str,
     return usable
 
 
-def _same_dir(a: Path, b: Path) -> bool:
+def same_dir(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve()
     except OSError:

@@ -1,12 +1,12 @@
 """The entries that serve calls on a device: its own, then a sibling GPU's.
 
-A GPU with no entry of its own for a key is served by the profile of its nearest
-*sibling* before the built-in rules: a GPU of the same device kind, compute
-capability and kernel ABI (the same architecture, so the same strategies and
-configs compile and the same occupancy limits apply), the nearest in SM count, then
-the one with the most entries. The device's own entries (shipped or user) override
-the sibling's key by key, and ``tune --refresh`` re-times the sibling's entries on
-this GPU, which turns them into its own.
+A GPU is also served by the profile of its nearest *sibling*, before the built-in
+rules: a GPU of the same vendor, device kind, compute capability and kernel ABI (the
+same architecture, so the same strategies and configs compile and the same occupancy
+limits apply), the nearest in SM count, then the one with the most entries. The
+device's own entries (shipped or user) override the sibling's key by key; dispatch
+ranks a sibling's entries with the ones it borrows (``dispatch.lookup``), and
+``tune --refresh`` re-times them on this GPU, which turns them into its own.
 
 Measured data transfers better than rules fitted to one GPU. On an H100 80GB HBM3
 (132 SMs; torch 2.11, Triton 3.6; ``benchmarks/peers.py`` against rl-triton 0.1.3,
@@ -25,11 +25,12 @@ from typing import Any
 from rltriton_tune.state import STATE
 from rltriton_tune.tuning_db import locations, state
 from rltriton_tune.tuning_db.fingerprint import identity, identity_text
-from rltriton_tune.tuning_db.loading import FileReport, ProfileSet, load_profiles
+from rltriton_tune.tuning_db.loading import FileReport, ProfileSet, load_profiles, same_dir
 from rltriton_tune.tuning_db.schema import ProfileError
 from rltriton_tune.tuning_db.store import read_profiles
 
-#: Fingerprint fields two GPUs must share to be siblings.
+#: Fingerprint fields two GPUs must share to be siblings (and the vendor: the first word of
+#: the name, since ROCm also reports kind "cuda" and capabilities that NVIDIA's reuse).
 SIBLING_FIELDS = ("kind", "capability", "abi")
 
 
@@ -56,7 +57,8 @@ def find_sibling(fp: dict[str, Any]) -> Sibling | None:
         return None
     canonical = identity_text(fp)
     found: dict[str, tuple[dict[str, Any], list[Path], int]] = {}
-    for folder in (locations.shipped_dir(), locations.user_dir()):
+    ship, user = locations.shipped_dir(), locations.user_dir()
+    for folder in [ship] if same_dir(ship, user) else [ship, user]:
         for path in _json_files(folder):
             try:
                 profiles = read_profiles(path)
@@ -66,7 +68,8 @@ def find_sibling(fp: dict[str, Any]) -> Sibling | None:
                 theirs = identity(profile.fingerprint)
                 text = identity_text(theirs)
                 if text == canonical or not profile.entries or any(
-                        theirs.get(f) != ours.get(f) for f in SIBLING_FIELDS):
+                        theirs.get(f) != ours.get(f) for f in SIBLING_FIELDS) \
+                        or _vendor(theirs) != _vendor(ours):
                     continue
                 _, paths, count = found.get(text, (theirs, [], 0))
                 found[text] = (theirs, [*paths, path], count + len(profile.entries))
@@ -118,6 +121,12 @@ def _json_files(folder: Path) -> list[Path]:
         return sorted(folder.glob("*.json")) if folder.is_dir() else []
     except OSError:
         return []
+
+
+def _vendor(fp: dict[str, Any]) -> str:
+    """``NVIDIA`` of ``NVIDIA H200``: GPUs of two vendors are never siblings."""
+    words = str(fp.get("name", "")).split()
+    return words[0].lower() if words else ""
 
 
 def _int(value: Any) -> int:

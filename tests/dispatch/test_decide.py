@@ -42,17 +42,17 @@ def test_profile_for_another_architecture_is_not_used(profiles, fake_gpu):
 def test_a_sibling_gpus_profile_serves_before_the_rules(profiles, fake_gpu):
     """A GPU of the same architecture measured the key: its config is borrowed, and the
     decision says so (the workload record counts it as a miss)."""
-    path = profiles.write({**FAKE_FP, "name": "Sibling GPU", "sm_count": 114},
+    path = profiles.write({**FAKE_FP, "name": "Fake Sibling GPU", "sm_count": 114},
                           [(key(4096, 32), "tiled", {"BLOCK_N": 4, "BLOCK_T": 16})])
     d = decide(key(4096, 32), FAKE_GPU)
     assert (d.origin, d.strategy, d.entry, d.path) == (
         "borrowed", "tiled", key(4096, 32).as_text(), str(path))
-    assert d.detail.endswith("of a sibling GPU's profile")
+    assert "of a sibling GPU's profile (differs in gpu;" in d.detail
     assert decide(key(2048, 32), FAKE_GPU).origin == "borrowed"
 
 
 def test_this_gpus_own_entry_wins_over_a_siblings(profiles, fake_gpu):
-    profiles.write({**FAKE_FP, "name": "Sibling GPU"},
+    profiles.write({**FAKE_FP, "name": "Fake Sibling GPU"},
                    [(key(4096, 32), "tiled", {"BLOCK_N": 4, "BLOCK_T": 16}),
                     (key(256, 32), "tiled", {"BLOCK_N": 4, "BLOCK_T": 16})])
     profiles.write(FAKE_FP, [(key(4096, 32), "flat", {"BLOCK_N": 2})])
@@ -63,10 +63,27 @@ def test_this_gpus_own_entry_wins_over_a_siblings(profiles, fake_gpu):
         "borrowed", "tiled", key(256, 32).as_text())
 
 
+def test_a_siblings_entry_ranks_between_this_gpus_near_and_far_entries(profiles, fake_gpu):
+    """A sibling's entry at the key itself loses to this GPU's own entry of another flag
+    set at the same shape (1.03x), and wins over its own entry a shape step away (1.15x)."""
+    profiles.write({**FAKE_FP, "name": "Fake Sibling GPU"},
+                   [(key(4096, 32), "tiled", {"BLOCK_N": 4, "BLOCK_T": 16}),
+                    (key(1024, 32), "tiled", {"BLOCK_N": 4, "BLOCK_T": 16})])
+    profiles.write(FAKE_FP, [(key(1024, 32, flags="last_value"), "flat", {"BLOCK_N": 2}),
+                             (key(2048, 32), "split", {"BLOCK_N": 2})])
+    near = decide(key(1024, 32), FAKE_GPU)
+    assert (near.origin, near.strategy) == ("borrowed", "flat")
+    far = decide(key(4096, 32), FAKE_GPU)
+    assert (far.strategy, far.entry) == ("tiled", key(4096, 32).as_text())
+    assert "sibling GPU's profile (differs in gpu;" in far.detail
+    assert decide(key(2048, 32), FAKE_GPU).origin == "profile"
+
+
 def test_sibling_profiles_can_be_turned_off(profiles, fake_gpu, monkeypatch):
     from rltriton_tune import dispatch
 
-    profiles.write({**FAKE_FP, "name": "Sibling GPU"}, [(key(4096, 32), "flat", {"BLOCK_N": 2})])
+    profiles.write({**FAKE_FP, "name": "Fake Sibling GPU"},
+                   [(key(4096, 32), "flat", {"BLOCK_N": 2})])
     monkeypatch.setenv("RLTRITON_TUNE_SIBLINGS", "0")
     dispatch.reset()
     assert decide(key(4096, 32), FAKE_GPU).origin == "rules"

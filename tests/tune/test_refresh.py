@@ -307,3 +307,23 @@ def test_a_runner_up_stored_without_a_newer_parameter_is_not_timed_twice(monkeyp
     refresh_module.refresh_entry(entry, CPU)
     assert len(seen) == len(set(seen)) == 2  # the stored config and its DESCEND=1 twin
     assert "flat(BLOCK_N=4, DESCEND=0, num_stages=1, num_warps=4)" in seen
+
+
+def test_a_sibling_gpus_entries_are_refreshed_without_their_evidence(monkeypatch):
+    """A GPU served by a sibling's profile re-times its entries; what the sibling measured
+    (trials, baselines) is not carried into this GPU's profile."""
+    from rltriton_tune.tuning_db import locations
+
+    h200 = {"kind": "cuda", "name": "NVIDIA H200", "capability": "9.0", "sm_count": 132,
+            "abi": 1}
+    h100 = {**h200, "name": "NVIDIA H100 80GB HBM3"}
+    sibling = Entry(KEY, "torch", dict(FAST), 3.0, baselines={"torch_compile": 9.0},
+                    trials=16, extra={"method": "optuna"})
+    record(h200, [sibling], locations.shipped_dir())
+    record(h100, [Entry(ProblemKey("gae", 16, 16), "torch", dict(FAST), 2.0, trials=4)])
+    monkeypatch.setattr(refresh_module, "fingerprint_of", lambda device: h100)
+    got = {e.key.as_text(): e for e in refresh_module.entries_to_refresh(CPU, ["gae"])}
+    assert (got[KEY.as_text()].trials, got[KEY.as_text()].baselines,
+            got[KEY.as_text()].extra) == (0, {}, {})
+    assert got[KEY.as_text()].params == FAST
+    assert got["gae|none|float32|env|N=16|T=16"].trials == 4  # this GPU's own: as stored
