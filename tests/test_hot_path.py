@@ -157,6 +157,7 @@ def test_a_call_autograd_records_takes_the_general_path(builds):
     (lambda: {"values": torch.zeros(6, 7, device="meta")}, ValueError, "on one device"),
     (lambda: {"truncateds": torch.zeros(6, 7)}, ValueError, "last_value cannot be combined"),
     (lambda: {"values": torch.zeros(6, 7).to_sparse_csr()}, TypeError, "values must be a dense"),
+    (lambda: {"rewards": torch.zeros(6, 7).to_mkldnn()}, TypeError, "rewards must be a dense"),
 ])
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 def test_errors_are_the_general_paths(bad, error, words):
