@@ -95,7 +95,7 @@ class _Plan:
                   for name, rule, accepted, _, optional in self.entries),
             self.scalars, self.shape_source, self.first_float, self.single,
             lambda values: _check_exclusive(self, values) if self.last_value_rule else None,
-            usable=not (spec.per_action or spec.integer))
+            usable=not (spec.per_action or spec.integer)).function()
 
     @staticmethod
     def _kind(spec: AlgorithmSpec, name: str) -> int:

@@ -43,6 +43,8 @@ class HotPath:
     ``entries``: per tensor argument in canonical order ``(name, same_shape, accepted
     dtypes, optional)``, where ``same_shape`` is False for the one-per-environment
     ones; ``check_exclusive(values)`` raises for a pattern the general path refuses.
+    :meth:`function` is what the public call runs: it picks the pattern's function,
+    generating it on first use.
     """
 
     __slots__ = ("algorithm", "entries", "scalars", "source", "first_float", "single",
@@ -61,22 +63,34 @@ class HotPath:
         self.usable = usable
         self._by_pattern: dict[tuple[bool, ...], Express] = {}
 
-    def __call__(self, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
-                 time_major: bool, starts_at: bool) -> Any:
-        """The outputs of the call, or None where it must take the general path."""
-        if not self.usable or time_major is not True and time_major is not False:
-            return None
-        pattern = (time_major, starts_at, *[x is None for x in values])
-        express = self._by_pattern.get(pattern)
-        if express is None:
-            express = self._by_pattern[pattern] = self._generate(pattern)
-        return express(values, scalar_values)
+    def function(self) -> Callable[[tuple[Any, ...], tuple[Any, ...], bool, bool], Any]:
+        """``hot(values, scalar_values, time_major, starts_at)``: the outputs of the call,
+        or None where it must take the general path. Generated: the pattern is read
+        without a loop (which optional inputs are None; a required one that is None
+        fails the pattern function's type check)."""
+        if not self.usable:
+            return lambda values, scalar_values, time_major, starts_at: None
+        optional = [i for i, entry in enumerate(self.entries) if entry[3]]
+        lines = ["def hot(values, scalar_values, time_major, starts_at):",
+                 # a bool, not 1 or 0: they would hash like True and False below
+                 "    if time_major is not True and time_major is not False:",
+                 "        return None",
+                 "    pattern = (time_major, starts_at, "
+                 + "".join(f"values[{i}] is None, " for i in optional) + ")",
+                 "    express = by_pattern.get(pattern)",
+                 "    if express is None:",
+                 "        express = by_pattern[pattern] = generate(pattern)",
+                 "    return express(values, scalar_values)"]
+        return _compiled(lines, "hot", f"<rltriton_tune hot path {self.algorithm}>",
+                         {"by_pattern": self._by_pattern, "generate": self._generate})
 
     def _generate(self, pattern: tuple[bool, ...]) -> Express:
-        time_major, starts_at, absent = pattern[0], pattern[1], pattern[2:]
+        time_major, starts_at = pattern[0], pattern[1]
+        absent = [False] * len(self.entries)
+        for i, missing in zip((i for i, e in enumerate(self.entries) if e[3]), pattern[2:],
+                              strict=True):
+            absent[i] = missing
         given = [i for i, missing in enumerate(absent) if not missing]
-        if any(absent[i] and not entry[3] for i, entry in enumerate(self.entries)):
-            return _never  # a required input is None: the general path says so
         if absent[self.first_float]:
             return _never
         try:
@@ -139,9 +153,15 @@ class HotPath:
             "Tensor": torch.Tensor, "Call": Call, "state": STATE, "strided": torch.strided,
             "forced": forcing.current, "grad_enabled": torch.is_grad_enabled,
             **{f"accepted{i}": self.entries[i][2] for i in given}}
-        source_text = "\n".join(lines) + "\n"
-        filename = f"<rltriton_tune hot path {self.algorithm} {pattern}>"
-        linecache.cache[filename] = (len(source_text), None, source_text.splitlines(True),
-                                     filename)
-        exec(compile(source_text, filename, "exec"), namespace)  # noqa: S102 - from the plan
-        return namespace["express"]
+        return _compiled(lines, "express",
+                         f"<rltriton_tune hot path {self.algorithm} {pattern}>", namespace)
+
+
+def _compiled(lines: list[str], name: str, filename: str, namespace: dict[str, Any]
+              ) -> Callable[..., Any]:
+    """Function ``name`` defined by ``lines``; its source registered with linecache, so a
+    traceback through it shows its lines."""
+    source = "\n".join(lines) + "\n"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - from the plan alone
+    return namespace[name]

@@ -13,7 +13,6 @@ from rltriton_tune import dispatch, estimators, force
 from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES, FLAG_NAMES
 from rltriton_tune.call import ProblemKey, flags_string
 from rltriton_tune.estimators import ESTIMATORS
-from rltriton_tune.hot_path import HotPath
 from rltriton_tune.problems import random_inputs
 
 COVERED = [name for name in ESTIMATOR_NAMES if name != "retrace"]
@@ -33,14 +32,19 @@ def builds(monkeypatch):
     return count
 
 
+PLANS = [plan for plan in vars(estimators).values() if isinstance(plan, estimators._Plan)]
+
+
 def general_path(function, *args, **kwargs):
     """``function``'s result with the fast path off."""
-    saved = HotPath.__call__
-    HotPath.__call__ = lambda *a, **k: None
+    saved = [plan.hot for plan in PLANS]
+    for plan in PLANS:
+        plan.hot = lambda *a: None
     try:
         return function(*args, **kwargs)
     finally:
-        HotPath.__call__ = saved
+        for plan, hot in zip(PLANS, saved, strict=True):
+            plan.hot = hot
 
 
 def flag_sets(algorithm):
