@@ -203,6 +203,7 @@ def remove_profile(path: Path) -> list[Path]:
         if path.exists():
             path.unlink()
             removed.append(path)
+            state.invalidate_cache()  # the next load reads the folder without it
     with suppress(FileNotFoundError):
         lock.unlink()
         removed.append(lock)

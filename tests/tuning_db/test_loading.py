@@ -205,3 +205,12 @@ def test_export_of_a_single_fingerprint_is_a_shippable_profile(shipped, user, tm
     dest.rename(shipped / "exported.json")
     invalidate_cache()
     assert len(load_profiles(H200).entries) == 2
+
+
+def test_a_removed_profile_is_not_served_from_the_cache(shipped, user):
+    from rltriton_tune.tuning_db import remove_profile
+
+    path = record(H200, [entry(strategy="flat")])
+    assert load_profiles(H200).entries[KEY].strategy == "flat"
+    assert path in remove_profile(path)
+    assert load_profiles(H200).entries == {}
