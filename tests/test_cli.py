@@ -451,3 +451,21 @@ def test_table_cells_show_control_characters_escaped():
 
     assert cell("abc\x1b[2Jdef\x07") == "abc\\x1b[2Jdef\\x07"
     assert cell("plain  text\nnext") == "plain text next"
+
+
+def test_doctor_reports_a_sibling_gpus_profile(capsys, monkeypatch):
+    """On a GPU without a profile, the sibling's file is reported as used, with why, and
+    the entry count says how many come from it."""
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.dispatch import devices
+    from rltriton_tune.tuning_db import Entry, record
+
+    h200 = {"kind": "cuda", "name": "NVIDIA H200", "capability": "9.0", "sm_count": 132,
+            "abi": 1}
+    h100 = {**h200, "name": "NVIDIA H100 80GB HBM3"}
+    record(h200, [Entry(ProblemKey("gae", 4096, 128), "flat", {"BLOCK_N": 4}, 5.0)])
+    monkeypatch.setattr(devices, "device_fingerprint", lambda device=None: dict(h100))
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0
+    assert "[used]" in out and "sibling profile: measured on NVIDIA H200" in out
+    assert "entries for this device: 1 (1 from a sibling GPU's profile;" in out

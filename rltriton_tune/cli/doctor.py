@@ -54,7 +54,8 @@ def cmd_doctor(args) -> int:
         print("  none")
     borrowed = len(profiles.sibling_keys)
     print(f"entries for this device: {len(profiles.entries)}"
-          + (f" ({borrowed} from a sibling GPU's profile)" if borrowed else ""))
+          + (f" ({borrowed} from a sibling GPU's profile; `rltriton-tune tune --refresh` "
+             "measures them on this GPU)" if borrowed else ""))
     for line in _software_report(profiles):
         print(line)
     print("sample decisions (N=4096, T=128, float32, env-major; GAE also with last_value):")
