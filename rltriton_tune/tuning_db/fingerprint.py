@@ -1,8 +1,9 @@
 """Device fingerprints: what a profile was measured on, and the file name it gets.
 
 A fingerprint is a flat dict of JSON scalars naming the hardware and the
-package's kernel ABI: a profile measured on another GPU model or for another
-kernel ABI is never used. Software versions (torch, Triton) are not part of a
+package's kernel ABI: a profile measured on another GPU model is this GPU's only
+as a sibling's (same vendor, capability and kernel ABI: ``siblings``), one for another
+kernel ABI never. Software versions (torch, Triton) are not part of a
 device's identity: they are recorded beside each entry (``software_versions``),
 a profile measured under other versions is still used, and ``doctor`` reports
 the difference. Profiles written when the fingerprint still carried a version
