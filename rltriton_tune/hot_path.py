@@ -5,8 +5,8 @@ plain contiguous ``[N, T]`` tensors of one device and accepted dtypes, Python-fl
 scalars, no gradient, a decision already memoised. For such a call the validator's
 general loop (``estimators._build``), the ``Call`` plumbing and the dispatcher's
 wrappers cost more than the checks themselves. This module generates, per
-estimator and per pattern of given inputs (which optional tensors are present, and
-the layout), one flat function that makes exactly the checks the general path
+estimator and per pattern of given inputs (which optional tensors are present, the
+layout, the boundary of episodic prefix sums), one flat function that makes exactly the checks the general path
 would make for that pattern, builds the ``Call`` and calls the memoised launcher
 (so recording, failed configs and the fallback chain stay the dispatcher's).
 
@@ -43,8 +43,8 @@ class HotPath:
     ``entries``: per tensor argument in canonical order ``(name, same_shape, accepted
     dtypes, optional)``, where ``same_shape`` is False for the one-per-environment
     ones; ``check_exclusive(values)`` raises for a pattern the general path refuses.
-    :meth:`function` is what the public call runs: it picks the pattern's function,
-    generating it on first use.
+    :meth:`function` returns what the public call runs: a generated dispatcher that picks
+    the pattern's function, generating it on first use.
     """
 
     __slots__ = ("algorithm", "entries", "scalars", "source", "first_float", "single",
