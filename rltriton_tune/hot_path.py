@@ -6,9 +6,10 @@ scalars, no gradient, a decision already memoised. For such a call the validator
 general loop (``estimators._build``), the ``Call`` plumbing and the dispatcher's
 wrappers cost more than the checks themselves. This module generates, per
 estimator and per pattern of given inputs (which optional tensors are present, the
-layout, the boundary of episodic prefix sums), one flat function that makes exactly the checks the general path
-would make for that pattern, builds the ``Call`` and calls the memoised launcher
-(so recording, failed configs and the fallback chain stay the dispatcher's).
+layout, the boundary of episodic prefix sums), one flat function that makes exactly
+the checks the general path would make for that pattern, builds the ``Call`` and
+calls the memoised launcher (so recording, failed configs and the fallback chain stay
+the dispatcher's).
 
 Anything else returns None and the call takes the general path, which gives the
 errors, copies non-contiguous inputs, flattens ``[*B, T]`` shapes, converts
