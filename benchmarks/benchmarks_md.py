@@ -424,7 +424,11 @@ def folder_section(folder: Path, output: Path) -> list[str]:
         report = json.loads(overhead.read_text())
         lines += [f"### Host time per call (`dispatch_overhead.py`, {report.get('date', '?')})",
                   "", "Microseconds of host time per call (see above); the decision is "
-                  "memoised, as in a training loop.", "", *overhead_lines(report), ""]
+                  "memoised, as in a training loop. Validation and dispatch are the general "
+                  "path's stages; the usual call (plain contiguous tensors, float scalars, no "
+                  "gradient) runs the fast path in their place (`rltriton_tune/hot_path.py`; "
+                  "the \"fast path\" column where the run timed it).", "",
+                  *overhead_lines(report), ""]
     backward = folder / "backward_cost.json"
     if backward.exists():
         report = json.loads(backward.read_text())
