@@ -58,7 +58,7 @@ def _isolated_profile_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("RLTRITON_TUNE_DB", str(tmp_path_factory.mktemp("profiles")))
     monkeypatch.setenv("RLTRITON_TUNE_SHIPPED_DB", str(tmp_path_factory.mktemp("shipped")))
     for name in ("RLTRITON_TUNE_FORCE", "RLTRITON_TUNE_ONLINE", "RLTRITON_TUNE_RECORD",
-                 "RLTRITON_TUNE_LOG", "RLTRITON_TUNE_ONLINE_BUDGET"):
+                 "RLTRITON_TUNE_LOG", "RLTRITON_TUNE_ONLINE_BUDGET", "RLTRITON_TUNE_SIBLINGS"):
         monkeypatch.delenv(name, raising=False)
     from rltriton_tune import dispatch
 

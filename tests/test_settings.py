@@ -44,6 +44,7 @@ def test_relative_db_path_is_resolved_when_read(tmp_path, monkeypatch):
     ("RLTRITON_TUNE_ONLINE_BUDGET", "soon", "not a number"),
     ("RLTRITON_TUNE_ONLINE_BUDGET", "-1", "positive"),
     ("RLTRITON_TUNE_LOG", "loud", "expected 'debug'"),
+    ("RLTRITON_TUNE_SIBLINGS", "sometimes", "not a boolean"),
 ])
 def test_bad_values_name_the_variable(name, value, match):
     with pytest.raises(ValueError, match=f"{name}.*{match}"):
@@ -72,3 +73,8 @@ def test_the_profile_folder_follows_the_settings(tmp_path, monkeypatch):
     monkeypatch.setenv("RLTRITON_TUNE_DB", str(tmp_path / "mine"))
     dispatch.reset()
     assert user_dir() == tmp_path / "mine"
+
+
+def test_sibling_profiles_are_on_unless_turned_off():
+    assert Settings.from_environ({}).siblings
+    assert not Settings.from_environ({"RLTRITON_TUNE_SIBLINGS": "off"}).siblings
