@@ -469,3 +469,18 @@ def test_doctor_reports_a_sibling_gpus_profile(capsys, monkeypatch):
     assert code == 0
     assert "[used]" in out and "sibling profile: measured on NVIDIA H200" in out
     assert "entries for this device: 1 (1 from a sibling GPU's profile;" in out
+
+
+def test_show_names_the_sibling_gpu_that_serves_this_one(capsys, monkeypatch):
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.dispatch import devices
+    from rltriton_tune.tuning_db import Entry, record
+
+    h200 = {"kind": "cuda", "name": "NVIDIA H200", "capability": "9.0", "sm_count": 132,
+            "abi": 1}
+    record(h200, [Entry(ProblemKey("gae", 4096, 128), "flat", {"BLOCK_N": 4}, 5.0)])
+    monkeypatch.setattr(devices, "device_fingerprint",
+                        lambda device=None: {**h200, "name": "NVIDIA H100 80GB HBM3"})
+    code, out, _ = run(capsys, "show", "--format", "table")
+    assert code == 0 and "no tuned entries for this device" in out
+    assert "1 more keys are served by the profile of a sibling GPU, NVIDIA H200" in out

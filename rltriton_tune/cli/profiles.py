@@ -48,6 +48,8 @@ def cmd_show(args) -> int:
     if not entries:
         print("no tuned entries" + ("" if args.all_devices else
                                     " for this device (--all-devices lists the others)"))
+        if not args.all_devices:
+            print(*_sibling_note(fingerprints[0]), sep="\n")
         return 0
     rows = [[r["device"], r["algorithm"], f"{r['N']}x{r['T']}" + (f"x{r['A']}" if r["A"] else ""),
              r["dtype"], r["layout"], r["flags"],
@@ -59,7 +61,21 @@ def cmd_show(args) -> int:
         kind = fingerprints[0].get("kind")
         print(f"(time us: {'GPU kernel time' if kind == 'cuda' else 'host wall time'}; "
               "--all-devices lists other devices' entries)")
+        print(*_sibling_note(fingerprints[0]), sep="\n")
     return 0
+
+
+def _sibling_note(fp: dict[str, Any]) -> list[str]:
+    """A line naming the sibling GPU whose entries also serve ``fp`` (none if none)."""
+    from rltriton_tune.tuning_db.siblings import find_sibling, serving_profiles
+
+    borrowed = len(serving_profiles(fp).sibling_keys)
+    sibling = find_sibling(fp) if borrowed else None
+    if sibling is None:
+        return []
+    name = cell(str(sibling.fingerprint.get("name", "another GPU")), 80)
+    return [f"{borrowed} more keys are served by the profile of a sibling GPU, {name} "
+            "(--all-devices lists them; `rltriton-tune tune --refresh` measures them here)"]
 
 
 def cmd_export(args) -> int:
