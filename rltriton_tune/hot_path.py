@@ -20,13 +20,13 @@ inputs, whose range the general path checks) always takes the general path.
 
 from __future__ import annotations
 
-import linecache
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from rltriton_tune.call import Call
+from rltriton_tune.codegen import generated_function
 from rltriton_tune.dispatch import forcing
 from rltriton_tune.state import STATE
 
@@ -82,8 +82,8 @@ class HotPath:
                  "    if express is None:",
                  "        express = by_pattern[pattern] = generate(pattern)",
                  "    return express(values, scalar_values)"]
-        return _compiled(lines, "hot", f"<rltriton_tune hot path {self.algorithm}>",
-                         {"by_pattern": self._by_pattern, "generate": self._generate})
+        return generated_function(lines, "hot", f"<rltriton_tune hot path {self.algorithm}>",
+                                  {"by_pattern": self._by_pattern, "generate": self._generate})
 
     def _generate(self, pattern: tuple[bool, ...]) -> Express:
         time_major, starts_at = pattern[0], pattern[1]
@@ -142,7 +142,7 @@ class HotPath:
         lines += [f"    dtype = x{self.first_float}.dtype",
                   # dispatch.run's memo key, for the Call below
                   f"    launcher = state.table.get(({self.algorithm!r}, n, t, dtype, "
-                  f"{time_major}, 0, {starts_at}, {''.join(f'{n!r}, ' for n in names)}"
+                  f"{time_major}, 0, {starts_at}, {''.join(f'{name!r}, ' for name in names)}"
                   "device, forced()))",
                   "    if launcher is None:",
                   "        return None",
@@ -154,15 +154,6 @@ class HotPath:
             "Tensor": torch.Tensor, "Call": Call, "state": STATE, "strided": torch.strided,
             "forced": forcing.current, "grad_enabled": torch.is_grad_enabled,
             **{f"accepted{i}": self.entries[i][2] for i in given}}
-        return _compiled(lines, "express",
-                         f"<rltriton_tune hot path {self.algorithm} {pattern}>", namespace)
-
-
-def _compiled(lines: list[str], name: str, filename: str, namespace: dict[str, Any]
-              ) -> Callable[..., Any]:
-    """Function ``name`` defined by ``lines``; its source registered with linecache, so a
-    traceback through it shows its lines."""
-    source = "\n".join(lines) + "\n"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - from the plan alone
-    return namespace[name]
+        return generated_function(lines, "express",
+                                  f"<rltriton_tune hot path {self.algorithm} {pattern}>",
+                                  namespace)

@@ -20,8 +20,8 @@ import rltriton_tune
 
 PACKAGE = Path(rltriton_tune.__file__).resolve().parent
 
-CORE = ("algorithms", "call", "pow2", "problems", "reference", "strategy", "kernels",
-        "fallback")
+CORE = ("algorithms", "call", "codegen", "pow2", "problems", "reference", "strategy",
+        "kernels", "fallback")
 RUNTIME = ("settings", "state", "estimators", "hot_path", "dispatch", "tuning_db", "torchrl",
            "autograd", "fused_grad", "ops")
 TOOLING = ("tune", "cli")

@@ -12,7 +12,6 @@ pointers and strides and allocates outputs (no device sync, CUDA-graph safe).
 
 from __future__ import annotations
 
-import linecache
 import os
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -24,6 +23,7 @@ from triton.runtime import driver
 
 from rltriton_tune.algorithms import AlgorithmSpec
 from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.codegen import generated_function
 from rltriton_tune.kernels.actions import ActionPass
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.kernels.shapes import vector_elems
@@ -347,12 +347,8 @@ class Packer:
         namespace: dict[str, Any] = {
             "Tensor": torch.Tensor, "partial": partial, "empty": torch.empty,
             "reduce_actions": None if self._action_pass is None else self._action_pass.run}
-        source = "\n".join(lines) + "\n"
-        # Registered with linecache, so that a traceback through args() shows its lines.
-        filename = f"<rltriton_tune Packer.args {self.key.as_text()}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - from the key alone
-        return namespace["args"]
+        return generated_function(lines, "args",
+                                  f"<rltriton_tune Packer.args {self.key.as_text()}>", namespace)
 
 
 def items_at(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
