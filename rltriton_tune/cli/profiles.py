@@ -67,13 +67,13 @@ def cmd_show(args) -> int:
 
 def _sibling_note(fp: dict[str, Any]) -> list[str]:
     """A line naming the sibling GPU whose entries also serve ``fp`` (none if none)."""
-    from rltriton_tune.tuning_db.siblings import find_sibling, serving_profiles
+    from rltriton_tune.tuning_db.siblings import serving_profiles
 
-    borrowed = len(serving_profiles(fp).sibling_keys)
-    sibling = find_sibling(fp) if borrowed else None
-    if sibling is None:
+    served = serving_profiles(fp)
+    borrowed = len(served.sibling_keys)
+    if not borrowed:
         return []
-    name = cell(str(sibling.fingerprint.get("name", "another GPU")), 80)
+    name = cell(str(served.sibling.fingerprint.get("name", "another GPU")), 80)
     return [f"{borrowed} more keys are served by the profile of a sibling GPU, {name} "
             "(--all-devices lists them; `rltriton-tune tune --refresh` measures them here)"]
 

@@ -4,8 +4,8 @@ Order: forced > the key's own profile entry > online tuning (when a tool install
 it and ``RLTRITON_TUNE_ONLINE`` is on) > the best entry to borrow
 (:mod:`.lookup`) > the built-in rules (:mod:`.rules`, for a GPU without any
 usable entry) > the torch fallback. The entries are this GPU's own over those of
-its nearest sibling GPU (``tuning_db.siblings``). A config that failed to compile or launch in
-this process is skipped everywhere. Runs only on memo misses and in ``explain``,
+its nearest sibling GPU (``tuning_db.siblings``). A config that failed to compile or
+launch in this process is skipped everywhere. Runs only on memo misses and in ``explain``,
 so clarity wins over speed here.
 """
 

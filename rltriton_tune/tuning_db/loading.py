@@ -8,6 +8,7 @@ process, and skipped, so a training run keeps going.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,10 @@ class ProfileSet:
     in_memory: set[str] = field(default_factory=set)
     #: Borrowing evidence of the profiles read (a later folder's overrides an earlier's).
     borrowing: dict[str, float] = field(default_factory=dict)
-    #: Keys served by a sibling GPU's profile (see ``tuning_db.siblings``), not this one's.
+    #: Keys served by a sibling GPU's profile (see ``tuning_db.siblings``), not this one's,
+    #: and that sibling (a ``siblings.Sibling``; None without one).
     sibling_keys: frozenset[str] = frozenset()
+    sibling: Any = None
     #: Lookup indexes dispatch builds once per loaded set (see ``dispatch.lookup``).
     index: dict[Any, Any] = field(default_factory=dict, repr=False)
 
@@ -54,14 +57,38 @@ def load_profiles(fp: dict[str, Any]) -> ProfileSet:
     this process could not write. Files for other fingerprints are reported, not
     used. Cached per (fingerprint, folders) until :func:`invalidate_cache`."""
     canonical = identity_text(fp)
-    ship, user = locations.shipped_dir(), locations.user_dir()
-    cache_key = (canonical, str(ship), str(user))
+    cache_key = (canonical, str(locations.shipped_dir()), str(locations.user_dir()))
     found = state.cached(cache_key)
     if found is not None:
         return found
-    loaded = _load(fp, canonical, [ship] if same_dir(ship, user) else [ship, user])
+    loaded = _load(fp, canonical, profile_folders())
     state.cache(cache_key, loaded)
     return loaded
+
+
+def profile_folders() -> list[Path]:
+    """The folders profiles are read from, in precedence order: shipped, then the user's
+    (once when they are the same folder)."""
+    ship, user = locations.shipped_dir(), locations.user_dir()
+    return [ship] if same_dir(ship, user) else [ship, user]
+
+
+def read_profiles_cached(path: Path) -> list[Any]:
+    """:func:`store.read_profiles` of ``path``, parsed once per process while the file is
+    unchanged (same inode, size and modification time; writes replace files by rename).
+    Loading the profiles of several fingerprints, and looking for a sibling GPU's, reads
+    every file; a shipped profile takes milliseconds to parse. ProfileError as the reader
+    raises it (bad files are not kept)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return read_profiles(path)  # raises the reader's ProfileError
+    cache_key = ("file", str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    found = state.cached(cache_key)
+    if found is None:
+        found = read_profiles(path)
+        state.cache(cache_key, found)
+    return found
 
 
 #: The name the design uses for the once-per-process load; the same cached call.
@@ -80,7 +107,7 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet
         own_name = locations.profile_path(fp, folder).name
         tier: dict[str, Entry] = {}
         tier_sources: dict[str, Path] = {}
-        for path in _profile_files(folder, reports):
+        for path in profile_files(folder, reports):
             for profile in _usable_profiles(path, fp, canonical, reports):
                 borrowing.update(profile.borrowing)
                 for text, entry in profile.entries.items():
@@ -104,7 +131,7 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet
                       borrowing=borrowing)
 
 
-def _profile_files(folder: Path, reports: list[FileReport]) -> list[Path]:
+def profile_files(folder: Path, reports: list[FileReport]) -> list[Path]:
     """Every ``*.json`` in ``folder``: anything but a readable regular file among them
     (a FIFO, a folder, a broken link) is reported and warned about by the reader."""
     try:
@@ -117,7 +144,7 @@ def _profile_files(folder: Path, reports: list[FileReport]) -> list[Path]:
 def _usable_profiles(path: Path, fp: dict[str, Any], canonical: str,
                      reports: list[FileReport]) -> list[Any]:
     try:
-        profiles = read_profiles(path)
+        profiles = read_profiles_cached(path)
     except ProfileError as err:
         reports.append(FileReport(path, False, err.reason))
         state.warn_once("bad-file", str(path),

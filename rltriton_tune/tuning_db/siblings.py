@@ -25,9 +25,15 @@ from typing import Any
 from rltriton_tune.state import STATE
 from rltriton_tune.tuning_db import locations, state
 from rltriton_tune.tuning_db.fingerprint import identity, identity_text
-from rltriton_tune.tuning_db.loading import FileReport, ProfileSet, load_profiles, same_dir
+from rltriton_tune.tuning_db.loading import (
+    FileReport,
+    ProfileSet,
+    load_profiles,
+    profile_files,
+    profile_folders,
+    read_profiles_cached,
+)
 from rltriton_tune.tuning_db.schema import ProfileError
-from rltriton_tune.tuning_db.store import read_profiles
 
 #: Fingerprint fields two GPUs must share to be siblings (and the vendor: the first word of
 #: the name, since ROCm also reports kind "cuda" and capabilities that NVIDIA's reuse).
@@ -57,11 +63,10 @@ def find_sibling(fp: dict[str, Any]) -> Sibling | None:
         return None
     canonical = identity_text(fp)
     found: dict[str, tuple[dict[str, Any], list[Path], int]] = {}
-    ship, user = locations.shipped_dir(), locations.user_dir()
-    for folder in [ship] if same_dir(ship, user) else [ship, user]:
-        for path in _json_files(folder):
+    for folder in profile_folders():
+        for path in profile_files(folder, []):  # an unreadable folder: load_profiles says so
             try:
-                profiles = read_profiles(path)
+                profiles = read_profiles_cached(path)
             except ProfileError:
                 continue  # reported (and warned about) by load_profiles
             for profile in profiles:
@@ -113,14 +118,8 @@ def _merged(own: ProfileSet, sibling: Sibling, fp: dict[str, Any]) -> ProfileSet
                       sources={**theirs.sources, **own.sources},
                       reports=reports, in_memory=set(own.in_memory),
                       borrowing=own.borrowing or theirs.borrowing,
-                      sibling_keys=frozenset(set(theirs.entries) - set(own.entries)))
-
-
-def _json_files(folder: Path) -> list[Path]:
-    try:
-        return sorted(folder.glob("*.json")) if folder.is_dir() else []
-    except OSError:
-        return []
+                      sibling_keys=frozenset(set(theirs.entries) - set(own.entries)),
+                      sibling=sibling)
 
 
 def _vendor(fp: dict[str, Any]) -> str:

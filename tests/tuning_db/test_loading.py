@@ -214,3 +214,21 @@ def test_a_removed_profile_is_not_served_from_the_cache(shipped, user):
     assert load_profiles(H200).entries[KEY].strategy == "flat"
     assert path in remove_profile(path)
     assert load_profiles(H200).entries == {}
+
+
+def test_a_file_is_parsed_once_while_it_is_unchanged(shipped, user, monkeypatch):
+    """Loading several fingerprints (and looking for a sibling GPU's profile) reads every
+    file; each is parsed once until it changes or the cache is invalidated."""
+    from rltriton_tune.tuning_db import loading
+
+    parsed = []
+    real = loading.read_profiles
+    monkeypatch.setattr(loading, "read_profiles", lambda path: parsed.append(path) or real(path))
+    path = record(H200, [entry(strategy="flat")], shipped)
+    load_profiles(H200)
+    load_profiles(A100)
+    assert parsed == [path]
+    record(H200, [entry(n=8, strategy="flat")], shipped)  # a rewrite: parsed again
+    assert set(load_profiles(A100).entries) == set()
+    assert parsed == [path, path]
+    assert len(load_profiles(H200).entries) == 2
