@@ -24,7 +24,7 @@ import math
 import os
 import re
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -233,6 +233,33 @@ def peers_timed(peers: list[dict[str, Any]]) -> list[str]:
             if any(r["device_us"].get(peer) is not None for r in peers)]
 
 
+def decision_sources(peers: list[dict[str, Any]]) -> str:
+    """Where the dispatched choices came from: per profile file, how many cells its own
+    key served and how many borrowed another key's entry (a file measured on another GPU,
+    a sibling's, serves every cell by borrowing); then the built-in rules."""
+    exact: Counter[str] = Counter()
+    borrowed: Counter[str] = Counter()
+    others: Counter[str] = Counter()
+    for row in peers:
+        kind, _, rest = row.get("source", "?").partition(":")
+        if kind == "profile":
+            exact[rest] += 1
+        elif kind == "borrowed":
+            borrowed[rest.rpartition("@")[2]] += 1
+        else:
+            others[kind] += 1
+    gpu = re.sub(r"[^a-z0-9]+", "-", str(peers[0].get("device_name", "")).lower()).strip("-")
+    parts = []
+    for name in sorted(exact.keys() | borrowed.keys()):
+        if gpu and f"-{gpu}-" not in name:
+            parts.append(f"`{name}`, a sibling GPU's profile ({borrowed[name]} cells)")
+        else:
+            parts.append(f"`{name}` ({exact[name]} cells at their own key, {borrowed[name]} "
+                         "from a nearby key)")
+    parts += [f"{kind} ({count} cells)" for kind, count in sorted(others.items())]
+    return "Decisions served from: " + "; ".join(parts) + "."
+
+
 def peer_scope(peers: list[dict[str, Any]]) -> str:
     """What the peer rows cover, read from them: shapes, dtypes, layouts, peers timed."""
     timed = peers_timed(peers)
@@ -403,7 +430,8 @@ def folder_section(folder: Path, output: Path) -> list[str]:
                   peer_scope(peers) + " rl-triton takes float32 env-major inputs only: "
                   "time-major cells hand it transposed views (it copies them), bfloat16 cells "
                   "have no rl-triton time. TorchRL has functional GAE, V-trace, TD(lambda) "
-                  "and discounted returns.", "", *peer_summary(peers), "",
+                  "and discounted returns.", "", decision_sources(peers), "",
+                  *peer_summary(peers), "",
                   *peer_tables(peers)]
         layouts = layout_lines(peers, copy_bandwidth(reports))
         if layouts:

@@ -133,3 +133,17 @@ def test_the_peer_scope_is_read_from_the_rows(script):
     scope = md.peer_scope(rows)
     assert "2 shapes, bfloat16, float32, env-major and time-major" in scope
     assert scope.endswith("peers timed: rl-triton 0.1.3.")
+
+
+def test_decision_sources_count_own_keys_nearby_keys_siblings_and_rules(script):
+    md = script("benchmarks_md")
+    own, other = "cuda-nvidia-x1-cc9.0-abi1-00.json", "cuda-nvidia-x2-cc9.0-abi1-11.json"
+    rows = [{"device_name": "NVIDIA X1", "source": f"profile:{own}"},
+            {"device_name": "NVIDIA X1", "source": f"borrowed:gae|none@{own}"},
+            {"device_name": "NVIDIA X1", "source": f"borrowed:gae|none@{own}"},
+            {"device_name": "NVIDIA X1", "source": f"borrowed:gae|none@{other}"},
+            {"device_name": "NVIDIA X1", "source": "rules"}]
+    line = md.decision_sources(rows)
+    assert f"`{own}` (1 cells at their own key, 2 from a nearby key)" in line
+    assert f"`{other}`, a sibling GPU's profile (1 cells)" in line
+    assert line.endswith("rules (1 cells).")
