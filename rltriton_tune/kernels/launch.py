@@ -26,6 +26,7 @@ from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.codegen import generated_function
 from rltriton_tune.kernels.actions import ActionPass
 from rltriton_tune.kernels.builders import BUILDERS
+from rltriton_tune.kernels.native_launch import NativeLaunch, native_launch
 from rltriton_tune.kernels.shapes import vector_elems
 from rltriton_tune.pow2 import next_pow2
 from rltriton_tune.strategy import InvalidConfig, Launcher, Params
@@ -503,7 +504,7 @@ class FastLaunch:
     """
 
     __slots__ = ("_launch", "_consts", "_grid", "_tail", "_compiled", "_direct", "_knobs",
-                 "_pointers", "_slots", "_leading")
+                 "_pointers", "_slots", "_leading", "_native")
 
     def __init__(self, kernel: Any, grid: tuple[int, ...], consts: dict[str, Any],
                  pointers: tuple[int, ...] | None = None,
@@ -527,7 +528,8 @@ class FastLaunch:
         n_runtime = len(names) - len(constexpr_names)
         # Values of the constexpr parameters, in signature order (they follow the runtime ones).
         self._tail = tuple(consts[n] for n in names[n_runtime:])
-        self._compiled: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._compiled: dict[tuple[Any, ...], NativeLaunch] = {}
+        self._native = True
         self._knobs = _runtime_knobs()
         self._direct = (not interpreting() and self._knobs is not None
                         and names[n_runtime:] == constexpr_names)
@@ -537,6 +539,13 @@ class FastLaunch:
         """Whether launches may take the direct path: off under the interpreter, on a
         Triton without runtime knobs, and for good once a direct launch has failed."""
         return self._direct
+
+    @property
+    def native(self) -> bool:
+        """Whether every binary kept for the direct path is launched by Triton's C launch
+        function itself (:mod:`~rltriton_tune.kernels.native_launch`), not through its
+        Python launcher."""
+        return self._native and bool(self._compiled)
 
     @property
     def binaries(self) -> int:
@@ -566,22 +575,22 @@ class FastLaunch:
                 enter, exit_ = knobs.launch_enter_hook, knobs.launch_exit_hook
                 if plan is not None and (enter is None or getattr(enter, "calls", None) == []) \
                         and (exit_ is None or getattr(exit_, "calls", None) == []):
-                    run, function, metadata = plan
                     # Addresses go in as integers: for a tensor, Triton's launcher calls
                     # data_ptr() and asks the driver about the pointer (cuPointerGetAttribute)
                     # once per argument, which validation has made redundant.
                     try:
-                        run(*self._grid, current_stream(device), function, metadata,
-                            None, None, None, *self._slots(addresses),
-                            *args[self._leading:], *self._tail)
+                        plan(current_stream(device), (*self._slots(addresses),
+                                                      *args[self._leading:], *self._tail))
                         return
                     except Exception:  # an ABI this code does not know: use the generic path
                         self._direct = False
                 compiled = self._launch(*args, **self._consts)
                 if plan is None and compiled is not None:
                     compiled = compiled.result() if hasattr(compiled, "result") else compiled
-                    self._compiled[variant] = (compiled.run, compiled.function,
-                                               compiled.packed_metadata)
+                    plan, native = native_launch(compiled.run, self._grid, compiled.function,
+                                                 compiled.packed_metadata)
+                    self._compiled[variant] = plan
+                    self._native = self._native and native
                 return
         self._launch(*args, **self._consts)
 
