@@ -45,7 +45,7 @@ class FakeKernel:
 def fast(monkeypatch):
     monkeypatch.setattr(launch_module, "interpreting", lambda: False)
     monkeypatch.setattr(launch_module, "current_stream", lambda device: 77)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(launch_module, "current_device", lambda: 0)
     kernel = FakeKernel()
     return kernel, FastLaunch(kernel, (5,), {"BLOCK": 16, "num_warps": 4})
 
@@ -110,7 +110,7 @@ def test_listed_pointers_decide_alignment_and_variant(monkeypatch):
     """With ``pointers``, only the listed positions are read, and each still decides."""
     monkeypatch.setattr(launch_module, "interpreting", lambda: False)
     monkeypatch.setattr(launch_module, "current_stream", lambda device: 77)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(launch_module, "current_device", lambda: 0)
     kernel = FakeKernel()
     # The first output (position SLOTS) is the third listed tensor.
     launcher = FastLaunch(kernel, (5,), {"BLOCK": 16}, pointers=(0, 3, SLOTS),
@@ -385,7 +385,7 @@ def direct_on_cpu(monkeypatch):
         if hasattr(module, "FastLaunch"):  # columns launches through lookback's launcher
             monkeypatch.setattr(module, "FastLaunch", DirectOnCpu)
     monkeypatch.setattr(launch_module, "current_stream", lambda device: 0)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(launch_module, "current_device", lambda: 0)
     return logs
 
 
