@@ -28,7 +28,7 @@ and, to show where the public call's time goes, its stages alone (each also per 
 * ``fast_path``: what the public call runs instead of validation and dispatch when its
   arguments are the usual kind (``rltriton_tune.hot_path``: the checks, the ``Call``,
   the memo lookup), with the memoised launcher stubbed as for ``dispatch``; absent
-  where the call takes the general path (Retrace);
+  where the call takes the general path;
 
 and, for a launcher of one kernel (flat, tiled, sequential), the launcher's two parts:
 

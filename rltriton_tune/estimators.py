@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rltriton_tune import dispatch, fallback, ops
+from rltriton_tune import dispatch, fallback, hot_path, ops
 from rltriton_tune.algorithms import (
     ADJOINT_SCANS,
     ALGORITHMS,
@@ -49,6 +49,7 @@ _SHAPE_RULES = {_STEP: _SAME_SHAPE, _FLAG: _SAME_SHAPE, _INT: _SAME_SHAPE,
 _ACCEPTED = {_STEP: _FLOATS, _FLAG: _FLAGS, _INT: _INTEGERS, _PER_ENV: _FLOATS,
              _PER_ACTION: _FLOATS}
 _STRIDED = torch.strided
+_HOT_RULES = {_SAME_SHAPE: hot_path.SAME, _ENV_SHAPE: hot_path.ENV, _ACTION_SHAPE: hot_path.ACTION}
 
 
 class _Plan:
@@ -91,11 +92,12 @@ class _Plan:
         # The usual call's generated fast path (same checks; anything else comes here).
         self.hot = HotPath(
             self.algorithm,
-            tuple((name, rule == _SAME_SHAPE, accepted, optional)
+            tuple((name, _HOT_RULES[rule], accepted, optional)
                   for name, rule, accepted, _, optional in self.entries),
             self.scalars, self.shape_source, self.first_float, self.single,
             lambda values: _check_exclusive(self, values) if self.last_value_rule else None,
-            usable=not (spec.per_action or spec.integer)).function()
+            actions=self.names.index("actions") if "actions" in spec.integer else None
+        ).function()
 
     @staticmethod
     def _kind(spec: AlgorithmSpec, name: str) -> int:

@@ -14,8 +14,9 @@ the dispatcher's).
 Anything else returns None and the call takes the general path, which gives the
 errors, copies non-contiguous inputs, flattens ``[*B, T]`` shapes, converts
 integers and 0-d tensors, records autograd, or decides and memoises: the fast path
-never raises for a bad argument and never decides. Retrace (per-action and integer
-inputs, whose range the general path checks) always takes the general path.
+never raises for a bad argument and never decides. Retrace's ``[N, T, A]`` inputs get
+the same shape checks, and on a CPU its actions the same range check (the general path
+checks the range on CPU tensors only: elsewhere it would wait for the device).
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ from rltriton_tune.state import STATE
 Express = Callable[[tuple[Any, ...], tuple[Any, ...]], Any]
 
 
+#: Shape rules of :class:`HotPath` entries: ``[N, T]``, ``[N]``, ``[N, T, A]`` (``[T, N]``
+#: and ``[T, N, A]`` time-major).
+SAME, ENV, ACTION = "same", "env", "action"
+
+
 def _never(values: tuple[Any, ...], scalar_values: tuple[Any, ...]) -> None:
     return None
 
@@ -41,19 +47,22 @@ def _never(values: tuple[Any, ...], scalar_values: tuple[Any, ...]) -> None:
 class HotPath:
     """The fast path of one estimator: a generated function per argument pattern.
 
-    ``entries``: per tensor argument in canonical order ``(name, same_shape, accepted
-    dtypes, optional)``, where ``same_shape`` is False for the one-per-environment
-    ones; ``check_exclusive(values)`` raises for a pattern the general path refuses.
+    ``entries``: per tensor argument in canonical order ``(name, rule, accepted dtypes,
+    optional)``, where ``rule`` is :data:`SAME` for ``[N, T]`` inputs, :data:`ENV` for the
+    one-per-environment ones and :data:`ACTION` for ``[N, T, A]`` ones; ``actions``: the
+    position of the integer action input whose range a CPU call checks, or None;
+    ``check_exclusive(values)`` raises for a pattern the general path refuses.
     :meth:`function` returns what the public call runs: a generated dispatcher that picks
     the pattern's function, generating it on first use.
     """
 
     __slots__ = ("algorithm", "entries", "scalars", "source", "first_float", "single",
-                 "check_exclusive", "usable", "_by_pattern")
+                 "check_exclusive", "actions", "_by_pattern")
 
-    def __init__(self, algorithm: str, entries: tuple[tuple[str, bool, frozenset, bool], ...],
+    def __init__(self, algorithm: str, entries: tuple[tuple[str, str, frozenset, bool], ...],
                  scalars: tuple[str, ...], source: int, first_float: int, single: bool,
-                 check_exclusive: Callable[[tuple[Any, ...]], None], usable: bool) -> None:
+                 check_exclusive: Callable[[tuple[Any, ...]], None],
+                 actions: int | None = None) -> None:
         self.algorithm = algorithm
         self.entries = entries
         self.scalars = scalars
@@ -61,7 +70,7 @@ class HotPath:
         self.first_float = first_float
         self.single = single
         self.check_exclusive = check_exclusive
-        self.usable = usable
+        self.actions = actions
         self._by_pattern: dict[tuple[bool, ...], Express] = {}
 
     def function(self) -> Callable[[tuple[Any, ...], tuple[Any, ...], bool, bool], Any]:
@@ -69,8 +78,6 @@ class HotPath:
         or None where it must take the general path. Generated: the pattern is read
         without a loop (which optional inputs are None; a required one that is None
         fails the pattern function's type check)."""
-        if not self.usable:
-            return lambda values, scalar_values, time_major, starts_at: None
         optional = [i for i, entry in enumerate(self.entries) if entry[3]]
         lines = ["def hot(values, scalar_values, time_major, starts_at):",
                  # a bool, not 1 or 0: they would hash like True and False below
@@ -115,11 +122,23 @@ class HotPath:
                  "            return None",
                  f"        device = x{source}.device",
                  "        env = (n,)"]
+        per_action = [i for i in given if self.entries[i][1] == ACTION]
+        if per_action:
+            # A is read from the first [N, T, A] input; the others must have its shape.
+            lines += [f"        actions_shape = x{per_action[0]}.shape",
+                      "        if len(actions_shape) != 3 or actions_shape[0] != shape[0] "
+                      "or actions_shape[1] != shape[1]:",
+                      "            return None",
+                      "        a = actions_shape[2]",
+                      "        if not a:",
+                      "            return None"]
+        expected_shape = {SAME: "shape", ENV: "env", ACTION: "actions_shape"}
         checks = []
         for i in given:
-            same_shape = self.entries[i][1]
+            rule = self.entries[i][1]
+            if i != source and not (per_action and i == per_action[0]):
+                checks.append(f"x{i}.shape != {expected_shape[rule]}")
             if i != source:
-                checks.append(f"x{i}.shape != {'shape' if same_shape else 'env'}")
                 checks.append(f"x{i}.device != device")
             checks.append(f"x{i}.layout is not strided")
             checks.append(f"x{i}.dtype not in accepted{i}")
@@ -136,23 +155,31 @@ class HotPath:
             lines += ["    if " + " or ".join(f"type(s{j}) is not float or s{j} != s{j}"
                                              for j in range(len(self.scalars))) + ":",
                       "        return None"]
+        if self.actions is not None and per_action:
+            # The general path's range check, which it makes on CPU tensors only.
+            lines += ["    if device.type == 'cpu':",
+                      f"        low, high = aminmax(x{self.actions})",
+                      "        if int(low) < 0 or int(high) >= a:",
+                      "            return None"]
+        a = "a" if per_action else "0"
         names = [self.entries[i][0] for i in given]
         tensors = ", ".join(f"{name!r}: x{i}" for name, i in zip(names, given, strict=True))
         scalars = ", ".join(f"{name!r}: s{j}" for j, name in enumerate(self.scalars))
         lines += [f"    dtype = x{self.first_float}.dtype",
                   # dispatch.run's memo key, for the Call below
                   f"    launcher = state.table.get(({self.algorithm!r}, n, t, dtype, "
-                  f"{time_major}, 0, {starts_at}, {''.join(f'{name!r}, ' for name in names)}"
+                  f"{time_major}, {a}, {starts_at}, {''.join(f'{name!r}, ' for name in names)}"
                   "device, forced()))",
                   "    if launcher is None:",
                   "        return None",
                   f"    call = Call({self.algorithm!r}, {{{tensors}}}, {{{scalars}}}, n, t, "
-                  f"{time_major}, 0, {starts_at}, dtype, None, False)",
+                  f"{time_major}, {a}, {starts_at}, dtype, None, False)",
                   "    call._device = device",
                   f"    return launcher(call){'[0]' if self.single else ''}"]
         namespace: dict[str, Any] = {
             "Tensor": torch.Tensor, "Call": Call, "state": STATE, "strided": torch.strided,
             "forced": forcing.current, "grad_enabled": torch.is_grad_enabled,
+            "aminmax": torch.aminmax,
             **{f"accepted{i}": self.entries[i][2] for i in given}}
         return generated_function(lines, "express",
                                   f"<rltriton_tune hot path {self.algorithm} {pattern}>",

@@ -15,7 +15,7 @@ from rltriton_tune.call import ProblemKey, flags_string
 from rltriton_tune.estimators import ESTIMATORS
 from rltriton_tune.problems import random_inputs
 
-COVERED = [name for name in ESTIMATOR_NAMES if name != "retrace"]
+COVERED = list(ESTIMATOR_NAMES)
 
 
 @pytest.fixture
@@ -186,3 +186,38 @@ def test_forced_choices_and_resets_are_followed(builds):
     before = builds[0]
     same(f(**kwargs), expected)
     assert builds[0] == before + 1
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    (lambda kw: {"actions": torch.full_like(kw["actions"], 4)}, ValueError,
+     r"actions has values in \[4, 4\], outside \[0, 4\)"),
+    (lambda kw: {"actions": kw["actions"] - 1}, ValueError, "outside"),
+    (lambda kw: {"next_q_values_all": kw["next_q_values_all"][..., :3].contiguous()},
+     ValueError, "next_q_values_all has 3 actions"),
+    (lambda kw: {"action_probs_target": kw["action_probs_target"][:5].contiguous()},
+     ValueError, "action_probs_target has shape"),
+    (lambda kw: {"action_probs_target": kw["action_probs_target"][..., :0],
+                 "next_q_values_all": kw["next_q_values_all"][..., :0]},
+     ValueError, "have no actions"),
+    (lambda kw: {"actions": kw["actions"].float()}, TypeError, "actions has dtype"),
+])
+def test_retraces_errors_are_the_general_paths(bad, error, words):
+    """Retrace's fast path checks A across its [N, T, A] inputs and, on a CPU, the range
+    of the actions; a call failing either gets the general path's error."""
+    kwargs = random_inputs(ProblemKey("retrace", 6, 7, flags="trunc", a=4), seed=0)
+    estimators.compute_retrace(**kwargs)  # memoised: the fast path would serve a good call
+    with pytest.raises(error, match=words):
+        estimators.compute_retrace(**{**kwargs, **bad(kwargs)})
+
+
+def test_retrace_with_another_action_count_is_another_key(builds):
+    """A is part of the memo key: a call with more actions is decided on its own."""
+    f = estimators.compute_retrace
+    four = random_inputs(ProblemKey("retrace", 6, 7, flags="trunc", a=4), seed=0)
+    five = random_inputs(ProblemKey("retrace", 6, 7, flags="trunc", a=5), seed=0)
+    f(**four)
+    before = builds[0]
+    same(f(**five), general_path(f, **five))
+    assert builds[0] == before + 2  # decided, then the general_path call
+    f(**five)
+    assert builds[0] == before + 2

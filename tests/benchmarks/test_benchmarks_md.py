@@ -99,7 +99,8 @@ def test_overhead_table_shows_the_stages_a_report_has(script):
     assert "| launcher: packing | launcher: launch |" in lines[0]
     assert "| flat (direct) | 20.0 | 3.5 | 0.5 | 12.2 | 3.0 | 8.5 |" in lines[2]
     assert "| flat (generic) |" in lines[3]
-    # A stage some rows lack (the fast path: Retrace takes the general path) is a column,
+    # A stage some rows lack (the fast path, in a report of a tree where Retrace took the
+    # general path) is a column,
     # with "-" where a row has no time.
     lines = md.overhead_lines({"rows": [{**parts, "fast_path_us": 2.5}, parts]})
     assert "| dispatch | fast path | launcher |" in lines[0]
