@@ -19,9 +19,8 @@ def test_smoke_writes_public_call_and_floors(script, tmp_path):
         assert r["strategy"] and r["source"]
         assert r["validate_us"] > 0 and r["dispatch_us"] > 0 and r["launcher_us"] > 0
     fallback, retrace, forced = report["rows"]
-    # Retrace always takes the general path: it has no fast-path stage.
-    assert fallback["fast_path_us"] > 0 and forced["fast_path_us"] > 0
-    assert "fast_path_us" not in retrace
+    # Every case's usual call takes the fast path, Retrace's too.
+    assert all(r["fast_path_us"] > 0 for r in (fallback, retrace, forced))
     # The torch fallback's launcher has no parts; the forced kernel's are timed, and
     # under the interpreter every launch takes Triton's generic path.
     assert "pack_us" not in fallback and "direct_launch" not in fallback
