@@ -497,7 +497,8 @@ class FastLaunch:
     """
 
     __slots__ = ("_launch", "_consts", "_grid", "_tail", "_compiled", "_direct", "_knobs",
-                 "_pointer_positions", "_slot_indices", "_leading", "_native", "_fast")
+                 "_pointer_positions", "_slot_indices", "_leading", "_native", "_fast",
+                 "_kept")
 
     def __init__(self, kernel: Any, grid: tuple[int, ...], consts: dict[str, Any],
                  pointers: tuple[int, ...] | None = None,
@@ -522,8 +523,9 @@ class FastLaunch:
         # Values of the constexpr parameters, in signature order (they follow the runtime ones).
         self._tail = tuple(consts[n] for n in names[n_runtime:])
         self._compiled: dict[tuple[Any, ...], NativeLaunch] = {}
+        self._kept: list[Any] = []
         self._native = True
-        self._fast: Callable[[list[Any]], bool] | None = None
+        self._fast: Callable[[list[Any]], bool | None] | None = None
         self._knobs = _runtime_knobs()
         self._direct = (not interpreting() and self._knobs is not None
                         and names[n_runtime:] == constexpr_names)
@@ -551,10 +553,10 @@ class FastLaunch:
         if self._direct:
             fast = self._fast
             if fast is not None:
-                try:
-                    if fast(args):
-                        return
-                except Exception:  # an ABI this code does not know: use the generic path
+                launched = fast(args)
+                if launched:
+                    return
+                if launched is None:  # the launch raised: an ABI this code does not know
                     self._direct = False
                     self._fast = None
                     self._launch(*args, **self._consts)
@@ -569,17 +571,19 @@ class FastLaunch:
                     plan, native = native_launch(compiled.run, self._grid, compiled.function,
                                                  compiled.packed_metadata)
                     self._compiled[variant] = plan
+                    self._kept.append(compiled)  # the binary's module lives while it does
                     self._native = self._native and native
                     if self._fast is None:
                         self._fast = self._generate(len(args))
                 return
         self._launch(*args, **self._consts)
 
-    def _generate(self, n_args: int) -> Callable[[list[Any]], bool]:
+    def _generate(self, n_args: int) -> Callable[[list[Any]], bool | None]:
         """``fast(args)``: launch through a kept binary and return True, or return False
         where the generic path must launch (a misaligned pointer, element types or a
         device without a binary yet, a launch hook set, an argument list of another
-        length)."""
+        length), or None where the launch itself raised. A bad argument raises as it
+        would on the generic path."""
         positions = self._pointer_positions
         tensors = [f"t{j}" for j in range(len(positions))]
         addresses = [f"a{j}" for j in range(len(positions))]
@@ -605,8 +609,11 @@ class FastLaunch:
                  # Addresses go in as integers: for a tensor, Triton's launcher calls
                  # data_ptr() and asks the driver about the pointer (cuPointerGetAttribute)
                  # once per argument, which validation has made redundant.
-                 f"    plan(current_stream(device), ({''.join(f'{x}, ' for x in slots)}"
+                 "    try:",
+                 f"        plan(current_stream(device), ({''.join(f'{x}, ' for x in slots)}"
                  f"*args[{self._leading}:], *tail))",
+                 "    except Exception:",
+                 "        return None",
                  "    return True"]
         namespace = {"compiled": self._compiled, "knobs": self._knobs, "tail": self._tail,
                      "current_device": current_device, "current_stream": current_stream}

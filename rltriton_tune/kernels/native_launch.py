@@ -17,9 +17,11 @@ launcher layouts this module knows, read from Triton's source:
   global_scratch, profile_scratch, arg_annotations, kernel_signature, args)``, with the
   kernel arguments as one tuple (and sanitizer arguments appended when it is on).
 
-Any other launcher (another backend, another layout, scratch buffers, the sanitizer)
-gets a function that calls ``run`` as Triton's generic path would, so a Triton this
-module does not know costs the Python frame and nothing else.
+Both the Triton version and the launcher's signature must match: a later Triton keeps
+the 3.9 signature but may launch another way (a TVM FFI host stub in Triton's main
+branch). Any other launcher (another version, backend or layout, scratch buffers, the
+sanitizer) gets a function that calls ``run`` as Triton's generic path would, so a
+Triton this module does not know costs the Python frame and nothing else.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from typing import Any
+
+import triton
 
 #: ``launch(stream, kernel_args)``: launch the binary on ``stream`` with ``kernel_args``
 #: (runtime arguments with tensors as addresses, then the constexprs in signature order).
@@ -39,12 +43,18 @@ STARRED = (*_HEAD, "args")
 #: As in Triton 3.8 and 3.9: they are named, and the kernel arguments go in as one tuple.
 NAMED = (*_HEAD, "kernel_metadata", "launch_metadata", "launch_enter_hook",
          "launch_exit_hook", "args")
+#: The Triton versions (major.minor) whose launchers were read, and their layouts.
+KNOWN_VERSIONS = {"3.6": "starred", "3.8": "named", "3.9": "named"}
 
 
-def launcher_layout(run: Any) -> str | None:
-    """``"starred"`` or ``"named"`` where ``run`` is NVIDIA's launcher in a layout this
-    module knows and its binary declares no scratch buffers; None otherwise."""
+def launcher_layout(run: Any, version: str = triton.__version__) -> str | None:
+    """``"starred"`` or ``"named"`` where ``run`` is NVIDIA's launcher of a Triton
+    ``version`` whose layout this module knows and its binary declares no scratch
+    buffers; None otherwise."""
+    known = KNOWN_VERSIONS.get(".".join(version.split(".")[:2]))
     cls = type(run)
+    if known is None:
+        return None
     if cls.__module__ != _MODULE or not callable(getattr(run, "launch", None)):
         return None
     if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
@@ -53,9 +63,9 @@ def launcher_layout(run: Any) -> str | None:
         params = tuple(inspect.signature(cls.__call__).parameters)
     except (TypeError, ValueError):
         return None
-    if params == STARRED:
+    if known == "starred" and params == STARRED:
         return "starred"
-    if params == NAMED and not getattr(run, "gsan_enabled", False) \
+    if known == "named" and params == NAMED and not getattr(run, "gsan_enabled", False) \
             and hasattr(run, "arg_annotations") and hasattr(run, "kernel_signature"):
         return "named"
     return None

@@ -106,6 +106,20 @@ def test_a_failing_direct_launch_falls_back_for_good(fast):
     assert [entry[0] for entry in kernel.log] == ["generic", "generic", "generic"]
 
 
+def test_a_bad_argument_raises_and_keeps_the_direct_path(fast):
+    """A caller's error (here a missing tensor) raises as on the generic path; only a
+    failing launch turns the direct path off."""
+    kernel, launcher = fast
+    args = _args()
+    launcher(args)
+    launcher(args)
+    with pytest.raises(AttributeError):
+        launcher([None, *args[1:]])
+    launcher(args)
+    assert launcher.direct
+    assert [entry[0] for entry in kernel.log] == ["generic", "direct", "direct"]
+
+
 def test_listed_pointers_decide_alignment_and_variant(monkeypatch):
     """With ``pointers``, only the listed positions are read, and each still decides."""
     monkeypatch.setattr(launch_module, "interpreting", lambda: False)

@@ -75,3 +75,19 @@ def test_an_unknown_launcher_is_called_as_the_generic_path_would():
     launch(9, (11, 12))
     assert not native
     assert run.calls == [(3, 1, 1, 9, "fn", "meta", None, None, None, 11, 12)]
+
+
+def test_only_the_triton_versions_read_are_launched_natively(monkeypatch):
+    """A launcher of the right shape under a Triton version not read (a later one may keep
+    the signature and launch another way), or under a version of the other layout, goes
+    through ``run``."""
+    import triton
+
+    run = _real_launcher(monkeypatch, [])
+    installed = launcher_layout(run)
+    if installed is None:
+        pytest.skip("this Triton's launcher layout is not one native_launch knows")
+    assert launcher_layout(run, version=triton.__version__) == installed
+    assert launcher_layout(run, version="3.99.0") is None
+    other = "3.8.0" if installed == "starred" else "3.6.0"
+    assert launcher_layout(run, version=other) is None
