@@ -487,8 +487,10 @@ class FastLaunch:
     many arguments. This is valid because a launcher serves one problem key: every
     integer argument (sizes, strides) is the same on each call, so only pointer
     alignment could change Triton's specialisation, and a misaligned pointer takes the
-    generic path. Launch hooks (profilers) also take the generic path. Any failure of
-    the direct path turns it off for this kernel.
+    generic path. Launch hooks (profilers) also take the generic path. A direct launch
+    that raises turns the direct path off for this kernel; a bad argument raises as it
+    would on the generic path. The compiled binaries are kept referenced, so that their
+    modules stay loaded while their handles are in use.
 
     The direct path runs on every launch, so it is generated once per kernel as one flat
     function (each tensor read by position, the pointer slots and constexprs written
