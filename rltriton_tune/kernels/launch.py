@@ -619,7 +619,7 @@ class FastLaunch:
                  "    return True"]
         namespace = {"compiled": self._compiled, "knobs": self._knobs, "tail": self._tail,
                      "current_device": current_device, "current_stream": current_stream}
-        return generated_function(lines, "fast", f"<rltriton_tune FastLaunch {id(self):x}>",
+        return generated_function(lines, "fast", "<rltriton_tune FastLaunch>",
                                   namespace)
 
 
