@@ -272,6 +272,9 @@ def test_doctor_reports_fingerprint_profiles_and_decisions(capsys):
     assert code == 0
     for text in ("torch", "triton", "fingerprint", "profile files", "retrace", "fallback: cpu"):
         assert text in out
+    from rltriton_tune.kernels.native_launch import describe
+
+    assert f"launch        {describe()}" in out  # how launches reach the GPU here
 
 
 def test_presets_are_sized_as_documented():

@@ -38,6 +38,10 @@ def cmd_doctor(args) -> int:
     else:
         kernels = "kernels need a CUDA GPU; none here, so the torch fallback runs"
     print(f"triton        {triton_text} ({kernels})")
+    if triton_ok():
+        from rltriton_tune.kernels.native_launch import describe
+
+        print(f"launch        {describe()}")
     print(f"device        {device}")
     if device.type == "cuda":
         cap = torch.cuda.get_device_capability(device)

@@ -47,6 +47,16 @@ NAMED = (*_HEAD, "kernel_metadata", "launch_metadata", "launch_enter_hook",
 KNOWN_VERSIONS = {"3.6": "starred", "3.8": "named", "3.9": "named"}
 
 
+def describe(version: str = triton.__version__) -> str:
+    """How kernel launches reach the GPU under Triton ``version`` (for ``doctor``)."""
+    minor = ".".join(version.split(".")[:2])
+    if minor in KNOWN_VERSIONS:
+        return (f"direct: Triton's C launch function (the launcher layout of Triton {minor} "
+                "is known)")
+    return (f"direct, through Triton's Python launcher (Triton {minor}'s layout is not one "
+            "this version has read; about a microsecond more a launch)")
+
+
 def launcher_layout(run: Any, version: str = triton.__version__) -> str | None:
     """``"starred"`` or ``"named"`` where ``run`` is NVIDIA's launcher of a Triton
     ``version`` whose layout this module knows and its binary declares no scratch

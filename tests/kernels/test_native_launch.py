@@ -91,3 +91,11 @@ def test_only_the_triton_versions_read_are_launched_natively(monkeypatch):
     assert launcher_layout(run, version="3.99.0") is None
     other = "3.8.0" if installed == "starred" else "3.6.0"
     assert launcher_layout(run, version=other) is None
+
+
+def test_describe_says_which_launch_path_a_version_takes():
+    from rltriton_tune.kernels.native_launch import describe
+
+    assert describe("3.6.0").startswith("direct: Triton's C launch function")
+    assert "Triton 3.9 is known" in describe("3.9.1+git")
+    assert "Python launcher (Triton 3.99's layout is not one" in describe("3.99.0")
