@@ -9,6 +9,7 @@ Each folder ``benchmarks/results/<gpu>/`` may hold:
   sweep found);
 - ``dispatch_overhead.json``: ``dispatch_overhead.py`` (host time per call);
 - ``backward_cost.json``: ``backward_cost.py`` (backward pass against forward);
+- ``flag_cost.jsonl``: ``flag_cost.py`` (each flag path against its base at one config);
 - ``strategies.md``: ``strategies.py``'s report (linked).
 
     python benchmarks/benchmarks_md.py                 # every folder under benchmarks/results
@@ -32,6 +33,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from flag_cost import TARGET  # noqa: E402
+from flag_cost import read_rows_by_pair as read_flag_rows  # noqa: E402
 from peers import read_rows  # noqa: E402
 
 from rltriton_tune.tune.bench import format_ratio, summarize  # noqa: E402
@@ -337,6 +340,24 @@ def overhead_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def flag_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Per estimator and layout: flag paths timed, how many are within the target per
+    byte of their base at the same config, and the worst."""
+    groups: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+    for r in rows:
+        for flags, m in r.get("flags", {}).items():
+            if flags != r["base"]:
+                where = f"{flags}, {r['strategy']}, {r['N']}x{r['T']}"
+                groups[(r["algorithm"], r["layout"])].append((m["per_byte"], where))
+    lines = ["| estimator | layout | flag paths | within 5% per byte | worst per byte |",
+             "|---|---|---:|---:|---|"]
+    for (algorithm, layout), paths in sorted(groups.items()):
+        worst = max(paths)
+        lines.append(f"| {algorithm} | {layout} | {len(paths)} | "
+                     f"{sum(x <= TARGET for x, _ in paths)} | {worst[0]:.3f} ({worst[1]}) |")
+    return lines
+
+
 def backward_lines(report: dict[str, Any]) -> list[str]:
     """The backward/forward table of a ``backward_cost.py`` report."""
     lines = ["| estimator | N x T | flags | gradients of | forward µs | backward µs | ratio |",
@@ -457,6 +478,15 @@ def folder_section(folder: Path, output: Path) -> list[str]:
                   "gradient) runs the fast path in their place (`rltriton_tune/hot_path.py`; "
                   "the \"fast path\" column where the run timed it).", "",
                   *overhead_lines(report), ""]
+    flag_rows = read_flag_rows(folder / "flag_cost.jsonl")
+    if flag_rows:
+        dates = sorted({r.get("date", "?") for r in flag_rows})
+        lines += [f"### Flag paths against their base (`flag_cost.py`, {dates[-1]})", "",
+                  "Each flag set of an estimator at the strategy's default config for the "
+                  "flags-none key (Retrace: truncations), device time over the base's, divided "
+                  "by the ratio of bytes an ideal kernel moves (an [N, T] input adds a full "
+                  "read, an [N] one almost nothing). The target is at most 1.05.", "",
+                  *flag_lines(flag_rows), ""]
     backward = folder / "backward_cost.json"
     if backward.exists():
         report = json.loads(backward.read_text())
@@ -501,10 +531,11 @@ def replace_block(text: str, block: str) -> str:
 
 
 def find_folders(root: Path) -> list[Path]:
-    """GPU results folders: those holding peers.jsonl, bench/ or dispatch_overhead.json."""
+    """GPU results folders: those holding peers.jsonl, bench/, dispatch_overhead.json or
+    flag_cost.jsonl."""
     return sorted(p for p in root.iterdir() if p.is_dir() and (
         (p / "peers.jsonl").exists() or (p / "bench").is_dir()
-        or (p / "dispatch_overhead.json").exists()))
+        or (p / "dispatch_overhead.json").exists() or (p / "flag_cost.jsonl").exists()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,250 @@
+"""What each flag path costs: every flag set of an estimator at the base key's config.
+
+The optional inputs (``last_value``, seed values, truncations, bootstrap values,
+``next_values``, the ``starts_at`` boundary) change the kernel's code path. For each cell
+(estimator, shape, layout) and each Triton strategy that serves it, one config is
+fixed: the strategy's default for the base key (flags none; Retrace: truncations, which
+it always takes). Every flag set the estimator accepts is then timed with that strategy
+and config on its own inputs, rounds taking turns with the base, and compared with it:
+
+* ``ratio``: the flag set's device time over the base's;
+* ``bytes_ratio``: the bytes an ideal kernel moves for it over the base's (an ``[N, T]``
+  input such as ``truncateds`` adds a full read; an ``[N]`` one such as ``last_value``
+  almost nothing);
+* ``per_byte``: ``ratio / bytes_ratio``, the cost of the flag path beyond its bytes.
+  The target is at most 1.05.
+
+A config the flag set's key refuses is recorded in ``errors``; a flag set the estimator
+refuses (SPEC: ``last_value`` with truncations, for one) in ``refused``. Rows are
+appended to ``flag_cost.jsonl`` as each (cell, strategy) is done, so a run split by
+``--max-seconds`` picks up with ``--resume``.
+
+    python benchmarks/flag_cost.py --output benchmarks/results/h200          # CUDA
+    python benchmarks/flag_cost.py --smoke --output /tmp/flags                # CPU check
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from peers import results_folder, software  # noqa: E402
+
+from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES  # noqa: E402
+from rltriton_tune.call import ProblemKey, flags_string  # noqa: E402
+from rltriton_tune.estimators import prepare_call  # noqa: E402
+from rltriton_tune.kernels import strategies as kernel_strategies  # noqa: E402
+from rltriton_tune.problems import data_bytes, random_inputs  # noqa: E402
+from rltriton_tune.strategy import InvalidConfig  # noqa: E402
+from rltriton_tune.tune.measure import copies_needed, time_cpu, time_cuda  # noqa: E402
+
+#: (N, T, layout) of the default cells: a PPO-sized rollout, the issue's 24000x300, a
+#: time-major buffer.
+SHAPES = ((4096, 128, "env"), (24000, 300, "env"), (4096, 512, "time"))
+SMOKE_SHAPES = ((3, 6, "env"),)
+SMOKE_ESTIMATORS = ("gae", "episodic_prefix_sum")
+SMOKE_STRATEGIES = ("flat",)
+#: Actions of Retrace cells.
+ACTIONS = 8
+#: A flag path within this of its base per byte moved meets the target.
+TARGET = 1.05
+
+
+def flag_sets(algorithm: str) -> list[str]:
+    """Every flag set of ``algorithm`` that holds its required flags, the base first."""
+    spec = ALGORITHMS[algorithm]
+    optional = sorted(spec.possible_flags - spec.required_flags)
+    return [flags_string(spec.required_flags | set(extra))
+            for size in range(len(optional) + 1)
+            for extra in itertools.combinations(optional, size)]
+
+
+def _key(algorithm: str, n: int, t: int, layout: str, flags: str) -> ProblemKey:
+    return ProblemKey(algorithm, n, t, "float32", layout, flags,
+                      a=ACTIONS if ALGORITHMS[algorithm].per_action else 0)
+
+
+def _calls(key: ProblemKey, device: torch.device) -> list[Any]:
+    """Validated calls of ``key`` on enough input copies to rotate past the L2 cache."""
+    base = random_inputs(key, device, seed=0, on_device=device.type == "cuda")
+    copies = copies_needed(key, device) if device.type == "cuda" else 1
+    inputs = [base] + [{k: v.clone() if isinstance(v, torch.Tensor) else v
+                        for k, v in base.items()} for _ in range(copies - 1)]
+    return [prepare_call(key.algorithm, **kw) for kw in inputs]
+
+
+def measure(algorithm: str, n: int, t: int, layout: str, strategy: str,
+            device: torch.device, rounds: int, budget_s: float) -> dict[str, Any]:
+    """One row: every flag set of the cell at ``strategy``'s default config for the base."""
+    sets = flag_sets(algorithm)
+    base_key = _key(algorithm, n, t, layout, sets[0])
+    impl = kernel_strategies()[strategy]
+    row: dict[str, Any] = {"cell": base_key.as_text(), "algorithm": algorithm, "N": n, "T": t,
+                           "layout": layout, "strategy": strategy, "base": sets[0],
+                           "params": None, "flags": {}, "errors": {}, "refused": []}
+    try:
+        params = impl.validate(base_key, impl.default_params(base_key))
+    except InvalidConfig as exc:
+        row["errors"][sets[0]] = f"strategy refuses the base key: {exc}"
+        return row
+    row["params"] = params
+    timed: dict[str, tuple[Any, list[Any]]] = {}
+    for flags in sets:
+        key = _key(algorithm, n, t, layout, flags)
+        try:
+            calls = _calls(key, device)
+        except ValueError:  # a combination SPEC refuses (last_value with truncations)
+            row["refused"].append(flags)
+            continue
+        try:
+            launcher = impl.prepare(key, impl.validate(key, params))
+            launcher(calls[0])
+        except Exception as exc:  # noqa: BLE001 - a config a flag set refuses is a result
+            row["errors"][flags] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            continue
+        timed[flags] = (launcher, calls)
+    if sets[0] not in timed:
+        return row
+
+    def one(launcher: Any, calls: list[Any]) -> float:
+        if device.type == "cuda":
+            return time_cuda(launcher, calls, device, budget_s, host=False).device_us
+        return time_cpu(launcher, calls[0], budget_s).device_us
+
+    samples: dict[str, list[float]] = {flags: [] for flags in timed}
+    order = list(timed)
+    for r in range(rounds):
+        for flags in order[r % len(order):] + order[:r % len(order)]:
+            samples[flags].append(one(*timed[flags]))
+    base_us = statistics.median(samples[sets[0]])
+    base_bytes = data_bytes(base_key)
+    for flags, values in samples.items():
+        us = statistics.median(values)
+        ratio = us / base_us
+        bytes_ratio = data_bytes(_key(algorithm, n, t, layout, flags)) / base_bytes
+        row["flags"][flags] = {"device_us": us, "ratio": ratio, "bytes_ratio": bytes_ratio,
+                               "per_byte": ratio / bytes_ratio}
+    return row
+
+
+def strategies_for(names: tuple[str, ...] | None, device: torch.device) -> list[str]:
+    """The Triton strategies to time: those named (all by default) available here (each
+    refuses the keys it does not serve: a recorded result)."""
+    found = kernel_strategies()
+    return [name for name in (names or tuple(found))
+            if name in found and name != "torch" and found[name].available(device)]
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Flag paths measured, how many are within the target per byte, and the worst."""
+    paths = [(r, flags, m) for r in rows for flags, m in r.get("flags", {}).items()
+             if flags != r["base"]]
+    worst = max(paths, key=lambda p: p[2]["per_byte"], default=None)
+    return {"paths": len(paths),
+            "within": sum(m["per_byte"] <= TARGET for _, _, m in paths),
+            "worst": None if worst is None else
+            {"cell": worst[0]["cell"], "strategy": worst[0]["strategy"], "flags": worst[1],
+             "per_byte": worst[2]["per_byte"]}}
+
+
+def report(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table: per cell and strategy, each flag set's ratio per byte to the base."""
+    lines = ["| cell | strategy | flag set | µs | x base | x bytes | per byte |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        cell = r["cell"].replace("|", "\\|")   # a key's pipes would end the table cell
+        for flags, m in r.get("flags", {}).items():
+            mark = " (over)" if m["per_byte"] > TARGET else ""
+            lines.append(f"| `{cell}` | {r['strategy']} | {flags} | {m['device_us']:.2f} | "
+                         f"{m['ratio']:.3f} | {m['bytes_ratio']:.3f} | "
+                         f"{m['per_byte']:.3f}{mark} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--output", type=Path, help="results folder (default: benchmarks/results/"
+                   "<gpu>/)")
+    p.add_argument("--estimators", nargs="+", choices=sorted(ESTIMATOR_NAMES))
+    p.add_argument("--strategies", nargs="+", help="Triton strategies (default: all)")
+    p.add_argument("--shapes", help="comma list of NxT:layout, e.g. 4096x128:env,"
+                   "4096x512:time (default: the built-in cells)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--budget", type=float, default=0.05, help="timing seconds per measurement")
+    p.add_argument("--resume", action="store_true",
+                   help="skip (cell, strategy) pairs the file has from this software")
+    p.add_argument("--max-seconds", type=float, default=math.inf)
+    p.add_argument("--smoke", action="store_true", help="CPU check of the code path, seconds")
+    args = p.parse_args(argv)
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+    if args.shapes:
+        shapes = tuple((int(s.split("x")[0]), int(s.split("x")[1].split(":")[0]),
+                        s.split(":")[1] if ":" in s else "env")
+                       for s in args.shapes.split(","))
+    else:
+        shapes = SMOKE_SHAPES if args.smoke else SHAPES
+    estimators = args.estimators or (SMOKE_ESTIMATORS if args.smoke else ESTIMATOR_NAMES)
+    names = tuple(args.strategies) if args.strategies else (
+        SMOKE_STRATEGIES if args.smoke else None)
+    rounds, budget = (1, 0.01) if args.smoke else (args.rounds, args.budget)
+    output = args.output or results_folder(device)
+    output.mkdir(parents=True, exist_ok=True)
+    jsonl = output / "flag_cost.jsonl"
+    context = {**software(device), "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    same = ("device_name", "torch", "triton")
+    done = {(r["cell"], r["strategy"]) for r in read_rows_by_pair(jsonl)
+            if all(r.get(k) == context[k] for k in same)} if args.resume else set()
+    if not args.resume and jsonl.exists():
+        jsonl.unlink()  # a fresh run replaces the file this script wrote
+    deadline = time.monotonic() + args.max_seconds
+    for algorithm in estimators:
+        for n, t, layout in shapes:
+            for strategy in strategies_for(names, device):
+                cell = _key(algorithm, n, t, layout, flag_sets(algorithm)[0]).as_text()
+                if (cell, strategy) in done:
+                    continue
+                if time.monotonic() > deadline:
+                    print("flag_cost: --max-seconds reached; rerun with --resume",
+                          file=sys.stderr)
+                    return 0
+                row = {**context, **measure(algorithm, n, t, layout, strategy, device,
+                                            rounds, budget)}
+                with jsonl.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                worst = max((m["per_byte"] for m in row["flags"].values()), default=None)
+                print(f"{cell} {strategy}: {len(row['flags'])} flag sets timed, worst per "
+                      f"byte {worst if worst is None else round(worst, 3)}, "
+                      f"{len(row['errors'])} config errors", flush=True)
+    rows = read_rows_by_pair(jsonl)
+    print(report(rows))
+    print(json.dumps(summary(rows)))
+    return 0
+
+
+def read_rows_by_pair(path: Path) -> list[dict[str, Any]]:
+    """Rows of ``flag_cost.jsonl``, the newest per (cell, strategy); a torn last line from
+    a killed run is skipped."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            rows[(row.get("cell"), row.get("strategy"))] = row
+    return list(rows.values())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

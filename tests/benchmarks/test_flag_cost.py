@@ -1,0 +1,59 @@
+"""benchmarks/flag_cost.py: the smoke run times every flag set an estimator accepts at the
+base key's config, records the ones SPEC refuses, resumes by (cell, strategy), and
+BENCHMARKS.md summarises its rows."""
+
+from __future__ import annotations
+
+
+def test_smoke_times_each_accepted_flag_set_against_its_base(script, tmp_path):
+    flag_cost = script("flag_cost")
+    assert flag_cost.main(["--smoke", "--output", str(tmp_path)]) == 0
+    rows = flag_cost.read_rows_by_pair(tmp_path / "flag_cost.jsonl")
+    assert [(r["algorithm"], r["strategy"]) for r in rows] == [
+        ("gae", "flat"), ("episodic_prefix_sum", "flat")]
+    gae, prefix = rows
+    # GAE: the base, then every flag set SPEC accepts; the others are listed as refused
+    assert set(gae["flags"]) | set(gae["refused"]) == set(flag_cost.flag_sets("gae"))
+    assert {"none", "last_value", "bootstrap+trunc", "next"} <= set(gae["flags"])
+    assert "last_value+trunc" in gae["refused"] and not gae["errors"]
+    assert set(prefix["flags"]) == {"none", "seed", "starts_at", "seed+starts_at"}
+    for row in rows:
+        base = row["flags"][row["base"]]
+        assert base["ratio"] == base["bytes_ratio"] == base["per_byte"] == 1.0
+        for m in row["flags"].values():
+            assert m["device_us"] > 0
+            assert abs(m["per_byte"] * m["bytes_ratio"] - m["ratio"]) < 1e-9
+    # an [N, T] input adds a full read; an [N] one a little
+    assert gae["flags"]["trunc"]["bytes_ratio"] == 1.25
+    assert 1.0 < gae["flags"]["last_value"]["bytes_ratio"] < 1.1
+    assert all(r["params"]["BLOCK_N"] >= 1 for r in rows)
+
+
+def test_resume_skips_pairs_done_and_a_fresh_run_starts_over(script, tmp_path, capsys):
+    flag_cost = script("flag_cost")
+    args = ["--smoke", "--output", str(tmp_path), "--estimators", "eligibility_traces"]
+    assert flag_cost.main(args) == 0
+    path = tmp_path / "flag_cost.jsonl"
+    assert len(path.read_text().splitlines()) == 1
+    capsys.readouterr()
+    assert flag_cost.main([*args, "--resume"]) == 0
+    assert len(path.read_text().splitlines()) == 1        # nothing measured again
+    assert "flag sets timed" not in capsys.readouterr().out
+    assert flag_cost.main(args) == 0
+    assert len(path.read_text().splitlines()) == 1        # replaced, not appended
+
+
+def test_retraces_base_is_its_required_truncations(script):
+    flag_cost = script("flag_cost")
+    assert flag_cost.flag_sets("retrace") == ["trunc"]
+    assert flag_cost.flag_sets("eligibility_traces") == ["none", "seed"]
+
+
+def test_benchmarks_md_summarises_flag_rows(script):
+    md = script("benchmarks_md")
+    row = {"algorithm": "gae", "layout": "env", "strategy": "flat", "N": 8, "T": 16,
+           "base": "none", "flags": {
+               "none": {"per_byte": 1.0}, "last_value": {"per_byte": 1.02},
+               "trunc": {"per_byte": 1.2}}}
+    lines = md.flag_lines([row])
+    assert lines[2] == "| gae | env | 2 | 1 | 1.200 (trunc, flat, 8x16) |"
