@@ -13,7 +13,9 @@ Measured data transfers better than rules fitted to one GPU. On an H100 80GB HBM
 float32), the H200 profile served as a sibling against the built-in rules:
 env-major 150 cells at 1.49x of rl-triton (4 cells below 0.97x) against 1.47x (15
 below); time-major 72 cells at 3.37x (worst 1.35x) against 2.32x (worst 0.68x, 9
-below). ``RLTRITON_TUNE_SIBLINGS=0`` turns this off.
+below). Measured with this module serving (``benchmarks/results/h100/``): 405 cells at
+2.03x, 5 below 0.97x, all at 5000x230 (the H200's worst shape too).
+``RLTRITON_TUNE_SIBLINGS=0`` turns this off.
 """
 
 from __future__ import annotations
