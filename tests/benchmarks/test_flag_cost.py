@@ -43,10 +43,12 @@ def test_resume_skips_pairs_done_and_a_fresh_run_starts_over(script, tmp_path, c
     assert len(path.read_text().splitlines()) == 1        # replaced, not appended
 
 
-def test_retraces_base_is_its_required_truncations(script):
+def test_retrace_has_no_flag_path_and_is_not_measured(script, tmp_path):
     flag_cost = script("flag_cost")
-    assert flag_cost.flag_sets("retrace") == ["trunc"]
+    assert flag_cost.flag_sets("retrace") == ["trunc"]   # required: the base itself
     assert flag_cost.flag_sets("eligibility_traces") == ["none", "seed"]
+    assert flag_cost.main(["--smoke", "--output", str(tmp_path), "--estimators", "retrace"]) == 0
+    assert flag_cost.read_rows_by_pair(tmp_path / "flag_cost.jsonl") == []
 
 
 def test_benchmarks_md_summarises_flag_rows(script):
