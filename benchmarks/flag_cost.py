@@ -17,7 +17,9 @@ and config on its own inputs, rounds taking turns with the base, and compared wi
 A config the flag set's key refuses is recorded in ``errors``; a flag set the estimator
 refuses (SPEC: ``last_value`` with truncations, for one) in ``refused``. Rows are
 appended to ``flag_cost.jsonl`` as each (cell, strategy) is done, so a run split by
-``--max-seconds`` picks up with ``--resume``.
+``--max-seconds`` picks up with ``--resume``. On a GPU the kernels of every pair to
+measure are compiled first in worker processes (``--workers``), as ``strategies.py``
+does, so that the timing process loads them from Triton's cache.
 
     python benchmarks/flag_cost.py --output benchmarks/results/h200          # CUDA
     python benchmarks/flag_cost.py --smoke --output /tmp/flags                # CPU check
@@ -26,9 +28,12 @@ appended to ``flag_cost.jsonl`` as each (cell, strategy) is done, so a run split
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
 import itertools
 import json
 import math
+import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -59,6 +64,9 @@ SMOKE_STRATEGIES = ("flat",)
 ACTIONS = 8
 #: A flag path within this of its base per byte moved meets the target.
 TARGET = 1.05
+#: (cell, strategy) pairs compiled ahead and measured per batch: a run cut by
+#: ``--max-seconds`` compiles little it does not measure.
+CHUNK = 6
 
 
 def flag_sets(algorithm: str) -> list[str]:
@@ -68,6 +76,42 @@ def flag_sets(algorithm: str) -> list[str]:
     return [flags_string(spec.required_flags | set(extra))
             for size in range(len(optional) + 1)
             for extra in itertools.combinations(optional, size)]
+
+
+def warm_tasks(pairs: list[tuple[str, int, int, str, str]], device: torch.device
+               ) -> list[tuple]:
+    """Compile tasks (``strategies.py``'s) for the kernel of every flag set of each
+    (estimator, N, T, layout, strategy) pair that SPEC and the strategy accept, each on
+    a narrow key of the same specialisation."""
+    from strategies import warm_key
+
+    tasks: dict[tuple[str, str], tuple] = {}
+    for algorithm, n, t, layout, strategy in pairs:
+        impl = kernel_strategies()[strategy]
+        sets = flag_sets(algorithm)
+        base = _key(algorithm, n, t, layout, sets[0])
+        try:
+            params = impl.validate(base, impl.default_params(base))
+        except InvalidConfig:
+            continue
+        for flags in sets:
+            key = _key(algorithm, n, t, layout, flags)
+            try:
+                prepare_call(algorithm, **random_inputs(_key(algorithm, 2, 3, layout, flags)))
+                checked = impl.validate(key, params)
+            except (ValueError, InvalidConfig):  # refused by SPEC or by the strategy
+                continue
+            text = warm_key(key).as_text()
+            tasks[(text, strategy)] = ("triton", text, strategy, checked, str(device))
+    return list(tasks.values())
+
+
+def warm(pool: cf.Executor, tasks: list[tuple]) -> int:
+    """Run ``tasks`` in ``pool`` (each compiles a kernel by launching it once, filling
+    Triton's on-disk cache); how many failed (measuring reports them again)."""
+    from strategies import _warm as compile_once
+
+    return sum(bool(error) for error, _ in pool.map(compile_once, tasks, chunksize=1))
 
 
 def _key(algorithm: str, n: int, t: int, layout: str, flags: str) -> ProblemKey:
@@ -185,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true",
                    help="skip (cell, strategy) pairs the file has from this software")
     p.add_argument("--max-seconds", type=float, default=math.inf)
+    p.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
+                   help="processes compiling the kernels first on a GPU (0: compile while "
+                   "measuring)")
     p.add_argument("--smoke", action="store_true", help="CPU check of the code path, seconds")
     args = p.parse_args(argv)
     device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
@@ -208,18 +255,27 @@ def main(argv: list[str] | None = None) -> int:
     if not args.resume and jsonl.exists():
         jsonl.unlink()  # a fresh run replaces the file this script wrote
     deadline = time.monotonic() + args.max_seconds
-    for algorithm in estimators:
-        if len(flag_sets(algorithm)) < 2:
-            continue  # Retrace: its truncations are required, it has no flag path to compare
-        for n, t, layout in shapes:
-            for strategy in strategies_for(names, device):
-                cell = _key(algorithm, n, t, layout, flag_sets(algorithm)[0]).as_text()
-                if (cell, strategy) in done:
-                    continue
+    # Retrace is left out: its truncations are required, it has no flag path to compare.
+    pairs = [(algorithm, n, t, layout, strategy)
+             for algorithm in estimators if len(flag_sets(algorithm)) > 1
+             for n, t, layout in shapes for strategy in strategies_for(names, device)
+             if (_key(algorithm, n, t, layout, flag_sets(algorithm)[0]).as_text(), strategy)
+             not in done]
+    pool = (cf.ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn"))
+            if device.type == "cuda" and args.workers > 0 else None)
+    try:
+        for start in range(0, len(pairs), CHUNK):
+            chunk = pairs[start:start + CHUNK]
+            if time.monotonic() > deadline:
+                break
+            if pool is not None:
+                tasks = warm_tasks(chunk, device)
+                print(f"flag_cost: compiling {len(tasks)} kernels in {args.workers} "
+                      f"processes ({warm(pool, tasks)} failed)", flush=True)
+            for algorithm, n, t, layout, strategy in chunk:
                 if time.monotonic() > deadline:
-                    print("flag_cost: --max-seconds reached; rerun with --resume",
-                          file=sys.stderr)
-                    return 0
+                    break
+                cell = _key(algorithm, n, t, layout, flag_sets(algorithm)[0]).as_text()
                 row = {**context, **measure(algorithm, n, t, layout, strategy, device,
                                             rounds, budget)}
                 with jsonl.open("a") as f:
@@ -228,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{cell} {strategy}: {len(row['flags'])} flag sets timed, worst per "
                       f"byte {worst if worst is None else round(worst, 3)}, "
                       f"{len(row['errors'])} config errors", flush=True)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    if time.monotonic() > deadline:
+        print("flag_cost: --max-seconds reached; rerun with --resume", file=sys.stderr)
     rows = read_rows_by_pair(jsonl)
     print(report(rows))
     print(json.dumps(summary(rows)))

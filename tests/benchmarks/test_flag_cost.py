@@ -59,3 +59,21 @@ def test_benchmarks_md_summarises_flag_rows(script):
                "trunc": {"per_byte": 1.2}}}
     lines = md.flag_lines([row])
     assert lines[2] == "| gae | env | 2 | 1 | 1.200 (trunc, flat, 8x16) |"
+
+
+def test_kernels_are_compiled_ahead_in_worker_processes(script):
+    """The GPU run's compile step, on the CPU under the interpreter: one task per flag set
+    SPEC and the strategy accept, each on a narrow key, and a worker runs them."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    import torch
+
+    flag_cost = script("flag_cost")
+    tasks = flag_cost.warm_tasks([("episodic_prefix_sum", 32, 6, "env", "flat"),
+                                  ("gae", 32, 6, "env", "flat")], torch.device("cpu"))
+    keys = [task[1] for task in tasks]
+    assert len(keys) == 4 + 7 and all("|N=16|" in key for key in keys)  # narrowed from 32
+    assert not any("last_value+trunc" in key for key in keys)  # refused by SPEC
+    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        assert flag_cost.warm(pool, tasks[:2]) == 0
