@@ -44,15 +44,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from peers import results_folder, software  # noqa: E402
+from peers import read_rows, results_folder, software  # noqa: E402
 
 from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES  # noqa: E402
 from rltriton_tune.call import ProblemKey, flags_string  # noqa: E402
-from rltriton_tune.estimators import prepare_call  # noqa: E402
 from rltriton_tune.kernels import strategies as kernel_strategies  # noqa: E402
-from rltriton_tune.problems import data_bytes, random_inputs  # noqa: E402
+from rltriton_tune.problems import data_bytes  # noqa: E402
 from rltriton_tune.strategy import InvalidConfig  # noqa: E402
-from rltriton_tune.tune.measure import copies_needed, time_cpu, time_cuda  # noqa: E402
+from rltriton_tune.tune.measure import Bench, make_call  # noqa: E402
 
 #: (N, T, layout) of the default cells: a PPO-sized rollout, the issue's 24000x300, a
 #: time-major buffer.
@@ -97,7 +96,7 @@ def warm_tasks(pairs: list[tuple[str, int, int, str, str]], device: torch.device
         for flags in sets:
             key = _key(algorithm, n, t, layout, flags)
             try:
-                prepare_call(algorithm, **random_inputs(_key(algorithm, 2, 3, layout, flags)))
+                make_call(_key(algorithm, 2, 3, layout, flags), "cpu")
                 checked = impl.validate(key, params)
             except (ValueError, InvalidConfig):  # refused by SPEC or by the strategy
                 continue
@@ -119,15 +118,6 @@ def _key(algorithm: str, n: int, t: int, layout: str, flags: str) -> ProblemKey:
                       a=ACTIONS if ALGORITHMS[algorithm].per_action else 0)
 
 
-def _calls(key: ProblemKey, device: torch.device) -> list[Any]:
-    """Validated calls of ``key`` on enough input copies to rotate past the L2 cache."""
-    base = random_inputs(key, device, seed=0, on_device=device.type == "cuda")
-    copies = copies_needed(key, device) if device.type == "cuda" else 1
-    inputs = [base] + [{k: v.clone() if isinstance(v, torch.Tensor) else v
-                        for k, v in base.items()} for _ in range(copies - 1)]
-    return [prepare_call(key.algorithm, **kw) for kw in inputs]
-
-
 def measure(algorithm: str, n: int, t: int, layout: str, strategy: str,
             device: torch.device, rounds: int, budget_s: float) -> dict[str, Any]:
     """One row: every flag set of the cell at ``strategy``'s default config for the base."""
@@ -143,34 +133,30 @@ def measure(algorithm: str, n: int, t: int, layout: str, strategy: str,
         row["errors"][sets[0]] = f"strategy refuses the base key: {exc}"
         return row
     row["params"] = params
-    timed: dict[str, tuple[Any, list[Any]]] = {}
+    timed: dict[str, tuple[Any, Bench]] = {}
     for flags in sets:
         key = _key(algorithm, n, t, layout, flags)
         try:
-            calls = _calls(key, device)
+            bench = Bench(key, device, quick=True)
         except ValueError:  # a combination SPEC refuses (last_value with truncations)
             row["refused"].append(flags)
             continue
         try:
             launcher = impl.prepare(key, impl.validate(key, params))
-            launcher(calls[0])
+            launcher(bench.calls[0])
         except Exception as exc:  # noqa: BLE001 - a config a flag set refuses is a result
             row["errors"][flags] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
             continue
-        timed[flags] = (launcher, calls)
+        timed[flags] = (launcher, bench)
     if sets[0] not in timed:
         return row
-
-    def one(launcher: Any, calls: list[Any]) -> float:
-        if device.type == "cuda":
-            return time_cuda(launcher, calls, device, budget_s, host=False).device_us
-        return time_cpu(launcher, calls[0], budget_s).device_us
 
     samples: dict[str, list[float]] = {flags: [] for flags in timed}
     order = list(timed)
     for r in range(rounds):
         for flags in order[r % len(order):] + order[:r % len(order)]:
-            samples[flags].append(one(*timed[flags]))
+            launcher, bench = timed[flags]
+            samples[flags].append(bench.time(launcher, budget_s, host=False).device_us)
     base_us = statistics.median(samples[sets[0]])
     base_bytes = data_bytes(base_key)
     for flags, values in samples.items():
@@ -298,15 +284,7 @@ def main(argv: list[str] | None = None) -> int:
 def read_rows_by_pair(path: Path) -> list[dict[str, Any]]:
     """Rows of ``flag_cost.jsonl``, the newest per (cell, strategy); a torn last line from
     a killed run is skipped."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            rows[(row.get("cell"), row.get("strategy"))] = row
-    return list(rows.values())
+    return read_rows(path, key=lambda row: (row.get("cell"), row.get("strategy")))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ import math
 import platform
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -336,19 +336,20 @@ def _best_compile(row: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- files
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of a ``peers.jsonl`` file, one per cell: a cell measured again (``--update``)
-    gives its newest row, in the place of its first. A torn last line from a killed run
-    is skipped."""
+def read_rows(path: Path, key: Callable[[dict[str, Any]], Any] | None = None
+              ) -> list[dict[str, Any]]:
+    """Rows of a ``peers.jsonl`` file, one per cell (per ``key(row)`` where given): a cell
+    measured again (``--update``) gives its newest row, in the place of its first. A torn
+    last line from a killed run is skipped."""
     if not path.exists():
         return []
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[Any, dict[str, Any]] = {}
     for line in path.read_text().splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue
-        rows[row.get("cell", f"#{len(rows)}")] = row
+        rows[row.get("cell", f"#{len(rows)}") if key is None else key(row)] = row
     return list(rows.values())
 
 

@@ -2,7 +2,7 @@
 (``kernels.launch.Packer``), the direct launch (``kernels.launch.FastLaunch``) and the
 usual call's fast path (``hot_path``).
 
-Both run on every call, so they are written out flat for what is fixed per key or per
+All three run on every call, so they are written out flat for what is fixed per key or per
 argument pattern, and compiled once."""
 
 from __future__ import annotations

@@ -135,10 +135,9 @@ class HotPath:
         expected_shape = {SAME: "shape", ENV: "env", ACTION: "actions_shape"}
         checks = []
         for i in given:
-            rule = self.entries[i][1]
-            if i != source and not (per_action and i == per_action[0]):
-                checks.append(f"x{i}.shape != {expected_shape[rule]}")
             if i != source:
+                if not (per_action and i == per_action[0]):  # its shape is checked above
+                    checks.append(f"x{i}.shape != {expected_shape[self.entries[i][1]]}")
                 checks.append(f"x{i}.device != device")
             checks.append(f"x{i}.layout is not strided")
             checks.append(f"x{i}.dtype not in accepted{i}")

@@ -47,9 +47,14 @@ NAMED = (*_HEAD, "kernel_metadata", "launch_metadata", "launch_enter_hook",
 KNOWN_VERSIONS = {"3.6": "starred", "3.8": "named", "3.9": "named"}
 
 
+def _minor(version: str) -> str:
+    """``major.minor`` of a Triton version string."""
+    return ".".join(version.split(".")[:2])
+
+
 def describe(version: str = triton.__version__) -> str:
     """How kernel launches reach the GPU under Triton ``version`` (for ``doctor``)."""
-    minor = ".".join(version.split(".")[:2])
+    minor = _minor(version)
     if minor in KNOWN_VERSIONS:
         return (f"direct: Triton's C launch function (the launcher layout of Triton {minor} "
                 "is known)")
@@ -61,11 +66,9 @@ def launcher_layout(run: Any, version: str = triton.__version__) -> str | None:
     """``"starred"`` or ``"named"`` where ``run`` is NVIDIA's launcher of a Triton
     ``version`` whose layout this module knows and its binary declares no scratch
     buffers; None otherwise."""
-    known = KNOWN_VERSIONS.get(".".join(version.split(".")[:2]))
+    known = KNOWN_VERSIONS.get(_minor(version))
     cls = type(run)
-    if known is None:
-        return None
-    if cls.__module__ != _MODULE or not callable(getattr(run, "launch", None)):
+    if known is None or cls.__module__ != _MODULE or not callable(getattr(run, "launch", None)):
         return None
     if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
         return None

@@ -83,10 +83,13 @@ class Bench:
         copies = copies_needed(key, self.device, QUICK_COPIES if quick else MAX_COPIES)
         self.calls = [base] + [clone_call(base) for _ in range(copies - 1)]
 
-    def time(self, launcher: Launcher, budget_s: float = 0.2) -> Timing:
-        """Device and host time of ``launcher`` on these inputs (host time NaN when quick)."""
+    def time(self, launcher: Launcher, budget_s: float = 0.2,
+             host: bool | None = None) -> Timing:
+        """Device and host time of ``launcher`` on these inputs; host time is NaN when
+        quick, or with ``host=False`` (on CUDA)."""
         if self.device.type == "cuda":
-            return time_cuda(launcher, self.calls, self.device, budget_s, host=not self.quick)
+            return time_cuda(launcher, self.calls, self.device, budget_s,
+                             host=not self.quick if host is None else host)
         return time_cpu(launcher, self.calls[0], budget_s)
 
 
