@@ -7,9 +7,13 @@ general loop (``estimators._build``), the ``Call`` plumbing and the dispatcher's
 wrappers cost more than the checks themselves. This module generates, per
 estimator and per pattern of given inputs (which optional tensors are present, the
 layout, the boundary of episodic prefix sums), one flat function that makes exactly
-the checks the general path would make for that pattern, builds the ``Call`` and
-calls the memoised launcher (so recording, failed configs and the fallback chain stay
-the dispatcher's).
+the checks the general path would make for that pattern and hands the inputs to the
+memoised launcher. A launcher of one Triton kernel offers its whole launch as one
+function of the inputs (``bind``: ``kernels.launch.FastLaunch.bind``), bound once per
+memo key, which makes no ``Call``; any other launcher (the torch implementations, a
+strategy of several kernels, the workload recorder's counting wrapper), and a bound
+launch that declines a call, gets a ``Call`` (so recording, failed configs and the
+fallback chain stay the dispatcher's).
 
 Anything else returns None and the call takes the general path, which gives the
 errors, copies non-contiguous inputs, flattens ``[*B, T]`` shapes, converts
@@ -22,6 +26,7 @@ checks the range on CPU tensors only: elsewhere it would wait for the device).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -38,6 +43,21 @@ Express = Callable[[tuple[Any, ...], tuple[Any, ...]], Any]
 #: Shape rules of :class:`HotPath` entries: ``[N, T]``, ``[N]``, ``[N, T, A]`` (``[T, N]``
 #: and ``[T, N, A]`` time-major).
 SAME, ENV, ACTION = "same", "env", "action"
+
+
+def _bind(key: tuple, names: tuple[str, ...], scalars: tuple[str, ...], like: str,
+          single: bool) -> Callable[..., Any] | bool | None:
+    """The bound launch of the memoised launcher of ``key`` (``FastLaunch.bind``), stored
+    in the process state: False where the launcher offers none (a torch
+    implementation, a strategy of several kernels, a recording wrapper), None (not
+    stored) where the key is not memoised yet."""
+    launcher = STATE.table.get(key)
+    if launcher is None:
+        return None
+    bind = getattr(launcher, "bind", None)
+    go = (bind(names, scalars, like, single) if bind is not None else None) or False
+    STATE.bound[key] = go
+    return go
 
 
 def _never(values: tuple[Any, ...], scalar_values: tuple[Any, ...]) -> None:
@@ -164,19 +184,31 @@ class HotPath:
         names = [self.entries[i][0] for i in given]
         tensors = ", ".join(f"{name!r}: x{i}" for name, i in zip(names, given, strict=True))
         scalars = ", ".join(f"{name!r}: s{j}" for j, name in enumerate(self.scalars))
+        inputs = ", ".join([*(f"x{i}" for i in given),
+                            *(f"s{j}" for j in range(len(self.scalars)))])
         lines += [f"    dtype = x{self.first_float}.dtype",
-                  # dispatch.run's memo key, for the Call below
-                  f"    launcher = state.table.get(({self.algorithm!r}, n, t, dtype, "
-                  f"{time_major}, {a}, {starts_at}, {''.join(f'{name!r}, ' for name in names)}"
-                  "device, forced()))",
+                  # dispatch.run's memo key
+                  f"    key = ({self.algorithm!r}, n, t, dtype, {time_major}, {a}, "
+                  f"{starts_at}, {''.join(f'{name!r}, ' for name in names)}device, forced())",
+                  "    go = state.bound.get(key)",
+                  "    if go is None:",
+                  "        go = bind(key)",
+                  "    if go:",
+                  f"        out = go({inputs})",
+                  "        if out is not None:",
+                  "            return out",
+                  "    launcher = state.table.get(key)",
                   "    if launcher is None:",
                   "        return None",
                   f"    call = Call({self.algorithm!r}, {{{tensors}}}, {{{scalars}}}, n, t, "
                   f"{time_major}, {a}, {starts_at}, dtype, None, False)",
                   "    call._device = device",
                   f"    return launcher(call){'[0]' if self.single else ''}"]
+        bind = partial(_bind, names=tuple(names), scalars=self.scalars,
+                       like=self.entries[self.first_float][0], single=self.single)
         namespace: dict[str, Any] = {
             "Tensor": torch.Tensor, "Call": Call, "state": STATE, "strided": torch.strided,
+            "bind": bind,
             "forced": forcing.current, "grad_enabled": torch.is_grad_enabled,
             "aminmax": torch.aminmax,
             **{f"accepted{i}": self.entries[i][2] for i in given}}

@@ -47,6 +47,9 @@ class RuntimeState:
         #: memo key -> prepared launcher. Read without the lock on the hot path: dict reads
         #: are atomic and entries are only ever added whole.
         self.table: dict[tuple, Callable] = {}
+        #: memo key -> the usual call's whole launch bound to its launcher
+        #: (``hot_path``; ``FastLaunch.bind``), or False where the launcher offers none.
+        self.bound: dict[tuple, Any] = {}
         #: (key, device) -> Decision taken by a call in this process.
         self.decisions: dict[tuple, Any] = {}
         #: (key, device, strategy, source) already logged.

@@ -15,7 +15,10 @@ import torch
 from rltriton_tune.call import Call, ProblemKey
 
 #: A prepared launcher: computes the outputs of one call (a tuple, one tensor per
-#: output of the algorithm) without synchronising the device.
+#: output of the algorithm) without synchronising the device. It may carry a ``bind``
+#: attribute, ``bind(tensor_names, scalar_names, like, single)``, returning the same
+#: computation as one function of the inputs (or None): the usual call's fast path uses
+#: it (see ``kernels.launch.FastLaunch.bind``).
 Launcher = Callable[[Call], tuple[torch.Tensor, ...]]
 
 Params = dict[str, Any]

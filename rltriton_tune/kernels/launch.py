@@ -311,6 +311,14 @@ class Packer:
         )
         self.args = self._compile_args()
 
+    def after_pointers(self, scalar: Callable[[str], str]) -> list[str]:
+        """Source text of the arguments after the pointers: sizes and strides (constants
+        of the key), then the scalars (``scalar(name)``: the expression reading one) and
+        the unused scalar slots."""
+        return [*(repr(v) for v in (*self._sizes_and_a, *self._strides, *self.out_strides)),
+                *(scalar(name) for name in self.scalars),
+                *(repr(v) for v in self.scalar_padding)]
+
     def _compile_args(self) -> Callable[[Call], tuple[list[Any], tuple[torch.Tensor, ...]]]:
         """``args(call)``: the positional arguments common to every core, and the freshly
         allocated outputs (and boundary gradient).
@@ -339,9 +347,7 @@ class Packer:
             outputs.append(f"o{self.n_outputs}")
         items = [f"tensors[{name!r}]" if name is not None else "None" for name in self.slot_inputs]
         items += [f"o{i}" if i is not None else "None" for i in self.output_slots]
-        items += [repr(v) for v in (*self._sizes_and_a, *self._strides, *self.out_strides)]
-        items += [f"scalars[{name!r}]" for name in self.scalars]
-        items += [repr(v) for v in self.scalar_padding]
+        items += self.after_pointers(lambda name: f"scalars[{name!r}]")
         lines += ["    scalars = call.scalars",
                   f"    return [{', '.join(items)}], ({', '.join(outputs)},)"]
         namespace: dict[str, Any] = {
@@ -601,13 +607,7 @@ class FastLaunch:
                  f"    plan = compiled.get((device, {''.join(f'{t}.dtype, ' for t in tensors)}))",
                  "    if plan is None:",
                  "        return False",
-                 # Either launch hook set (they can be set at any time, so this is checked
-                 # per launch) sends the launch down the generic path.
-                 "    enter = knobs.launch_enter_hook",
-                 "    exit_ = knobs.launch_exit_hook",
-                 "    if (enter is not None and getattr(enter, 'calls', None) != []) or \\",
-                 "            (exit_ is not None and getattr(exit_, 'calls', None) != []):",
-                 "        return False",
+                 *_hooks_set("False"),
                  # Addresses go in as integers: for a tensor, Triton's launcher calls
                  # data_ptr() and asks the driver about the pointer (cuPointerGetAttribute)
                  # once per argument, which validation has made redundant.
@@ -621,6 +621,96 @@ class FastLaunch:
                      "current_device": current_device, "current_stream": current_stream}
         return generated_function(lines, "fast", "<rltriton_tune FastLaunch>",
                                   namespace)
+
+    def bind(self, pack: Packer, tensors: tuple[str, ...], scalars: tuple[str, ...],
+             like: str, single: bool) -> Callable[..., Any] | None:
+        """The whole launch of one call as one function of its inputs, for the usual
+        call's fast path (:mod:`rltriton_tune.hot_path`), or None where this kernel's
+        calls need more than ``pack`` (an action pre-pass, a boundary gradient, arguments
+        of its own).
+
+        ``go(*tensors, *scalars)`` takes the call's tensors in the order ``tensors`` names
+        them and its float scalars in the order of ``scalars``, already validated for this
+        launcher's key. It allocates the outputs (``new_empty`` of the input ``like``,
+        which has the outputs' dtype) and launches through a kept binary, returning the
+        outputs (the one output where ``single``), or returns None before anything is
+        launched where the direct path cannot serve (see :meth:`_generate`): the caller
+        then makes a ``Call`` and calls the launcher. No ``Call``, argument list or
+        intermediate frame is made, which is most of the host time left around the
+        launch itself."""
+        if (pack._action_pass is not None or pack.boundary_shape is not None
+                or self._leading != POINTER_ARGS or not self._direct):
+            return None
+        position = {name: f"x{i}" for i, name in enumerate(tensors)}
+        if like not in position or any(name is not None and name not in position
+                                       for name in pack.slot_inputs):
+            return None
+        value = {name: f"s{j}" for j, name in enumerate(scalars)}
+        if any(name not in value for name in pack.scalars):
+            return None
+        outputs = [f"o{i}" for i in range(pack.n_outputs)]
+        inputs = [name for name in pack.slot_inputs if name is not None]
+        # The pointer arguments, each as the variable holding its address.
+        address = {name: f"a{i}" for i, name in enumerate(inputs)}
+        slots = [address[name] if name is not None else "None" for name in pack.slot_inputs]
+        slots += [f"b{i}" if i is not None else "None" for i in pack.output_slots]
+        shape = ", ".join(map(str, pack.out_shape))
+        like = position[like]
+        parameters = [*position.values(), *(f"s{j}" for j in range(len(scalars)))]
+        lines = [f"def go({', '.join(parameters)}):",
+                 "    if not kernel.direct:",
+                 "        return None",
+                 *(f"    {address[name]} = {position[name]}.data_ptr()" for name in inputs),
+                 f"    if ({' | '.join(address.values()) or '0'}) & 15:",
+                 "        return None",
+                 "    device = current_device()",
+                 "    plan = compiled.get((device, "
+                 + "".join(f"{position[name]}.dtype, " for name in inputs)
+                 + f"{like}.dtype, " * pack.n_outputs + "))",
+                 "    if plan is None:",
+                 "        return None",
+                 *_hooks_set("None"),
+                 *(f"    {o} = {like}.new_empty({shape})" for o in outputs),
+                 *(f"    b{i} = {o}.data_ptr()" for i, o in enumerate(outputs)),
+                 f"    if ({' | '.join(f'b{i}' for i in range(len(outputs)))}) & 15:",
+                 "        return None",
+                 "    try:",
+                 "        plan(current_stream(device), ("
+                 + "".join(f"{x}, " for x in [*slots, *pack.after_pointers(value.get)])
+                 + "*tail))",
+                 "    except Exception:",
+                 "        return None",
+                 f"    return {outputs[0] if single else '(' + ', '.join(outputs) + ',)'}"]
+        namespace = {"kernel": self, "compiled": self._compiled, "knobs": self._knobs,
+                     "tail": self._tail, "current_device": current_device,
+                     "current_stream": current_stream}
+        return generated_function(lines, "go", f"<rltriton_tune FastLaunch.bind "
+                                  f"{pack.key.as_text()}>", namespace)
+
+
+def _hooks_set(answer: str) -> list[str]:
+    """Lines returning ``answer`` where either of Triton's launch hooks is set: they can
+    be set at any time, so this is checked per launch, and a hooked launch takes the
+    generic path."""
+    return ["    enter = knobs.launch_enter_hook",
+            "    exit_ = knobs.launch_exit_hook",
+            "    if (enter is not None and getattr(enter, 'calls', None) != []) or \\",
+            "            (exit_ is not None and getattr(exit_, 'calls', None) != []):",
+            f"        return {answer}"]
+
+
+def packed_launcher(pack: Packer, kernel: FastLaunch) -> Launcher:
+    """The launcher of a strategy that launches one kernel with ``pack``'s arguments.
+    Its ``bind`` attribute is ``kernel.bind`` for ``pack`` (the usual call's fast path)."""
+    args_of = pack.args
+
+    def launch(call: Call) -> tuple[torch.Tensor, ...]:
+        args, outs = args_of(call)
+        kernel(args)
+        return outs
+
+    launch.bind = partial(kernel.bind, pack)  # type: ignore[attr-defined]
+    return launch
 
 
 #: Index of the current CUDA device: PyTorch's C function where this build has CUDA

@@ -9,13 +9,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
 from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
     next_pow2,
+    packed_launcher,
     pow2_range,
     require,
 )
@@ -100,11 +101,5 @@ class SequentialStrategy(TritonStrategy):
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, STAGES=params["num_stages"],
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
-        kernel = FastLaunch(sequential_kernel, grid, consts, pack.pointers, pack.pointer_slots)
-
-        def launch(call: Call):
-            args, outs = pack.args(call)
-            kernel(args)
-            return outs
-
-        return launch
+        return packed_launcher(pack, FastLaunch(sequential_kernel, grid, consts, pack.pointers,
+                                                pack.pointer_slots))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels.actions import (
     reads_actions,
     reduce_actions_default,
@@ -23,6 +23,7 @@ from rltriton_tune.kernels.launch import (
     Packer,
     TritonStrategy,
     next_pow2,
+    packed_launcher,
     pow2_range,
     require,
     rescale_tile,
@@ -143,11 +144,5 @@ class TiledStrategy(TritonStrategy):
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, STAGES=params["num_stages"],
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
-        kernel = FastLaunch(tiled_kernel, grid, consts, pack.pointers, pack.pointer_slots)
-
-        def launch(call: Call):
-            args, outs = pack.args(call)
-            kernel(args)
-            return outs
-
-        return launch
+        return packed_launcher(pack, FastLaunch(tiled_kernel, grid, consts, pack.pointers,
+                                                pack.pointer_slots))

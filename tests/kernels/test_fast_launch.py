@@ -5,12 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rltriton_tune import force
+from rltriton_tune.algorithms import ESTIMATOR_NAMES
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.estimators import ESTIMATORS, prepare_call
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
 from rltriton_tune.kernels import launch as launch_module
 from rltriton_tune.kernels.launch import OUTPUT_SLOTS, POINTER_ARGS, SLOTS, FastLaunch, Packer
+from rltriton_tune.problems import random_inputs
+from rltriton_tune.state import STATE
 
-from .cases import check_outputs, expected, make_call
+from .cases import FLAG_SETS, check_outputs, expected, make_call, small_params
+from .direct import install_direct_on_cpu
 
 
 class FakeCompiled:
@@ -327,80 +333,9 @@ def test_misaligned_input_takes_the_generic_path():
 
 
 #: The tensors of the launch in progress, by address (see ``direct_on_cpu``).
-TENSORS_BY_ADDRESS: dict[int, torch.Tensor] = {}
-
-
-class InterpretedBinary:
-    """A real kernel behind Triton's compiled-launch interface, run by the interpreter:
-    ``run`` takes the direct path's positional arguments and binds them to the kernel's
-    parameter names, so an argument out of place shows as wrong numbers or an error."""
-
-    function, packed_metadata = "fn", "meta"
-
-    def __init__(self, kernel, options, log):
-        self.kernel, self.options, self.log = kernel, options, log
-
-    def run(self, gx, gy, gz, stream, function, metadata, launch_metadata, enter, exit_,
-            *args):
-        assert (stream, function, metadata) == (0, "fn", "meta")
-        assert (launch_metadata, enter, exit_) == (None, None, None)
-        self.log.append("direct")
-        # The direct path passes tensors as addresses: map them back for the interpreter.
-        args = [*(None if a is None else TENSORS_BY_ADDRESS[a] for a in args[:POINTER_ARGS]),
-                *args[POINTER_ARGS:]]
-        named = dict(zip(self.kernel.arg_names, args, strict=True))
-        self.kernel[(gx, gy, gz)](**named, **self.options)
-
-
-class Interpreted:
-    """A JIT kernel whose generic launch runs in the interpreter and returns a binary."""
-
-    def __init__(self, kernel, log):
-        self.kernel, self.log = kernel, log
-        self.arg_names = kernel.arg_names
-
-    def __getitem__(self, grid):
-        def generic(*args, **consts):
-            self.log.append("generic")
-            self.kernel[grid](*args, **consts)
-            options = {k: v for k, v in consts.items() if k not in self.arg_names}
-            return InterpretedBinary(self.kernel, options, self.log)
-        return generic
-
-
 @pytest.fixture
 def direct_on_cpu(monkeypatch):
-    """Every strategy's FastLaunch takes its direct path on CPU tensors (the kernels run
-    in the interpreter either way); returns the launch log of each FastLaunch made."""
-    logs = []
-
-    class DirectOnCpu(FastLaunch):
-        def __init__(self, kernel, grid, consts, pointers=None, slots=None, **kwargs):
-            logs.append([])
-            interpreting = launch_module.interpreting
-            launch_module.interpreting = lambda: False   # only while deciding the path
-            try:
-                super().__init__(Interpreted(kernel, logs[-1]), grid, consts, pointers, slots,
-                                 **kwargs)
-            finally:
-                launch_module.interpreting = interpreting
-            assert self._direct, "the kernel's constexprs are not the signature's tail"
-
-        def __call__(self, args):
-            TENSORS_BY_ADDRESS.clear()
-            TENSORS_BY_ADDRESS.update((x.data_ptr(), x) for x in args[:POINTER_ARGS]
-                                      if x is not None)
-            super().__call__(args)
-
-    import importlib
-
-    for name in STRATEGY_NAMES:
-        module = importlib.import_module(f"rltriton_tune.kernels.{name}")
-        if hasattr(module, "FastLaunch"):  # columns launches through lookback's launcher
-            monkeypatch.setattr(module, "FastLaunch", DirectOnCpu)
-    monkeypatch.setattr(launch_module, "current_stream", lambda device: 0)
-    monkeypatch.setattr(launch_module, "current_device", lambda: 0)
-    return logs
+    return install_direct_on_cpu(monkeypatch)
 
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
@@ -447,3 +382,100 @@ def test_pointer_and_output_slots_of_the_grad_algorithms():
     assert pack("gae_grad|last_value|float32|env|N=4|T=8").constexprs["F_ENV"] is False
     assert pack("gae|last_value|float32|env|N=4|T=8").constexprs["F_ENV"] is True
     assert pack("eligibility_traces|seed|float32|env|N=4|T=8").constexprs["F_ENV"] is True
+
+
+
+def _usual_call(algorithm: str, flags: str, layout: str, seed: int):
+    """A public function's call with ``flags``: the key, the function, its arguments."""
+    key = ProblemKey(algorithm, 5, 11, layout=layout, flags=flags,
+                     a=3 if algorithm == "retrace" else 0)
+    kwargs = random_inputs(key, seed=seed)
+    if seed:  # the call's own scalars, not the first call's
+        kwargs = {k: v * 0.5 if isinstance(v, float) else v for k, v in kwargs.items()}
+    return key, ESTIMATORS[algorithm], kwargs
+
+
+@pytest.mark.parametrize("strategy", ["flat", "tiled", "sequential"])
+@pytest.mark.parametrize("layout", ["env", "time"])
+@pytest.mark.parametrize(("algorithm", "flags"), [
+    (name, flags) for name in ESTIMATOR_NAMES
+    for flags in dict.fromkeys([FLAG_SETS[name][0], FLAG_SETS[name][-1]])])
+def test_bound_launch_serves_the_usual_call_with_the_general_paths_result(
+        direct_on_cpu, strategy, layout, algorithm, flags):
+    """The usual call's fast path launches through ``FastLaunch.bind`` once the key is
+    memoised and its binary kept: the real kernel gets the argument list the general
+    path packs (the interpreter binds them by name), with each call's own inputs and
+    scalars."""
+    with force(strategy, **small_params(strategy, 11)):
+        for seed in range(4):
+            key, function, kwargs = _usual_call(algorithm, flags, layout, seed)
+            got = function(**kwargs)
+            check_outputs(got if isinstance(got, tuple) else (got,),
+                          expected(algorithm, kwargs), prepare_call(algorithm, **kwargs),
+                          f"call {seed}")
+    bound = list(STATE.bound.values())
+    assert len(bound) == 1 and callable(bound[0])
+    # The first call decides and compiles (the generic launch); the others are bound.
+    assert direct_on_cpu[-1] == ["generic", "direct", "direct", "direct"]
+
+
+def _misaligned(x: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of ``x`` whose data starts 4 bytes past a 16-byte boundary."""
+    storage = torch.empty(x.numel() + 1, dtype=x.dtype)
+    out = storage[1:].view(x.shape)
+    out.copy_(x)
+    return out
+
+
+def test_bound_launch_declines_misaligned_inputs_and_launch_hooks(direct_on_cpu, monkeypatch):
+    """Where the direct path cannot launch, the bound launch hands the call back before
+    launching anything, and it takes the general path's launch (Triton's generic one)."""
+    with force("flat", **small_params("flat", 11)):
+        key, function, kwargs = _usual_call("gae", "last_value", "env", 0)
+        function(**kwargs)
+        function(**kwargs)
+        misaligned = {k: _misaligned(v) if isinstance(v, torch.Tensor) and v.dim() == 2 else v
+                      for k, v in kwargs.items()}
+        assert misaligned["rewards"].data_ptr() & 15
+        check_outputs((function(**misaligned),), expected("gae", kwargs),
+                      prepare_call("gae", **kwargs), "misaligned")
+        monkeypatch.setattr(FastLaunch(FakeKernel(), (1,), {"BLOCK": 1})._knobs,
+                            "launch_enter_hook", lambda metadata: None)
+        check_outputs((function(**kwargs),), expected("gae", kwargs),
+                      prepare_call("gae", **kwargs), "hooked")
+    assert direct_on_cpu[-1] == ["generic", "direct", "generic", "generic"]
+    assert callable(next(iter(STATE.bound.values())))
+
+
+@pytest.mark.parametrize(("strategy", "algorithm", "flags", "params"), [
+    ("flat", "retrace", "trunc", {"REDUCE_A": 1}),   # the action pre-pass: two kernels
+    ("lookback", "gae", "none", {}),                 # arguments of its own
+    ("split", "gae", "none", {}),                    # two kernels
+])
+def test_launchers_of_more_than_one_packed_kernel_offer_no_bound_launch(
+        direct_on_cpu, strategy, algorithm, flags, params):
+    with force(strategy, **{**small_params(strategy, 11), **params}):
+        for seed in range(3):
+            key, function, kwargs = _usual_call(algorithm, flags, "env", seed)
+            got = function(**kwargs)
+            check_outputs(got if isinstance(got, tuple) else (got,),
+                          expected(algorithm, kwargs), prepare_call(algorithm, **kwargs),
+                          f"call {seed}")
+    assert list(STATE.bound.values()) == [False]
+
+
+def test_recorded_calls_are_counted_not_bound(direct_on_cpu, monkeypatch, tmp_path):
+    """A key that missed the database runs under the workload recorder's counting
+    wrapper, which has no bound launch: every call is counted."""
+    from rltriton_tune import dispatch
+    from rltriton_tune.dispatch.record import read_record
+
+    record = tmp_path / "record.json"
+    monkeypatch.setenv("RLTRITON_TUNE_RECORD", str(record))
+    dispatch.reset()
+    for seed in range(3):
+        key, function, kwargs = _usual_call("gae", "none", "env", seed)
+        function(**kwargs)
+    STATE.recorder.flush()
+    assert list(STATE.bound.values()) == [False]
+    assert [row["calls"] for row in read_record(record)] == [3]
