@@ -9,12 +9,16 @@ and at 77x24 it took 1.46 µs against 1.25 µs for one row a program (rl-triton:
 at 512x128 four rows a program on 4 warps won, and at 777x77 it took 2.64 µs against
 2.24 µs for one row a program.
 
-So the finalists of a key, measured at the key, are also timed at its *companion*: an
-off-grid neighbour (:func:`companion`), each config moved there the way dispatch moves
-a borrowed config. Among the fastest at the key and those within :data:`KEY_MARGIN` of
-it that ran at the companion, the config recorded is the one with the least geometric
-mean of its slowdowns against the fastest at the two shapes; its companion time is kept
-in the entry beside its own.
+So the finalists of a key, measured at the key, are also timed at its *companions*:
+off-grid neighbours on either side (:func:`companions`), each config moved there the way
+dispatch moves a borrowed config. Among the fastest at the key and those within
+:data:`KEY_MARGIN` of it, the config recorded is the one with the least geometric mean
+of its slowdowns against the fastest at the key and at each companion; its companion
+times are kept in the entry beside its own.
+
+A companion above is needed as well as one below. On the H200 and the H100 (float32
+GAE, device time), the config chosen at 4096x256 with a companion below it alone
+(2457x153), one row a program on 2 warps, served 5000x230 at 0.82-0.89x of rl-triton.
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ from rltriton_tune.dispatch import lookup
 
 _log = logging.getLogger("rltriton_tune.tune")
 
-#: Where a companion lies, as a fraction of the key's sizes: between this grid point and
-#: the next smaller one, nearer this one where grid points are 4x apart (the shipped
-#: grid, but for its largest sizes).
-COMPANION_FRACTION = 0.6
+#: Where the companions lie, as fractions of the key's (environments, steps). Below:
+#: between this grid point and the next smaller one, nearer this one where grid points
+#: are 4x apart (the shipped grid, but for its largest sizes). Above: more environments,
+#: nearer this point than the next larger one of a grid 2x apart, with steps in the key's
+#: power-of-two span (which dispatch reads as the same steps, see
+#: ``dispatch.lookup.distance``).
+COMPANION_FRACTIONS = ((0.6, 0.6), (1.25, 0.9))
 #: Most a config chosen for the neighbourhood may be slower at the key itself than the
 #: fastest there: the key is a call too.
 KEY_MARGIN = 0.10
@@ -45,14 +52,18 @@ def _odd(x: float) -> int:
     return max(1, int(x)) | 1
 
 
-def companion(key: ProblemKey) -> ProblemKey | None:
-    """The off-grid neighbour ``key``'s entry is also chosen for: about 0.6x its number of
-    environments and of steps, both odd (so that neither axis is vector-aligned in either
-    layout), everything else the same. None when the key is too small to have one."""
-    n, t = _odd(key.n * COMPANION_FRACTION), _odd(key.t * COMPANION_FRACTION)
-    if (n, t) == (key.n, key.t) or t < 3:
-        return None
-    return ProblemKey(key.algorithm, n, t, key.dtype, key.layout, key.flags, key.a)
+def companions(key: ProblemKey) -> list[ProblemKey]:
+    """The off-grid neighbours ``key``'s entry is also chosen for (see
+    :data:`COMPANION_FRACTIONS`): odd numbers of environments and of steps (so that
+    neither axis is vector-aligned in either layout), everything else the same. A key too
+    small for one has none on that side."""
+    out = []
+    for fn, ft in COMPANION_FRACTIONS:
+        n, t = _odd(key.n * fn), _odd(key.t * ft)
+        if (n, t) != (key.n, key.t) and t >= 3 and (n, t) not in [(o.n, o.t) for o in out]:
+            out.append(ProblemKey(key.algorithm, n, t, key.dtype, key.layout, key.flags,
+                                  key.a))
+    return out
 
 
 @dataclass(frozen=True)
@@ -60,29 +71,60 @@ class Choice:
     """The finalist chosen (its index in the finalists), and the evidence."""
 
     index: int
-    companion: str | None = None
-    #: Device time of each finalist at the companion (None: failed or not moved there).
-    companion_us: tuple[float | None, ...] = ()
+    #: The companions timed (key texts), and at each the device time of every finalist
+    #: (None: failed or not moved there).
+    companions: tuple[str, ...] = ()
+    companion_us: tuple[tuple[float | None, ...], ...] = ()
 
     def extra(self) -> dict[str, Any]:
-        """What an entry records of the choice."""
-        if self.companion is None or self.companion_us[self.index] is None:
-            return {}
-        return {"companion": self.companion,
-                "companion_us": round(float(self.companion_us[self.index]), 3)}
+        """What an entry records of the choice: the chosen config's time at each companion
+        where it ran."""
+        times = {text: round(float(us[self.index]), 3)
+                 for text, us in zip(self.companions, self.companion_us, strict=True)
+                 if us[self.index] is not None}
+        return {"companions": times} if times else {}
 
 
 def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
            device: torch.device, usable: dict[str, Any], budget_s: float | None,
            evaluator_for: Any) -> Choice:
     """The finalist (``Candidate``s timed at ``key`` in ``key_us``) that serves ``key`` and
-    its companion best (see the module doc). ``evaluator_for(key)`` makes an evaluator
+    its companions best (see the module doc). ``evaluator_for(key)`` makes an evaluator
     for another key (closed here). With one finalist, no companion, or no finalist that
-    runs at the companion, the fastest at ``key`` is chosen."""
+    runs at a companion, the fastest at ``key`` is chosen."""
     fastest = min(range(len(finalists)), key=lambda i: key_us[i])
-    other = companion(key)
-    if other is None or len(finalists) < 2:
+    if len(finalists) < 2:
         return Choice(fastest)
+    timed, times = [], []
+    for other in companions(key):
+        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for)
+        if there is not None:
+            timed.append(other.as_text())
+            times.append(there)
+    best_key = min(key_us)
+
+    def cost(i: int) -> float:
+        # A config with no time at a companion (not movable there, or it failed) is judged
+        # without it: dispatch would serve that companion from another entry.
+        total = math.log(key_us[i] / best_key)
+        for there in times:
+            ran = [t for t in there if t is not None]
+            if there[i] is not None:
+                total += math.log(there[i] / min(ran))
+        return total
+
+    eligible = [i for i in range(len(finalists))
+                if i == fastest or (any(there[i] is not None for there in times)
+                                    and key_us[i] <= best_key * (1 + KEY_MARGIN))]
+    chosen = min(eligible, key=lambda i: (cost(i), key_us[i]))
+    return Choice(chosen, tuple(timed), tuple(times))
+
+
+def _times_at(key: ProblemKey, other: ProblemKey, finalists: Sequence[Any],
+              usable: dict[str, Any], budget_s: float | None,
+              evaluator_for: Any) -> tuple[float | None, ...] | None:
+    """Each finalist's device time at ``other``, moved there as dispatch would (None where
+    it cannot move or failed); None where no finalist ran there."""
     moved = []
     for cand in finalists:
         impl = usable.get(cand.strategy)
@@ -91,7 +133,7 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
         moved.append(None if params is None else type(cand)(name, params))
     runnable = [c for c in moved if c is not None]
     if not runnable:
-        return Choice(fastest)
+        return None
     try:
         evaluator = evaluator_for(other)
         try:
@@ -99,26 +141,11 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
         finally:
             evaluator.close()
     except Exception as exc:  # noqa: BLE001 - e.g. no memory for the companion's inputs
-        _log.warning("%s: companion %s not timed (%s); the fastest at the key is recorded",
+        _log.warning("%s: companion %s not timed (%s); judged without it",
                      key.as_text(), other.as_text(), exc)
-        return Choice(fastest)
+        return None
     times = tuple(None if c is None else _time(next(outcomes)) for c in moved)
-    ran = [t for t in times if t is not None]
-    if not ran:
-        return Choice(fastest, other.as_text(), times)
-    best_key, best_other = min(key_us), min(ran)
-
-    def cost(i: int) -> float:
-        # A config with no time at the companion (not movable there, or it failed) is
-        # judged at the key alone: dispatch would serve the companion from another entry.
-        there = 0.0 if times[i] is None else math.log(times[i] / best_other)
-        return math.log(key_us[i] / best_key) + there
-
-    eligible = [i for i in range(len(finalists))
-                if i == fastest or (times[i] is not None
-                                    and key_us[i] <= best_key * (1 + KEY_MARGIN))]
-    chosen = min(eligible, key=lambda i: (cost(i), key_us[i]))
-    return Choice(chosen, other.as_text(), times)
+    return times if any(t is not None for t in times) else None
 
 
 def _time(outcome: Any) -> float | None:

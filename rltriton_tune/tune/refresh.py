@@ -6,8 +6,8 @@ validates), the built-in rules' config for this device's multiprocessor count (w
 kernel change may have made the better one), on CUDA rl-triton's config (the flat
 heuristic), and the stored config with each other setting of a switch parameter
 (:data:`SWITCHES`: Retrace's action pre-pass, flat's tile order), on the same inputs
-in one process, and at the key's off-grid companion (``tune.neighbours``); the config
-that serves both best is recorded with its fresh time and the installed software (so
+in one process, and at the key's off-grid companions (``tune.neighbours``); the config
+that serves them all best is recorded with its fresh time and the installed software (so
 the stored config stays only if it still wins). An entry none of whose configs works
 here, or whose refresh fails, is left as it is and reported.
 """
@@ -106,7 +106,7 @@ def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
 def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
                   seed: int = 0, budget_s: float | None = None) -> Refreshed:
     """Time ``entry``'s config against its runner-up, dispatch's, the rules' and rl-triton's
-    choices, at its key and companion; return the entry to record (``new``: the winner
+    choices, at its key and companions; return the entry to record (``new``: the winner
     with fresh times) or why there is none."""
     from rltriton_tune.tuning_db.fingerprint import software_versions
     from rltriton_tune.tuning_db.schema import utc_now
@@ -140,7 +140,8 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     choice = choose_for_neighbourhood(key, ok, device, space, budget, isolate=isolate,
                                       seed=seed)
     best, runner = chosen_and_runner_up(ok, choice.index)
-    extra = {k: v for k, v in entry.extra.items() if k not in ("companion", "companion_us")}
+    extra = {k: v for k, v in entry.extra.items()
+             if k not in ("companion", "companion_us", "companions")}
     extra.update(host_us=round(best.timing.host_us, 3), refreshed=True, **choice.extra())
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3),

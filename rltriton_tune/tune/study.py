@@ -5,13 +5,13 @@ choice and a few diverse configs enqueued first), evaluates them and tells the
 results; the study's finished trials count toward the budget, so an interrupted
 run resumes and several workers share one budget. :func:`finalize` re-measures
 the best few distinct configs and rl-triton's (the flat heuristic), times them at
-the key's off-grid companion too (``tune.neighbours``: the entry serves the calls
+the key's off-grid companions too (``tune.neighbours``: the entry serves the calls
 near its key), measures the baselines and records the entry.
 
 A stored entry for the key (from an earlier run, an import or the shipped
 profile) is replaced only after a head-to-head: its config is re-measured beside
 the new best ones, on the same inputs in the same process, and whichever serves
-the key and its companion best is recorded. A date written in a file never decides.
+the key and its companions best is recorded. A date written in a file never decides.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ class StudyResult:
     stored: Candidate | None = None
     #: Why the stored config took no part (it fails on this stack), if it did not.
     stored_error: str | None = None
-    #: How the finalists served the key's off-grid companion (``tune.neighbours``).
+    #: How the finalists served the key's off-grid companions (``tune.neighbours``).
     choice: Choice | None = None
 
     @property
@@ -301,7 +301,7 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
              neighbourhood: bool = True, extra: Sequence[Candidate] = ()) -> StudyResult:
     """Re-measure the top candidates, measure baselines, and record the winner. With
     ``neighbourhood``, the winner is the finalist that serves the key and its off-grid
-    companion best (:func:`choose_for_neighbourhood`), rl-triton's config among the
+    companions best (:func:`choose_for_neighbourhood`), rl-triton's config among the
     finalists on CUDA; otherwise the fastest at the key. ``extra``: configs from outside
     the study (see :func:`untried_related`) that join the finalists once they pass the
     gate."""
@@ -375,7 +375,7 @@ def choose_for_neighbourhood(key: ProblemKey, measured: Sequence[Outcome],
                              budget_s: float | None, *, isolate: bool = False,
                              seed: int = 0) -> Choice:
     """Which of the ``measured`` finalists (fastest first) serves ``key`` and its off-grid
-    companion best (:func:`rltriton_tune.tune.neighbours.choose`)."""
+    companions best (:func:`rltriton_tune.tune.neighbours.choose`)."""
     def evaluator_for(other: ProblemKey) -> Any:
         return make_evaluator(other, device, SearchSpace(other, device), isolate=isolate,
                               seed=seed)

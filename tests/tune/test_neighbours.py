@@ -1,4 +1,4 @@
-"""An entry's config is chosen for its key and the off-grid companion it will serve."""
+"""An entry's config is chosen for its key and the off-grid companions it will serve."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.fallback import STRATEGIES
+from rltriton_tune.pow2 import next_pow2
 from rltriton_tune.tune import neighbours
 from rltriton_tune.tune.space import Candidate
 
@@ -19,25 +20,35 @@ MODES = ("doubling", "loop", "chunked")
 
 
 @pytest.mark.parametrize(("key", "want"), [
-    (ProblemKey("gae", 128, 32), (77, 19)),
-    (ProblemKey("vtrace", 8, 8, "bfloat16", "time", "last_value"), (5, 5)),
-    (ProblemKey("retrace", 512, 128, a=8), (307, 77)),
-    (ProblemKey("gae", 1, 4), (1, 3)),
+    (ProblemKey("gae", 128, 32), [(77, 19), (161, 29)]),
+    (ProblemKey("vtrace", 8, 8, "bfloat16", "time", "last_value"), [(5, 5), (11, 7)]),
+    (ProblemKey("retrace", 512, 128, a=8), [(307, 77), (641, 115)]),
+    (ProblemKey("gae", 4096, 256), [(2457, 153), (5121, 231)]),
+    (ProblemKey("gae", 1, 4), [(1, 3)]),   # the one above would be the same shape
 ])
-def test_companion_is_an_odd_sized_neighbour_of_the_same_kind(key, want):
-    other = neighbours.companion(key)
-    assert (other.n, other.t) == want
-    assert (other.algorithm, other.dtype, other.layout, other.flags, other.a) == (
-        key.algorithm, key.dtype, key.layout, key.flags, key.a)
+def test_companions_are_odd_sized_neighbours_of_the_same_kind_on_either_side(key, want):
+    others = neighbours.companions(key)
+    assert [(other.n, other.t) for other in others] == want
+    for other in others:
+        assert (other.algorithm, other.dtype, other.layout, other.flags, other.a) == (
+            key.algorithm, key.dtype, key.layout, key.flags, key.a)
+
+
+def test_companions_stay_in_the_keys_span_of_steps():
+    """Dispatch reads steps by their power-of-two span: a companion in another span would
+    be served by another entry."""
+    for n, t in ((128, 32), (4096, 256), (64, 8), (512, 2048)):
+        for other in neighbours.companions(ProblemKey("gae", n, t)):
+            assert next_pow2(other.t) == next_pow2(t)
 
 
 def test_keys_too_short_for_a_companion_have_none():
-    assert neighbours.companion(ProblemKey("gae", 8, 2)) is None
-    assert neighbours.companion(ProblemKey("gae", 1, 1)) is None
+    assert neighbours.companions(ProblemKey("gae", 8, 2)) == []
+    assert neighbours.companions(ProblemKey("gae", 1, 1)) == []
 
 
 class FakeEvaluator:
-    """Times each candidate at the companion as ``times`` says (None: it fails)."""
+    """Times each candidate at a companion as ``times`` says (None: it fails)."""
 
     def __init__(self, times, seen):
         self.times, self.seen, self.closed = times, seen, False
@@ -56,13 +67,20 @@ class FakeEvaluator:
         self.closed = True
 
 
-def _choose(key_us, companion_us, finalists=MODES):
+BELOW, ABOVE = (other.as_text() for other in neighbours.companions(KEY))
+
+
+def _choose(key_us, below_us, above_us=None, finalists=MODES):
+    """Choose among ``finalists`` timed ``key_us`` at KEY, ``below_us`` at its companion
+    below and ``above_us`` at the one above (each None where it fails; all failing where
+    ``above_us`` is None)."""
     seen, made = [], []
+    above_us = above_us or [None] * len(finalists)
 
     def evaluator_for(other):
-        made.append(other)
-        evaluator = FakeEvaluator(dict(zip(finalists, companion_us, strict=True)), seen)
-        made.append(evaluator)
+        times = below_us if other.as_text() == BELOW else above_us
+        evaluator = FakeEvaluator(dict(zip(finalists, times, strict=True)), seen)
+        made.append((other, evaluator))
         return evaluator
 
     cands = [Candidate("torch", {"mode": m}) for m in finalists]
@@ -70,27 +88,37 @@ def _choose(key_us, companion_us, finalists=MODES):
     return choice, made, seen
 
 
-def test_the_config_serving_both_shapes_best_wins_over_a_near_tie_at_the_key():
-    # 3% slower at the key, 15% faster at the companion: the geometric mean decides.
+def test_the_config_serving_the_neighbourhood_best_wins_over_a_near_tie_at_the_key():
+    # 3% slower at the key, 15% faster at the companion below: the geometric mean decides.
     choice, made, seen = _choose([1.00, 1.03, 1.50], [1.15, 1.00, 1.60])
     assert choice.index == 1
-    assert made[0] == neighbours.companion(KEY) and made[1].closed
-    assert [c.params["mode"] for c in seen] == list(MODES)  # moved there, all timed
-    assert choice.extra() == {"companion": "gae|none|float32|env|N=77|T=19",
-                              "companion_us": 1.0}
+    assert [other.as_text() for other, _ in made] == [BELOW, ABOVE]
+    assert all(evaluator.closed for _, evaluator in made)
+    assert [c.params["mode"] for c in seen] == list(MODES) * 2  # moved there, all timed
+    assert choice.extra() == {"companions": {BELOW: 1.0}}
 
 
-def test_a_config_much_slower_at_the_key_is_not_chosen_for_its_companion():
+def test_the_companion_above_counts_like_the_one_below():
+    # Tied at the key and below; 20% faster above.
+    choice, _, _ = _choose([1.00, 1.01, 1.50], [1.00, 1.00, 1.60], [1.20, 1.00, 1.70])
+    assert choice.index == 1
+    assert choice.extra() == {"companions": {BELOW: 1.0, ABOVE: 1.0}}
+    # Faster above, slower below by as much: the key decides.
+    choice, _, _ = _choose([1.00, 1.01, 1.50], [1.00, 1.20, 1.60], [1.20, 1.00, 1.70])
+    assert choice.index == 0
+
+
+def test_a_config_much_slower_at_the_key_is_not_chosen_for_its_companions():
     choice, _, _ = _choose([1.00, 1.60, 1.70], [1.10, 1.00, 1.00])
     assert choice.index == 0
-    # 20% slower at the key is past the margin, however much it wins at the companion
+    # 20% slower at the key is past the margin, however much it wins at the companions
     assert neighbours.KEY_MARGIN < 0.2
-    choice, _, _ = _choose([1.00, 1.20, 1.50], [2.00, 1.00, 1.00])
+    choice, _, _ = _choose([1.00, 1.20, 1.50], [2.00, 1.00, 1.00], [2.00, 1.00, 1.00])
     assert choice.index == 0
 
 
-def test_a_config_without_a_companion_time_is_judged_at_the_key():
-    # The fastest failed at the companion (dispatch would serve it from another entry):
+def test_a_config_without_a_companion_time_is_judged_without_it():
+    # The fastest failed at the companions (dispatch would serve them from another entry):
     # it stays, whatever the others do there.
     choice, _, _ = _choose([1.00, 5.00, 9.00], [None, 1.00, 1.20])
     assert choice.index == 0
@@ -112,7 +140,7 @@ def test_one_finalist_or_no_companion_needs_no_companion_timing():
     assert choice.index == 1 and choice.extra() == {}
 
 
-def test_a_companion_that_cannot_be_timed_leaves_the_fastest(caplog):
+def test_a_companion_that_cannot_be_timed_is_left_out(caplog):
     def broken(other):
         raise MemoryError("no room for the companion's inputs")
 

@@ -119,9 +119,10 @@ def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
     assert done.replaced and done.new.params == FAST
     assert done.new.runner_up["params"] == SLOW
     assert _current().params == FAST and _current().extra.get("refreshed") is True
-    # both configs were also timed at the key's off-grid companion, which is recorded
-    assert _current().extra["companion"] == "gae|none|float32|env|N=5|T=9"
-    assert _current().extra["companion_us"] > 0
+    # both configs were also timed at the key's off-grid companions, which are recorded
+    times = _current().extra["companions"]
+    assert sorted(times) == ["gae|none|float32|env|N=11|T=15", "gae|none|float32|env|N=5|T=9"]
+    assert all(us > 0 for us in times.values())
     assert _current().software == software_versions()  # re-timed on this stack
     (again,) = refresh_module.refresh(CPU, ["gae"])  # now the stored config wins: kept
     assert not again.replaced and _current().params == FAST
@@ -149,8 +150,8 @@ def test_refresh_with_no_working_config_leaves_the_entry(monkeypatch):
 
 
 def test_a_choice_for_the_neighbourhood_keeps_the_fastest_other_as_runner_up(monkeypatch):
-    """When the companion picks a finalist slower at the key, the entry records it, its
-    companion time, and the fastest of the others as its runner-up."""
+    """When the companions pick a finalist slower at the key, the entry records it, its
+    companion times, and the fastest of the others as its runner-up."""
     from rltriton_tune.tune import study as study_module
     from rltriton_tune.tune.neighbours import Choice
 
@@ -158,8 +159,8 @@ def test_a_choice_for_the_neighbourhood_keeps_the_fastest_other_as_runner_up(mon
 
     def pick_slowest(key, measured, *args, **kwargs):
         seen.append([o.candidate.params["mode"] for o in measured])
-        return Choice(len(measured) - 1, "gae|none|float32|env|N=5|T=9",
-                      tuple(float(i + 1) for i in range(len(measured))))
+        return Choice(len(measured) - 1, ("gae|none|float32|env|N=5|T=9",),
+                      (tuple(float(i + 1) for i in range(len(measured))),))
 
     monkeypatch.setattr(study_module, "choose_for_neighbourhood", pick_slowest)
     _stored(FAST, 1.0, "2026-01-01T00:00:00Z")
@@ -170,13 +171,12 @@ def test_a_choice_for_the_neighbourhood_keeps_the_fastest_other_as_runner_up(mon
     assert result.runner_up.candidate.params == FAST
     entry = _current()
     assert entry.params == SLOW and entry.runner_up["params"] == FAST
-    assert entry.extra["companion"] == "gae|none|float32|env|N=5|T=9"
-    assert entry.extra["companion_us"] == 2.0
+    assert entry.extra["companions"] == {"gae|none|float32|env|N=5|T=9": 2.0}
     # without the neighbourhood choice, the fastest at the key wins
     result = finalize(_study_that_found(FAST), KEY, CPU, evaluator=_evaluator(),
                       measure_baselines=False, neighbourhood=False)
     assert result.best.candidate.params == FAST and len(seen) == 1
-    assert "companion" not in _current().extra
+    assert "companions" not in _current().extra
 
 
 def test_refresh_times_the_rules_config_and_keeps_it_when_faster(monkeypatch):
