@@ -318,7 +318,8 @@ def bench_table(rows: list[dict[str, Any]]) -> list[str]:
 #: report has them: (field, column).
 STAGES = (("validate_us", "validation"), ("dispatch_us", "dispatch"),
           ("fast_path_us", "fast path"), ("launcher_us", "launcher"),
-          ("pack_us", "launcher: packing"), ("launch_us", "launcher: launch"))
+          ("pack_us", "launcher: packing"), ("launch_us", "launcher: launch"),
+          ("bound_us", "bound launch"))
 #: How a one-kernel launcher launched (``direct_launch``): Triton's compiled launcher
 #: called directly, or its generic path (argument binding included).
 LAUNCH_PATHS = {True: "direct", False: "generic"}

@@ -26,21 +26,26 @@ and, to show where the public call's time goes, its stages alone (each also per 
 * ``launcher``: the memoised launcher alone on that ``Call`` (output allocation,
   argument packing, the launch itself);
 * ``fast_path``: what the public call runs instead of validation and dispatch when its
-  arguments are the usual kind (``rltriton_tune.hot_path``: the checks, the ``Call``,
-  the memo lookup), with the memoised launcher stubbed as for ``dispatch``; absent
-  where the call takes the general path;
+  arguments are the usual kind (``rltriton_tune.hot_path``: the checks, the memo
+  lookup), with the memoised launcher and its bound launch stubbed as for
+  ``dispatch``; absent where the call takes the general path;
 
-and, for a launcher of one kernel (flat, tiled, sequential), the launcher's two parts:
+and, for a launcher of one kernel (flat, tiled, sequential), its parts:
 
 * ``pack``: ``Packer.args`` (output allocation and the argument list);
 * ``launch``: the kernel's ``FastLaunch`` on arguments packed once (pointer reads, the
   direct call of Triton's compiled launcher or its generic path);
+* ``bound``: the launcher's bound launch (``FastLaunch.bind``), what the usual call runs
+  after its checks instead of ``launcher``: output allocation, pointer reads and the
+  direct call in one function; absent where the launcher has none;
 * ``direct_launch``: whether that ``FastLaunch`` is on its direct path after the runs
   (false means every launch went through Triton's generic path, binding included).
 
 The public call also pays the function's argument binding and the autograd check: it
-is a little more than ``fast_path`` and ``launcher`` together (the usual call), or than
-the validation, dispatch and launcher stages (every other call).
+is a little more than ``fast_path`` and ``bound`` together (the usual call of a
+one-kernel launcher), ``fast_path`` and ``launcher`` with a ``Call`` made (the usual
+call of any other), or the validation, dispatch and launcher stages (every other
+call).
 
 ``over_floor_us`` = public - empty_triton; the target is at most 3 µs.
 
@@ -54,7 +59,6 @@ Triton interpreter, so the numbers only check the code path.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import statistics
@@ -162,24 +166,34 @@ def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: i
     mk = memo.memo_key(call, forcing.current())
     fns = {**(together or {}), "validate_us": validate, "launcher_us": lambda: launcher(call)}
     pack, kernel = launcher_parts(launcher)
+    plan, values, scalars, time_major, starts_at = arguments
     if pack is not None:
         args, _ = pack.args(call)
         fns["pack_us"] = lambda: pack.args(call)
         fns["launch_us"] = lambda: kernel(args)
+        given = [x for x in values if x is not None]
+        bound = STATE.bound.get(mk)
+        if bound and bound(*given, *scalars) is not None:
+            fns["bound_us"] = lambda: bound(*given, *scalars)
     row = interleaved(fns, device, reps, rounds)
     if kernel is not None:
         row["direct_launch"] = kernel.direct and kernel.binaries > 0
-    # The dispatch stage needs the memo's launcher stubbed, which the public call must
-    # not see: it is timed on its own.
+    # The dispatch and fast-path stages need the memo's launcher and bound launch
+    # stubbed, which the public call must not see: they are timed on their own.
+    bound = STATE.bound.get(mk)
     STATE.table[mk] = lambda _: outputs
+    STATE.bound[mk] = False if bound is None else (lambda *_: outputs) if bound else bound
     try:
         row["dispatch_us"] = host_us(lambda: dispatch.run(call), device, reps, rounds)
-        plan, values, scalars, time_major, starts_at = arguments
         if plan.hot(values, scalars, time_major, starts_at) is not None:
             row["fast_path_us"] = host_us(
                 lambda: plan.hot(values, scalars, time_major, starts_at), device, reps, rounds)
     finally:
         STATE.table[mk] = launcher
+        if bound is None:
+            STATE.bound.pop(mk, None)
+        else:
+            STATE.bound[mk] = bound
     return row
 
 
@@ -188,8 +202,7 @@ def launcher_parts(launcher: Callable[..., Any]) -> tuple[Any, Any]:
     tiled, sequential), or ``(None, None)`` for any other launcher."""
     from rltriton_tune.kernels.launch import FastLaunch, Packer
 
-    found = inspect.getclosurevars(launcher).nonlocals
-    pack, kernel = found.get("pack"), found.get("kernel")
+    pack, kernel = getattr(launcher, "pack", None), getattr(launcher, "kernel", None)
     if isinstance(pack, Packer) and isinstance(kernel, FastLaunch):
         return pack, kernel
     return None, None
@@ -268,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     output.mkdir(parents=True, exist_ok=True)
     (output / "dispatch_overhead.json").write_text(json.dumps(result, indent=1) + "\n")
     cols = ("public_us", "validate_us", "dispatch_us", "fast_path_us", "launcher_us", "pack_us",
-            "launch_us", "empty_triton_us", "torch_add_us", "graph_replay_us", "over_floor_us")
+            "launch_us", "bound_us", "empty_triton_us", "torch_add_us", "graph_replay_us",
+            "over_floor_us")
     print(f"{'case':<44}" + "".join(f"{c[:-3]:>14}" for c in cols))
     for r in result["rows"]:
         print(f"{r['case']:<44}" + "".join(

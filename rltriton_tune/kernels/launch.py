@@ -701,7 +701,9 @@ def _hooks_set(answer: str) -> list[str]:
 
 def packed_launcher(pack: Packer, kernel: FastLaunch) -> Launcher:
     """The launcher of a strategy that launches one kernel with ``pack``'s arguments.
-    Its ``bind`` attribute is ``kernel.bind`` for ``pack`` (the usual call's fast path)."""
+    Its ``bind`` attribute is ``kernel.bind`` for ``pack`` (the usual call's fast path);
+    ``pack`` and ``kernel`` are there for inspection (``benchmarks/dispatch_overhead.py``
+    times them apart)."""
     args_of = pack.args
 
     def launch(call: Call) -> tuple[torch.Tensor, ...]:
@@ -710,6 +712,7 @@ def packed_launcher(pack: Packer, kernel: FastLaunch) -> Launcher:
         return outs
 
     launch.bind = partial(kernel.bind, pack)  # type: ignore[attr-defined]
+    launch.pack, launch.kernel = pack, kernel  # type: ignore[attr-defined]
     return launch
 
 
