@@ -658,7 +658,7 @@ class FastLaunch:
         like = position[like]
         parameters = [*position.values(), *(f"s{j}" for j in range(len(scalars)))]
         lines = [f"def go({', '.join(parameters)}):",
-                 "    if not kernel.direct:",
+                 "    if not kernel._direct:",
                  "        return None",
                  *(f"    {address[name]} = {position[name]}.data_ptr()" for name in inputs),
                  f"    if ({' | '.join(address.values()) or '0'}) & 15:",
