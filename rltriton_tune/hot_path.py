@@ -50,13 +50,16 @@ def _bind(key: tuple, names: tuple[str, ...], scalars: tuple[str, ...], like: st
     """The bound launch of the memoised launcher of ``key`` (``FastLaunch.bind``), stored
     in the process state: False where the launcher offers none (a torch
     implementation, a strategy of several kernels, a recording wrapper), None (not
-    stored) where the key is not memoised yet."""
+    stored) where the key is not memoised (yet, or any more: a reset came between)."""
     launcher = STATE.table.get(key)
     if launcher is None:
         return None
     bind = getattr(launcher, "bind", None)
     go = (bind(names, scalars, like, single) if bind is not None else None) or False
-    STATE.bound[key] = go
+    with STATE.lock:  # not across a reset: the launcher must still be the key's
+        if STATE.table.get(key) is not launcher:
+            return None
+        STATE.bound[key] = go
     return go
 
 

@@ -221,3 +221,29 @@ def test_retrace_with_another_action_count_is_another_key(builds):
     assert builds[0] == before + 2  # decided, then the general_path call
     f(**five)
     assert builds[0] == before + 2
+
+
+def test_a_reset_while_binding_stores_no_bound_launch():
+    """A bound launch is stored only while its launcher is still the key's: a reset that
+    comes between reading the launcher and storing must leave the fresh state clean."""
+    from rltriton_tune import hot_path
+    from rltriton_tune.state import STATE
+
+    key = ("gae", 2, 3, torch.float32, False, 0, False, "rewards", torch.device("cpu"), None)
+
+    def launcher(call):
+        raise AssertionError("not called")
+
+    def bind(*args):
+        dispatch.reset()
+        return lambda *inputs: None
+
+    launcher.bind = bind
+    STATE.table[key] = launcher
+    assert hot_path._bind(key, ("rewards",), ("gamma",), "rewards", True) is None
+    assert key not in STATE.bound
+    # without a reset, the launcher's bound launch is stored (False where it has none)
+    STATE.table[key] = launcher
+    launcher.bind = lambda *args: None
+    assert hot_path._bind(key, ("rewards",), ("gamma",), "rewards", True) is False
+    assert STATE.bound[key] is False

@@ -33,6 +33,7 @@ import torch
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.dispatch import lookup
+from rltriton_tune.pow2 import next_pow2
 
 _log = logging.getLogger("rltriton_tune.tune")
 
@@ -60,6 +61,9 @@ def companions(key: ProblemKey) -> list[ProblemKey]:
     out = []
     for fn, ft in COMPANION_FRACTIONS:
         n, t = _odd(key.n * fn), _odd(key.t * ft)
+        if fn > 1 and next_pow2(t) != next_pow2(key.t):
+            # Above: the key's own span of steps (T = 130 would give 117, read as 128).
+            t = key.t | 1 if next_pow2(key.t | 1) == next_pow2(key.t) else key.t
         if (n, t) != (key.n, key.t) and t >= 3 and (n, t) not in [(o.n, o.t) for o in out]:
             out.append(ProblemKey(key.algorithm, n, t, key.dtype, key.layout, key.flags,
                                   key.a))
@@ -113,8 +117,10 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
                 total += math.log(there[i] / min(ran))
         return total
 
+    # Another than the fastest must have run at every companion timed: one that failed at
+    # a companion must not win through the others (dispatch would borrow it there).
     eligible = [i for i in range(len(finalists))
-                if i == fastest or (any(there[i] is not None for there in times)
+                if i == fastest or (times and all(there[i] is not None for there in times)
                                     and key_us[i] <= best_key * (1 + KEY_MARGIN))]
     chosen = min(eligible, key=lambda i: (cost(i), key_us[i]))
     return Choice(chosen, tuple(timed), tuple(times))

@@ -36,10 +36,14 @@ def test_companions_are_odd_sized_neighbours_of_the_same_kind_on_either_side(key
 
 def test_companions_stay_in_the_keys_span_of_steps():
     """Dispatch reads steps by their power-of-two span: a companion in another span would
-    be served by another entry."""
-    for n, t in ((128, 32), (4096, 256), (64, 8), (512, 2048)):
-        for other in neighbours.companions(ProblemKey("gae", n, t)):
-            assert next_pow2(other.t) == next_pow2(t)
+    be served by another entry. The one above always stays in the key's; the one below
+    does where the key's steps are a power of two (grid keys)."""
+    for n, t in ((128, 32), (4096, 256), (64, 8), (512, 2048), (300, 130), (300, 129),
+                 (300, 257), (40, 5)):
+        key = ProblemKey("gae", n, t)
+        for other in neighbours.companions(key):
+            if other.n > n or t == next_pow2(t):
+                assert next_pow2(other.t) == next_pow2(t), (key, other)
 
 
 def test_keys_too_short_for_a_companion_have_none():
@@ -126,6 +130,11 @@ def test_a_config_without_a_companion_time_is_judged_without_it():
     assert choice.index == 0 and choice.extra() == {}
     # one that failed there cannot win through the companion
     choice, _, _ = _choose([1.00, 1.05, 1.08], [1.30, None, 1.00])
+    assert choice.index == 2
+    # nor through the other one: failing above must not spare it its cost there
+    choice, _, _ = _choose([1.00, 1.08, 1.05], [1.30, 1.00, 1.00], [1.00, 1.05, 1.05])
+    assert choice.index == 2
+    choice, _, _ = _choose([1.00, 1.08, 1.05], [1.30, 1.00, 1.00], [1.00, None, 1.05])
     assert choice.index == 2
     choice, _, _ = _choose([1.00, 1.01, 1.50], [None, None, None])
     assert choice.index == 0 and choice.extra() == {}
