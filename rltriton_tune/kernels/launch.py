@@ -603,19 +603,9 @@ class FastLaunch:
                  *(f"    {a} = {t}.data_ptr()" for a, t in zip(addresses, tensors, strict=True)),
                  f"    if ({' | '.join(addresses) or '0'}) & 15:",
                  "        return False",
-                 "    device = current_device()",
-                 f"    plan = compiled.get((device, {''.join(f'{t}.dtype, ' for t in tensors)}))",
-                 "    if plan is None:",
-                 "        return False",
-                 *_hooks_set("False"),
-                 # Addresses go in as integers: for a tensor, Triton's launcher calls
-                 # data_ptr() and asks the driver about the pointer (cuPointerGetAttribute)
-                 # once per argument, which validation has made redundant.
-                 "    try:",
-                 f"        plan(current_stream(device), ({''.join(f'{x}, ' for x in slots)}"
-                 f"*args[{self._leading}:], *tail))",
-                 "    except Exception:",
-                 "        return None",
+                 *_launch_lines("".join(f"{t}.dtype, " for t in tensors),
+                                "".join(f"{x}, " for x in slots) + f"*args[{self._leading}:], ",
+                                "False"),
                  "    return True"]
         namespace = {"compiled": self._compiled, "knobs": self._knobs, "tail": self._tail,
                      "current_device": current_device, "current_stream": current_stream}
@@ -663,23 +653,15 @@ class FastLaunch:
                  *(f"    {address[name]} = {position[name]}.data_ptr()" for name in inputs),
                  f"    if ({' | '.join(address.values()) or '0'}) & 15:",
                  "        return None",
-                 "    device = current_device()",
-                 "    plan = compiled.get((device, "
-                 + "".join(f"{position[name]}.dtype, " for name in inputs)
-                 + f"{like}.dtype, " * pack.n_outputs + "))",
-                 "    if plan is None:",
-                 "        return None",
-                 *_hooks_set("None"),
                  *(f"    {o} = {like}.new_empty({shape})" for o in outputs),
                  *(f"    b{i} = {o}.data_ptr()" for i, o in enumerate(outputs)),
                  f"    if ({' | '.join(f'b{i}' for i in range(len(outputs)))}) & 15:",
                  "        return None",
-                 "    try:",
-                 "        plan(current_stream(device), ("
-                 + "".join(f"{x}, " for x in [*slots, *pack.after_pointers(value.get)])
-                 + "*tail))",
-                 "    except Exception:",
-                 "        return None",
+                 *_launch_lines("".join(f"{position[name]}.dtype, " for name in inputs)
+                                + f"{like}.dtype, " * pack.n_outputs,
+                                "".join(f"{x}, " for x in [*slots,
+                                                           *pack.after_pointers(value.get)]),
+                                "None"),
                  f"    return {outputs[0] if single else '(' + ', '.join(outputs) + ',)'}"]
         namespace = {"kernel": self, "compiled": self._compiled, "knobs": self._knobs,
                      "tail": self._tail, "current_device": current_device,
@@ -688,15 +670,29 @@ class FastLaunch:
                                   f"{pack.key.as_text()}>", namespace)
 
 
-def _hooks_set(answer: str) -> list[str]:
-    """Lines returning ``answer`` where either of Triton's launch hooks is set: they can
-    be set at any time, so this is checked per launch, and a hooked launch takes the
-    generic path."""
-    return ["    enter = knobs.launch_enter_hook",
+def _launch_lines(dtypes: str, arguments: str, declined: str) -> list[str]:
+    """The generated direct launches' common end: find the kept binary for the current
+    device and ``dtypes`` (source text of the pointers' element types), and launch it on
+    the current stream with ``arguments`` (source text of the items before the
+    constexprs). The lines return ``declined`` where there is no binary for them or a
+    launch hook is set (hooks can be set at any time, so this is checked per launch, and
+    a hooked launch takes the generic path), and None where the launch raises."""
+    return ["    device = current_device()",
+            f"    plan = compiled.get((device, {dtypes}))",
+            "    if plan is None:",
+            f"        return {declined}",
+            "    enter = knobs.launch_enter_hook",
             "    exit_ = knobs.launch_exit_hook",
             "    if (enter is not None and getattr(enter, 'calls', None) != []) or \\",
             "            (exit_ is not None and getattr(exit_, 'calls', None) != []):",
-            f"        return {answer}"]
+            f"        return {declined}",
+            # Addresses go in as integers: for a tensor, Triton's launcher calls
+            # data_ptr() and asks the driver about the pointer (cuPointerGetAttribute)
+            # once per argument, which validation has made redundant.
+            "    try:",
+            f"        plan(current_stream(device), ({arguments}*tail))",
+            "    except Exception:",
+            "        return None"]
 
 
 def packed_launcher(pack: Packer, kernel: FastLaunch) -> Launcher:

@@ -106,16 +106,15 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
             timed.append(other.as_text())
             times.append(there)
     best_key = min(key_us)
+    best_there = [min(t for t in there if t is not None) for there in times]
 
     def cost(i: int) -> float:
-        # A config with no time at a companion (not movable there, or it failed) is judged
-        # without it: dispatch would serve that companion from another entry.
-        total = math.log(key_us[i] / best_key)
-        for there in times:
-            ran = [t for t in there if t is not None]
-            if there[i] is not None:
-                total += math.log(there[i] / min(ran))
-        return total
+        # The fastest at the key may have no time at a companion (not movable there, or it
+        # failed): it is judged without it, dispatch would serve that companion from
+        # another entry.
+        return math.log(key_us[i] / best_key) + sum(
+            math.log(there[i] / best) for there, best in zip(times, best_there, strict=True)
+            if there[i] is not None)
 
     # Another than the fastest must have run at every companion timed: one that failed at
     # a companion must not win through the others (dispatch would borrow it there).
