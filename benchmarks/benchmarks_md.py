@@ -484,7 +484,8 @@ def folder_section(folder: Path, output: Path) -> list[str]:
         dates = sorted({r.get("date", "?") for r in flag_rows})
         lines += [f"### Flag paths against their base (`flag_cost.py`, {dates[-1]})", "",
                   "Each flag set of an estimator at the strategy's default config for the "
-                  "flags-none key (Retrace: truncations), device time over the base's, divided "
+                  "flags-none key (Retrace: truncations), for each strategy the tuner searches "
+                  "at that key, device time over the base's, divided "
                   "by the ratio of bytes an ideal kernel moves (an [N, T] input adds a full "
                   "read, an [N] one almost nothing). The target is at most 1.05.", "",
                   *flag_lines(flag_rows), ""]

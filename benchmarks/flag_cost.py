@@ -14,6 +14,9 @@ and config on its own inputs, rounds taking turns with the base, and compared wi
 * ``per_byte``: ``ratio / bytes_ratio``, the cost of the flag path beyond its bytes.
   The target is at most 1.05.
 
+A strategy the tuner does not search for the base key (its ``skip_reason``: ``columns``
+and ``sequential`` on env-major rows, whose loads are uncoalesced there, for one) never
+serves that key: the pair is recorded with the reason in ``not_searched``, not timed.
 A config the flag set's key refuses is recorded in ``errors``; a flag set the estimator
 refuses (SPEC: ``last_value`` with truncations, for one) in ``refused``. Rows are
 appended to ``flag_cost.jsonl`` as each (cell, strategy) is done, so a run split by
@@ -52,6 +55,7 @@ from rltriton_tune.kernels import strategies as kernel_strategies  # noqa: E402
 from rltriton_tune.problems import data_bytes  # noqa: E402
 from rltriton_tune.strategy import InvalidConfig  # noqa: E402
 from rltriton_tune.tune.measure import Bench, make_call  # noqa: E402
+from rltriton_tune.tune.space import SearchSpace, device_sm_count  # noqa: E402
 
 #: (N, T, layout) of the default cells: a PPO-sized rollout, the issue's 24000x300, a
 #: time-major buffer.
@@ -77,6 +81,23 @@ def flag_sets(algorithm: str) -> list[str]:
             for extra in itertools.combinations(optional, size)]
 
 
+def not_searched(strategy: str, key: ProblemKey, device: torch.device) -> str | None:
+    """Why the tuner never searches ``strategy`` for ``key`` on ``device`` (None: it does;
+    ``tune.space.SearchSpace.names``), where no config of it passes its skip rules."""
+    found = kernel_strategies()
+    space = SearchSpace(key, device, strategies=found,
+                        sm_count=device_sm_count(device) if device.type == "cuda" else None)
+    if strategy in space.names():
+        return None
+    impl = found[strategy]
+    try:
+        reason = impl.skip_reason(key, impl.validate(key, impl.default_params(key)),
+                                  space.sm_count)
+    except InvalidConfig:
+        reason = None
+    return reason or "no config of it is searched for this key"
+
+
 def warm_tasks(pairs: list[tuple[str, int, int, str, str]], device: torch.device
                ) -> list[tuple]:
     """Compile tasks (``strategies.py``'s) for the kernel of every flag set of each
@@ -92,6 +113,8 @@ def warm_tasks(pairs: list[tuple[str, int, int, str, str]], device: torch.device
         try:
             params = impl.validate(base, impl.default_params(base))
         except InvalidConfig:
+            continue
+        if not_searched(strategy, base, device):
             continue
         for flags in sets:
             key = _key(algorithm, n, t, layout, flags)
@@ -133,6 +156,10 @@ def measure(algorithm: str, n: int, t: int, layout: str, strategy: str,
         row["errors"][sets[0]] = f"strategy refuses the base key: {exc}"
         return row
     row["params"] = params
+    reason = not_searched(strategy, base_key, device)
+    if reason:
+        row["not_searched"] = reason
+        return row
     timed: dict[str, tuple[Any, Bench]] = {}
     for flags in sets:
         key = _key(algorithm, n, t, layout, flags)
@@ -266,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
                                             rounds, budget)}
                 with jsonl.open("a") as f:
                     f.write(json.dumps(row) + "\n")
+                if row.get("not_searched"):
+                    print(f"{cell} {strategy}: not searched ({row['not_searched']})",
+                          flush=True)
+                    continue
                 worst = max((m["per_byte"] for m in row["flags"].values()), default=None)
                 print(f"{cell} {strategy}: {len(row['flags'])} flag sets timed, worst per "
                       f"byte {worst if worst is None else round(worst, 3)}, "

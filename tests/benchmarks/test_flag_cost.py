@@ -43,6 +43,26 @@ def test_resume_skips_pairs_done_and_a_fresh_run_starts_over(script, tmp_path, c
     assert len(path.read_text().splitlines()) == 1        # replaced, not appended
 
 
+def test_a_strategy_not_searched_for_the_key_is_recorded_not_timed(script, tmp_path, capsys):
+    """``sequential`` reads env-major rows uncoalesced, so the tuner never searches it
+    there: its flag paths on an env-major cell would say nothing about a served call."""
+    import torch
+
+    flag_cost = script("flag_cost")
+    args = ["--smoke", "--output", str(tmp_path), "--estimators", "gae", "--strategies",
+            "sequential", "--shapes", "3x6:env,3x6:time"]
+    assert flag_cost.main(args) == 0
+    env, time_major = flag_cost.read_rows_by_pair(tmp_path / "flag_cost.jsonl")
+    assert "uncoalesced" in env["not_searched"] and env["flags"] == {}
+    assert "not_searched" not in time_major and "last_value" in time_major["flags"]
+    out = capsys.readouterr().out
+    assert "not searched" in out and flag_cost.summary([env])["paths"] == 0
+    assert flag_cost.warm_tasks([("gae", 32, 6, "env", "sequential")],
+                                torch.device("cpu")) == []
+    assert flag_cost.main([*args, "--resume"]) == 0       # recorded: not measured again
+    assert len((tmp_path / "flag_cost.jsonl").read_text().splitlines()) == 2
+
+
 def test_retrace_has_no_flag_path_and_is_not_measured(script, tmp_path):
     flag_cost = script("flag_cost")
     assert flag_cost.flag_sets("retrace") == ["trunc"]   # required: the base itself
