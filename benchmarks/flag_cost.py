@@ -4,7 +4,9 @@ The optional inputs (``last_value``, seed values, truncations, bootstrap values,
 ``next_values``, the ``starts_at`` boundary) change the kernel's code path. For each cell
 (estimator, shape, layout) and each Triton strategy that serves it, one config is
 fixed: the strategy's default for the base key (flags none; Retrace: truncations, which
-it always takes). Every flag set the estimator accepts is then timed with that strategy
+it always takes), and for the pseudo-strategy ``dispatched`` the strategy and config
+dispatch chooses for the base key on this device (recorded in the row's
+``dispatched``). Every flag set the estimator accepts is then timed with that strategy
 and config on its own inputs, rounds taking turns with the base, and compared with it:
 
 * ``ratio``: the flag set's device time over the base's;
@@ -51,6 +53,7 @@ from peers import read_rows, results_folder, software  # noqa: E402
 
 from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES  # noqa: E402
 from rltriton_tune.call import ProblemKey, flags_string  # noqa: E402
+from rltriton_tune.dispatch.decide import decide  # noqa: E402
 from rltriton_tune.kernels import strategies as kernel_strategies  # noqa: E402
 from rltriton_tune.problems import data_bytes  # noqa: E402
 from rltriton_tune.strategy import InvalidConfig  # noqa: E402
@@ -65,6 +68,8 @@ SMOKE_ESTIMATORS = ("gae", "episodic_prefix_sum")
 SMOKE_STRATEGIES = ("flat",)
 #: Actions of Retrace cells.
 ACTIONS = 8
+#: The pseudo-strategy of the config dispatch chooses for the base key (the call users make).
+DISPATCHED = "dispatched"
 #: A flag path within this of its base per byte moved meets the target.
 TARGET = 1.05
 #: (cell, strategy) pairs compiled ahead and measured per batch: a run cut by
@@ -81,9 +86,29 @@ def flag_sets(algorithm: str) -> list[str]:
             for extra in itertools.combinations(optional, size)]
 
 
+def config_for(strategy: str, key: ProblemKey, device: torch.device
+               ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """(strategy object, validated config, what the row records about it) of ``strategy``
+    for the base ``key``: its default config, or for :data:`DISPATCHED` the strategy and
+    config dispatch chooses for ``key`` on ``device`` (the call a user makes). Raises
+    :class:`InvalidConfig` where there is none to time."""
+    if strategy != DISPATCHED:
+        impl = kernel_strategies()[strategy]
+        return impl, impl.validate(key, impl.default_params(key)), {}
+    decision = decide(key, device)
+    impl = kernel_strategies().get(decision.strategy)
+    if impl is None:
+        raise InvalidConfig(f"dispatch chose {decision.strategy} ({decision.source}), "
+                            "not a Triton kernel")
+    return (impl, impl.validate(key, decision.params),
+            {"dispatched": {"strategy": decision.strategy, "source": decision.source}})
+
+
 def not_searched(strategy: str, key: ProblemKey, device: torch.device) -> str | None:
     """Why the tuner never searches ``strategy`` for ``key`` on ``device`` (None: it does;
     ``tune.space.SearchSpace.names``), where no config of it passes its skip rules."""
+    if strategy == DISPATCHED:  # what dispatch chose serves the key by definition
+        return None
     found = kernel_strategies()
     space = SearchSpace(key, device, strategies=found,
                         sm_count=device_sm_count(device) if device.type == "cuda" else None)
@@ -107,11 +132,10 @@ def warm_tasks(pairs: list[tuple[str, int, int, str, str]], device: torch.device
 
     tasks: dict[tuple[str, str], tuple] = {}
     for algorithm, n, t, layout, strategy in pairs:
-        impl = kernel_strategies()[strategy]
         sets = flag_sets(algorithm)
         base = _key(algorithm, n, t, layout, sets[0])
         try:
-            params = impl.validate(base, impl.default_params(base))
+            impl, params, _ = config_for(strategy, base, device)
         except InvalidConfig:
             continue
         if not_searched(strategy, base, device):
@@ -124,7 +148,7 @@ def warm_tasks(pairs: list[tuple[str, int, int, str, str]], device: torch.device
             except (ValueError, InvalidConfig):  # refused by SPEC or by the strategy
                 continue
             text = warm_key(key).as_text()
-            tasks[(text, strategy)] = ("triton", text, strategy, checked, str(device))
+            tasks[(text, impl.name)] = ("triton", text, impl.name, checked, str(device))
     return list(tasks.values())
 
 
@@ -143,19 +167,19 @@ def _key(algorithm: str, n: int, t: int, layout: str, flags: str) -> ProblemKey:
 
 def measure(algorithm: str, n: int, t: int, layout: str, strategy: str,
             device: torch.device, rounds: int, budget_s: float) -> dict[str, Any]:
-    """One row: every flag set of the cell at ``strategy``'s default config for the base."""
+    """One row: every flag set of the cell at ``strategy``'s config for the base (its
+    default; for :data:`DISPATCHED`, dispatch's choice)."""
     sets = flag_sets(algorithm)
     base_key = _key(algorithm, n, t, layout, sets[0])
-    impl = kernel_strategies()[strategy]
     row: dict[str, Any] = {"cell": base_key.as_text(), "algorithm": algorithm, "N": n, "T": t,
                            "layout": layout, "strategy": strategy, "base": sets[0],
                            "params": None, "flags": {}, "errors": {}, "refused": []}
     try:
-        params = impl.validate(base_key, impl.default_params(base_key))
+        impl, params, chosen = config_for(strategy, base_key, device)
     except InvalidConfig as exc:
         row["errors"][sets[0]] = f"strategy refuses the base key: {exc}"
         return row
-    row["params"] = params
+    row.update(params=params, **chosen)
     reason = not_searched(strategy, base_key, device)
     if reason:
         row["not_searched"] = reason
@@ -196,11 +220,12 @@ def measure(algorithm: str, n: int, t: int, layout: str, strategy: str,
 
 
 def strategies_for(names: tuple[str, ...] | None, device: torch.device) -> list[str]:
-    """The Triton strategies to time: those named (all by default) available here (each
-    refuses the keys it does not serve: a recorded result)."""
+    """The Triton strategies to time: those named (by default all available here, and
+    :data:`DISPATCHED`); each refuses the keys it does not serve (a recorded result)."""
     found = kernel_strategies()
-    return [name for name in (names or tuple(found))
-            if name in found and name != "torch" and found[name].available(device)]
+    return [name for name in (names or (*found, DISPATCHED))
+            if name == DISPATCHED
+            or (name in found and name != "torch" and found[name].available(device))]
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -234,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", type=Path, help="results folder (default: benchmarks/results/"
                    "<gpu>/)")
     p.add_argument("--estimators", nargs="+", choices=sorted(ESTIMATOR_NAMES))
-    p.add_argument("--strategies", nargs="+", help="Triton strategies (default: all)")
+    p.add_argument("--strategies", nargs="+", help="Triton strategies, and 'dispatched' for "
+                   "dispatch's choice for the base key (default: all of them)")
     p.add_argument("--shapes", help="comma list of NxT:layout, e.g. 4096x128:env,"
                    "4096x512:time (default: the built-in cells)")
     p.add_argument("--rounds", type=int, default=5)

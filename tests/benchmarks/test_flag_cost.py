@@ -63,6 +63,37 @@ def test_a_strategy_not_searched_for_the_key_is_recorded_not_timed(script, tmp_p
     assert len((tmp_path / "flag_cost.jsonl").read_text().splitlines()) == 2
 
 
+def test_dispatched_times_the_flag_sets_at_dispatchs_choice_for_the_base(script, tmp_path,
+                                                                         monkeypatch):
+    """``dispatched`` takes the strategy and config dispatch chooses for the base key; a
+    choice that is not a Triton kernel (the CPU fallback) is recorded, not timed."""
+    from rltriton_tune.dispatch.decide import Decision
+
+    flag_cost = script("flag_cost")
+    args = ["--smoke", "--output", str(tmp_path), "--estimators", "gae", "--strategies",
+            "dispatched"]
+    assert flag_cost.main(args) == 0          # on the CPU dispatch runs the torch fallback
+    (row,) = flag_cost.read_rows_by_pair(tmp_path / "flag_cost.jsonl")
+    assert row["strategy"] == "dispatched" and row["flags"] == {}
+    assert "not a Triton kernel" in row["errors"]["none"]
+
+    chosen = {"BLOCK_N": 2, "BLOCK_T": 8, "num_warps": 1, "num_stages": 1}
+    asked = []
+
+    def decide(key, device):
+        asked.append(key.flags)
+        return Decision(key, "tiled", dict(chosen), "profile", path="h.json")
+
+    monkeypatch.setattr(flag_cost, "decide", decide)
+    assert flag_cost.main(args) == 0
+    (row,) = flag_cost.read_rows_by_pair(tmp_path / "flag_cost.jsonl")
+    assert asked == ["none"]                  # decided once, for the base key
+    assert row["dispatched"] == {"strategy": "tiled", "source": "profile:h.json"}
+    assert {k: row["params"][k] for k in chosen} == chosen
+    assert {"none", "last_value", "bootstrap+trunc"} <= set(row["flags"]) and not row["errors"]
+    assert flag_cost.strategies_for(None, flag_cost.torch.device("cpu"))[-1] == "dispatched"
+
+
 def test_retrace_has_no_flag_path_and_is_not_measured(script, tmp_path):
     flag_cost = script("flag_cost")
     assert flag_cost.flag_sets("retrace") == ["trunc"]   # required: the base itself
