@@ -130,7 +130,7 @@ def warm_tasks(pairs: list[tuple[str, int, int, str, str]], device: torch.device
     a narrow key of the same specialisation."""
     from strategies import warm_key
 
-    tasks: dict[tuple[str, str], tuple] = {}
+    tasks: dict[tuple[str, str, str], tuple] = {}
     for algorithm, n, t, layout, strategy in pairs:
         sets = flag_sets(algorithm)
         base = _key(algorithm, n, t, layout, sets[0])
@@ -148,7 +148,9 @@ def warm_tasks(pairs: list[tuple[str, int, int, str, str]], device: torch.device
             except (ValueError, InvalidConfig):  # refused by SPEC or by the strategy
                 continue
             text = warm_key(key).as_text()
-            tasks[(text, impl.name)] = ("triton", text, impl.name, checked, str(device))
+            # keyed by config too: a default and a dispatched config of one strategy
+            tasks[(text, impl.name, json.dumps(checked, sort_keys=True))] = (
+                "triton", text, impl.name, checked, str(device))
     return list(tasks.values())
 
 

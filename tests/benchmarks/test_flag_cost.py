@@ -92,6 +92,11 @@ def test_dispatched_times_the_flag_sets_at_dispatchs_choice_for_the_base(script,
     assert {k: row["params"][k] for k in chosen} == chosen
     assert {"none", "last_value", "bootstrap+trunc"} <= set(row["flags"]) and not row["errors"]
     assert flag_cost.strategies_for(None, flag_cost.torch.device("cpu"))[-1] == "dispatched"
+    # compiled ahead apart from the strategy's default config, not in its place
+    cpu = flag_cost.torch.device("cpu")
+    both = flag_cost.warm_tasks([("gae", 32, 6, "env", "tiled"),
+                                 ("gae", 32, 6, "env", "dispatched")], cpu)
+    assert len(both) == 2 * len(flag_cost.warm_tasks([("gae", 32, 6, "env", "tiled")], cpu))
 
 
 def test_retrace_has_no_flag_path_and_is_not_measured(script, tmp_path):
