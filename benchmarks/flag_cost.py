@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import functools
 import itertools
 import json
 import math
@@ -104,20 +105,27 @@ def config_for(strategy: str, key: ProblemKey, device: torch.device
             {"dispatched": {"strategy": decision.strategy, "source": decision.source}})
 
 
+@functools.cache
+def _searched(key: ProblemKey, device: torch.device) -> tuple[tuple[str, ...], int | None]:
+    """The strategies the tuner searches for ``key`` on ``device`` and the SM count its
+    skip rules used: once per base key (warming and measuring both ask, per strategy)."""
+    space = SearchSpace(key, device, strategies=kernel_strategies(),
+                        sm_count=device_sm_count(device) if device.type == "cuda" else None)
+    return tuple(space.names()), space.sm_count
+
+
 def not_searched(strategy: str, key: ProblemKey, device: torch.device) -> str | None:
     """Why the tuner never searches ``strategy`` for ``key`` on ``device`` (None: it does;
     ``tune.space.SearchSpace.names``), where no config of it passes its skip rules."""
     if strategy == DISPATCHED:  # what dispatch chose serves the key by definition
         return None
-    found = kernel_strategies()
-    space = SearchSpace(key, device, strategies=found,
-                        sm_count=device_sm_count(device) if device.type == "cuda" else None)
-    if strategy in space.names():
+    names, sm_count = _searched(key, device)
+    if strategy in names:
         return None
-    impl = found[strategy]
+    impl = kernel_strategies()[strategy]
     try:
         reason = impl.skip_reason(key, impl.validate(key, impl.default_params(key)),
-                                  space.sm_count)
+                                  sm_count)
     except InvalidConfig:
         reason = None
     return reason or "no config of it is searched for this key"
