@@ -1,6 +1,7 @@
 """The rltriton-tune CLI on CPU: the whole pipeline, exit codes, concurrent writers."""
 
 import io
+import dataclasses
 import json
 import os
 import subprocess
@@ -369,6 +370,30 @@ def test_tune_refresh_retimes_stored_entries(capsys):
                        "--device", "cpu")
     assert code == 0 and "no stored entries to refresh" in out
 
+
+def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys):
+    """An entry marked refreshed on this stack before companions were timed (no
+    ``companions`` field) was chosen for its key alone: --missing-only refreshes it
+    again, and then skips it."""
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tuning_db import record
+    from rltriton_tune.tuning_db.fingerprint import software_versions
+
+    assert run(capsys, "tune", "--algorithms", "gae", "--shapes", "8x8", "--trials", "1",
+               "--device", "cpu", "--no-progress", "--no-compile-baseline")[0] == 0
+    from rltriton_tune.tuning_db.siblings import serving_profiles
+
+    entry = serving_profiles(device_fingerprint("cpu")).entries["gae|none|float32|env|N=8|T=8"]
+    old = dataclasses.replace(entry, software=software_versions(),
+                              extra={"refreshed": True})
+    record(device_fingerprint("cpu"), [old], replace=True)
+    code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
+                       "--device", "cpu")
+    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
+    assert "companions" in show_json(capsys)[0]
+    code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
+                       "--device", "cpu")
+    assert code == 0 and "no stored entries to refresh" in out
 
 def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
     """--missing-only with nothing left exits 0 and says so (a shell loop can run it until

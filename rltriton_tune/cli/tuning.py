@@ -277,16 +277,22 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     def wanted_on(device: Any) -> Callable[[Any], bool]:
         """--shapes (with --dtypes, --layouts) picks entries; --missing-only skips those
         already refreshed on this software stack and this GPU (a sibling GPU's entries
-        are refreshed whatever their stack)."""
+        are refreshed whatever their stack) by a refresh that chose for the key's
+        neighbourhood: an entry refreshed before companions were timed (no
+        ``companions`` field) is refreshed again."""
         borrowed = serving_profiles(device_fingerprint(device)).sibling_keys
+
+        def done(entry: Any) -> bool:
+            return (entry.software == here and bool(entry.extra.get("refreshed"))
+                    and entry.key.as_text() not in borrowed
+                    and "companions" in entry.extra)
 
         def wanted(entry: Any) -> bool:
             key = entry.key
             if shapes and not ((key.n, key.t) in shapes and key.dtype in dtypes
                                and key.layout in layouts):
                 return False
-            return not (args.missing_only and entry.software == here
-                        and entry.extra.get("refreshed") and key.as_text() not in borrowed)
+            return not (args.missing_only and done(entry))
         return wanted
     left = 0
     for device in devices:

@@ -142,7 +142,11 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items()
              if k not in ("companion", "companion_us", "companions")}
-    extra.update(host_us=round(best.timing.host_us, 3), refreshed=True, **choice.extra())
+    # ``companions`` is always recorded by a refresh (empty: none was timed, e.g. one
+    # contender ran), so that ``--missing-only`` tells an entry chosen for its
+    # neighbourhood from one refreshed before companions existed.
+    extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": True,
+                  "companions": {}, **choice.extra()})
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3),
                   runner_up=runner_up_record(runner, key),
