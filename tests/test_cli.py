@@ -1,7 +1,7 @@
 """The rltriton-tune CLI on CPU: the whole pipeline, exit codes, concurrent writers."""
 
-import io
 import dataclasses
+import io
 import json
 import os
 import subprocess

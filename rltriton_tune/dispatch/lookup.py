@@ -47,11 +47,18 @@ DEFAULT_FACTORS: dict[str, float] = {
 
 DIMENSIONS = tuple(DEFAULT_FACTORS)
 
-#: Expected slowdown of an entry of a sibling GPU's profile (``tuning_db.siblings``), on
-#: top of its other differences: a sibling's entry at the key itself ranks below this
-#: GPU's own entry of another flag set or dtype at the same shape, and above its own
-#: entry a shape step away.
-SIBLING_FACTOR = 1.10
+
+
+def sibling_factor(factors: dict[str, float]) -> float:
+    """Expected slowdown of an entry of a sibling GPU's profile (``tuning_db.siblings``),
+    on top of its other differences: the geometric mean of another flag set or dtype
+    (the larger) and one shape step, so that a sibling's entry at the key itself ranks
+    below this GPU's own entry of another flag set or dtype at the same shape and above
+    its own entry a shape step away, whatever the factors measure. A fixed factor does
+    not: with the H200's measured factors (a shape step 1.011), a fixed 1.10 ranked an
+    H100's own entry nine steps away (4096x512, time-major) above the sibling's entry
+    one step away (128x4096); at 60x3000 it ran at 0.24-0.39x of rl-triton."""
+    return math.sqrt(max(factors["flags"], factors["dtype"]) * factors["shape"])
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,7 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
     expected slowdown first, each with its config moved to ``key``'s shape and validated
     (invalid or failed ones skipped)."""
     factors = factors_of(profiles)
+    gpu = sibling_factor(factors)
     text = key.as_text()
     siblings = _siblings(profiles)
     ranked = []
@@ -171,7 +179,7 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
             continue
         slowdown, differs = expected_slowdown(key, other, factors)
         if sibling:
-            slowdown, differs = slowdown * SIBLING_FACTOR, (*differs, "gpu")
+            slowdown, differs = slowdown * gpu, (*differs, "gpu")
         ranked.append((slowdown, differs, fine_distance(key, other), other_text))
     ranked.sort(key=lambda r: ("layout" in r[1], r[0], r[2], r[3]))
     for slowdown, differs, _, other_text in ranked:

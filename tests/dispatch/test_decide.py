@@ -79,6 +79,31 @@ def test_a_siblings_entry_ranks_between_this_gpus_near_and_far_entries(profiles,
     assert decide(key(2048, 32), FAKE_GPU).origin == "profile"
 
 
+def test_measured_factors_near_one_keep_a_near_siblings_entry_above_a_far_own_one(
+        profiles, fake_gpu):
+    """The sibling penalty scales with the profile's measured factors: where a shape step
+    costs 1.1% (the H200's measurement), this GPU's own entry nine steps away must not
+    outrank a sibling's entry one step away, and the order near own < sibling at the key
+    < own a step away still holds."""
+    from rltriton_tune.tuning_db.store import record_borrowing
+
+    sibling = {**FAKE_FP, "name": "Fake Sibling GPU"}
+    profiles.write(sibling, [(key(128, 4096, layout="time"), "tiled",
+                              {"BLOCK_N": 4, "BLOCK_T": 16}),
+                             (key(4096, 32), "tiled", {"BLOCK_N": 4, "BLOCK_T": 16})])
+    record_borrowing(sibling, {"shape": 1.0113, "flags": 1.0007, "dtype": 1.0003,
+                               "layout": 1.0166})
+    profiles.write(FAKE_FP, [(key(4096, 512, layout="time"), "flat", {"BLOCK_N": 2}),
+                             (key(4096, 32, flags="last_value"), "flat", {"BLOCK_N": 2}),
+                             (key(2048, 32), "split", {"BLOCK_N": 2})])
+    far = decide(key(60, 3000, layout="time"), FAKE_GPU)
+    assert (far.strategy, far.entry) == ("tiled", key(128, 4096, layout="time").as_text())
+    assert "sibling GPU's profile" in far.detail
+    near = decide(key(4096, 32), FAKE_GPU)
+    assert (near.strategy, near.entry) == ("flat", key(4096, 32, flags="last_value").as_text())
+    assert lookup.sibling_factor(lookup.DEFAULT_FACTORS) == pytest.approx(1.0989, abs=1e-4)
+    assert decide(key(1024, 32), FAKE_GPU).entry == key(2048, 32).as_text()
+
 def test_sibling_profiles_can_be_turned_off(profiles, fake_gpu, monkeypatch):
     from rltriton_tune import dispatch
 
