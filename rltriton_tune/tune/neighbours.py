@@ -19,6 +19,12 @@ times are kept in the entry beside its own.
 A companion above is needed as well as one below. On the H200 and the H100 (float32
 GAE, device time), the config chosen at 4096x256 with a companion below it alone
 (2457x153), one row a program on 2 warps, served 5000x230 at 0.82-0.89x of rl-triton.
+
+The key's shape with each other flag set real calls carry (:func:`flag_companions`) is a
+companion too: a profile without entries of those flag sets serves them from this one.
+On the H100 (torch 2.11, Triton 3.6, device time), the config chosen for V-trace at
+512x128 without flags and with shape companions alone, one row a program on one warp,
+ran V-trace with bootstrap values and truncations at 700x120 at 0.63x of rl-triton.
 """
 
 from __future__ import annotations
@@ -70,6 +76,20 @@ def companions(key: ProblemKey) -> list[ProblemKey]:
     return out
 
 
+def flag_companions(key: ProblemKey) -> list[ProblemKey]:
+    """``key``'s shape with each other flag set that real calls of its algorithm carry
+    (``tune.keys.COMMON_FLAGS``)."""
+    from rltriton_tune.tune.keys import COMMON_FLAGS
+
+    return [ProblemKey(key.algorithm, key.n, key.t, key.dtype, key.layout, flags, key.a)
+            for flags in COMMON_FLAGS.get(key.algorithm, ()) if flags != key.flags]
+
+
+def neighbourhood(key: ProblemKey) -> list[ProblemKey]:
+    """Every companion ``key``'s entry is chosen for: off-grid shapes, then flag sets."""
+    return companions(key) + flag_companions(key)
+
+
 @dataclass(frozen=True)
 class Choice:
     """The finalist chosen (its index in the finalists), and the evidence."""
@@ -91,16 +111,17 @@ class Choice:
 
 def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
            device: torch.device, usable: dict[str, Any], budget_s: float | None,
-           evaluator_for: Any) -> Choice:
+           evaluator_for: Any, others: Sequence[ProblemKey] | None = None) -> Choice:
     """The finalist (``Candidate``s timed at ``key`` in ``key_us``) that serves ``key`` and
-    its companions best (see the module doc). ``evaluator_for(key)`` makes an evaluator
-    for another key (closed here). With one finalist, no companion, or no finalist that
-    runs at a companion, the fastest at ``key`` is chosen."""
+    its companions (``others``, default :func:`neighbourhood`) best (see the module doc).
+    ``evaluator_for(key)`` makes an evaluator for another key (closed here). With one
+    finalist, no companion, or no finalist that runs at a companion, the fastest at
+    ``key`` is chosen."""
     fastest = min(range(len(finalists)), key=lambda i: key_us[i])
     if len(finalists) < 2:
         return Choice(fastest)
     timed, times = [], []
-    for other in companions(key):
+    for other in (neighbourhood(key) if others is None else others):
         there = _times_at(key, other, finalists, usable, budget_s, evaluator_for)
         if there is not None:
             timed.append(other.as_text())

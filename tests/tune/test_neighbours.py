@@ -88,7 +88,8 @@ def _choose(key_us, below_us, above_us=None, finalists=MODES):
         return evaluator
 
     cands = [Candidate("torch", {"mode": m}) for m in finalists]
-    choice = neighbours.choose(KEY, cands, key_us, CPU, USABLE, 0.01, evaluator_for)
+    choice = neighbours.choose(KEY, cands, key_us, CPU, USABLE, 0.01, evaluator_for,
+                               neighbours.companions(KEY))
     return choice, made, seen
 
 
@@ -144,7 +145,8 @@ def test_one_finalist_or_no_companion_needs_no_companion_timing():
     choice, made, _ = _choose([2.0], [1.0], finalists=("loop",))
     assert choice.index == 0 and not made
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
-    choice = neighbours.choose(ProblemKey("gae", 8, 2), cands, [3.0, 1.0, 2.0], CPU, USABLE,
+    lone = ProblemKey("retrace", 8, 2, flags="trunc", a=8)  # no shape or flag companion
+    choice = neighbours.choose(lone, cands, [3.0, 1.0, 2.0], CPU, USABLE,
                                0.01, lambda other: pytest.fail("no companion to time"))
     assert choice.index == 1 and choice.extra() == {}
 
@@ -157,3 +159,27 @@ def test_a_companion_that_cannot_be_timed_is_left_out(caplog):
     choice = neighbours.choose(KEY, cands, [2.0, 1.0, 3.0], CPU, USABLE, 0.01, broken)
     assert choice.index == 1 and choice.extra() == {}
     assert "not timed" in caplog.text
+
+
+def test_the_other_flag_sets_real_calls_carry_are_companions_too():
+    """A profile without entries of the other common flag sets serves them from this
+    entry: a config much slower with bootstrap values and truncations loses to one
+    nearly as fast without them."""
+    assert [k.flags for k in neighbours.flag_companions(KEY)] == ["last_value",
+                                                                   "bootstrap+trunc"]
+    assert neighbours.flag_companions(ProblemKey("retrace", 64, 32, flags="trunc", a=8)) == []
+    assert neighbours.neighbourhood(KEY) == [*neighbours.companions(KEY),
+                                             *neighbours.flag_companions(KEY)]
+    slow_with_flags = {"bootstrap+trunc": [1.60, 1.00, 1.70]}
+    seen = []
+
+    def evaluator_for(other):
+        times = slow_with_flags.get(other.flags, [1.00, 1.02, 1.50])
+        return FakeEvaluator(dict(zip(MODES, times, strict=True)), seen)
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    choice = neighbours.choose(KEY, cands, [1.00, 1.03, 1.50], CPU, USABLE, 0.01,
+                               evaluator_for)
+    assert choice.index == 1
+    assert len(choice.companions) == 4
+    assert "gae|bootstrap+trunc|float32|env|N=128|T=32" in choice.extra()["companions"]

@@ -119,9 +119,12 @@ def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
     assert done.replaced and done.new.params == FAST
     assert done.new.runner_up["params"] == SLOW
     assert _current().params == FAST and _current().extra.get("refreshed") is True
-    # both configs were also timed at the key's off-grid companions, which are recorded
+    # both configs were also timed at the key's off-grid companions and with the other
+    # flag sets real calls carry, which are recorded
     times = _current().extra["companions"]
-    assert sorted(times) == ["gae|none|float32|env|N=11|T=15", "gae|none|float32|env|N=5|T=9"]
+    assert sorted(times) == ["gae|bootstrap+trunc|float32|env|N=8|T=16",
+                             "gae|last_value|float32|env|N=8|T=16",
+                             "gae|none|float32|env|N=11|T=15", "gae|none|float32|env|N=5|T=9"]
     assert all(us > 0 for us in times.values())
     assert _current().software == software_versions()  # re-timed on this stack
     (again,) = refresh_module.refresh(CPU, ["gae"])  # now the stored config wins: kept
