@@ -342,20 +342,32 @@ def overhead_lines(report: dict[str, Any]) -> list[str]:
 
 
 def flag_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """Per estimator and layout: flag paths timed, how many are within the target per
-    byte of their base at the same config, and the worst."""
-    groups: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+    """Per estimator and layout, apart for each strategy's default config and for the
+    config dispatch chooses (``dispatched``): flag paths timed, how many are within the
+    target per byte of their base at the same config, and the worst."""
+    groups: dict[tuple[str, str], dict[bool, list[tuple[float, str]]]] = defaultdict(
+        lambda: {False: [], True: []})
     for r in rows:
+        chosen = r["strategy"] == "dispatched"
         for flags, m in r.get("flags", {}).items():
             if flags != r["base"]:
-                where = f"{flags}, {r['strategy']}, {r['N']}x{r['T']}"
-                groups[(r["algorithm"], r["layout"])].append((m["per_byte"], where))
-    lines = ["| estimator | layout | flag paths | within 5% per byte | worst per byte |",
-             "|---|---|---:|---:|---|"]
-    for (algorithm, layout), paths in sorted(groups.items()):
+                strategy = (r.get("dispatched") or {}).get("strategy", "?") if chosen \
+                    else r["strategy"]
+                where = f"{flags}, {strategy}, {r['N']}x{r['T']}"
+                groups[(r["algorithm"], r["layout"])][chosen].append((m["per_byte"], where))
+
+    def cells(paths: list[tuple[float, str]]) -> str:
+        if not paths:
+            return "- | - | -"
         worst = max(paths)
-        lines.append(f"| {algorithm} | {layout} | {len(paths)} | "
-                     f"{sum(x <= TARGET for x, _ in paths)} | {worst[0]:.3f} ({worst[1]}) |")
+        return (f"{len(paths)} | {sum(x <= TARGET for x, _ in paths)} | "
+                f"{worst[0]:.3f} ({worst[1]})")
+
+    lines = ["| estimator | layout | default configs: paths | within 5% per byte | worst "
+             "per byte | dispatched config: paths | within 5% per byte | worst per byte |",
+             "|---|---|---:|---:|---|---:|---:|---|"]
+    for (algorithm, layout), by in sorted(groups.items()):
+        lines.append(f"| {algorithm} | {layout} | {cells(by[False])} | {cells(by[True])} |")
     return lines
 
 
@@ -485,7 +497,8 @@ def folder_section(folder: Path, output: Path) -> list[str]:
         lines += [f"### Flag paths against their base (`flag_cost.py`, {dates[-1]})", "",
                   "Each flag set of an estimator at the strategy's default config for the "
                   "flags-none key (Retrace: truncations), for each strategy the tuner searches "
-                  "at that key, device time over the base's, divided "
+                  "at that key, and at the strategy and config dispatch chooses for that key "
+                  "(what a call gets); device time over the base's, divided "
                   "by the ratio of bytes an ideal kernel moves (an [N, T] input adds a full "
                   "read, an [N] one almost nothing). The target is at most 1.05.", "",
                   *flag_lines(flag_rows), ""]

@@ -154,3 +154,21 @@ def test_decision_sources_count_own_keys_nearby_keys_siblings_and_rules(script):
     assert f"`{own}` (1 cells at their own key, 2 from a nearby key)" in line
     assert f"`{other}`, a sibling GPU's profile (1 cells)" in line
     assert line.endswith("rules (1 cells).")
+
+
+def test_flag_paths_are_reported_apart_for_default_and_dispatched_configs(script):
+    """A flag path over the target at the dispatched config is what a call gets: it
+    shows in its own columns, named by the strategy dispatch chose."""
+    def row(strategy, per_byte, dispatched=None):
+        return {"algorithm": "gae", "layout": "time", "N": 4096, "T": 512, "base": "none",
+                "strategy": strategy, "dispatched": dispatched,
+                "flags": {"none": {"per_byte": 1.0}, "trunc": {"per_byte": per_byte},
+                          "last_value": {"per_byte": 1.01}}}
+
+    md = script("benchmarks_md")
+    lines = md.flag_lines([row("tiled", 1.02),
+                                      row("dispatched", 1.24, {"strategy": "flat"})])
+    assert lines[2] == ("| gae | time | 2 | 2 | 1.020 (trunc, tiled, 4096x512) | 2 | 1 | "
+                        "1.240 (trunc, flat, 4096x512) |")
+    only_defaults = md.flag_lines([row("tiled", 1.02)])
+    assert only_defaults[2].endswith("| - | - | - |")
