@@ -373,8 +373,8 @@ def test_tune_refresh_retimes_stored_entries(capsys):
 
 def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys):
     """An entry marked refreshed on this stack before companions were timed (no
-    ``companions`` field) was chosen for its key alone: --missing-only refreshes it
-    again, and then skips it."""
+    ``neighbourhood`` field), or for other companions than the key's now, was chosen for
+    another neighbourhood: --missing-only refreshes it again, and then skips it."""
     from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tuning_db import record
     from rltriton_tune.tuning_db.fingerprint import software_versions
@@ -390,10 +390,16 @@ def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
-    assert "companions" in show_json(capsys)[0]
+    assert show_json(capsys)[0]["neighbourhood"]
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
     assert code == 0 and "no stored entries to refresh" in out
+    shape_only = {"refreshed": True, "neighbourhood": ["gae|none|float32|env|N=5|T=5"]}
+    record(device_fingerprint("cpu"), [dataclasses.replace(old, extra=shape_only)],
+           replace=True)
+    code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
+                       "--device", "cpu")
+    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
 
 def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
     """--missing-only with nothing left exits 0 and says so (a shell loop can run it until

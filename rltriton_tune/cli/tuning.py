@@ -265,6 +265,7 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     ``deadline`` (``--max-seconds``) no further entry is started; what was refreshed is
     saved, and ``--missing-only`` picks up the rest."""
     from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune.neighbours import neighbourhood
     from rltriton_tune.tune.refresh import entries_to_refresh, refresh
     from rltriton_tune.tuning_db.fingerprint import software_versions
     from rltriton_tune.tuning_db.siblings import serving_profiles
@@ -277,15 +278,16 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     def wanted_on(device: Any) -> Callable[[Any], bool]:
         """--shapes (with --dtypes, --layouts) picks entries; --missing-only skips those
         already refreshed on this software stack and this GPU (a sibling GPU's entries
-        are refreshed whatever their stack) by a refresh that chose for the key's
-        neighbourhood: an entry refreshed before companions were timed (no
-        ``companions`` field) is refreshed again."""
+        are refreshed whatever their stack) for the key's current neighbourhood: an
+        entry whose config was chosen for other companions (its ``neighbourhood`` field,
+        absent before companions existed) is refreshed again."""
         borrowed = serving_profiles(device_fingerprint(device)).sibling_keys
 
         def done(entry: Any) -> bool:
             return (entry.software == here and bool(entry.extra.get("refreshed"))
                     and entry.key.as_text() not in borrowed
-                    and "companions" in entry.extra)
+                    and entry.extra.get("neighbourhood")
+                    == [k.as_text() for k in neighbourhood(entry.key)])
 
         def wanted(entry: Any) -> bool:
             key = entry.key

@@ -26,6 +26,7 @@ from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
 from rltriton_tune.kernels.launch import tile_order_space
 from rltriton_tune.tune.evaluate import describe
+from rltriton_tune.tune.neighbours import neighbourhood
 from rltriton_tune.tune.space import (
     Candidate,
     SearchSpace,
@@ -142,11 +143,13 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items()
              if k not in ("companion", "companion_us", "companions")}
-    # ``companions`` is always recorded by a refresh (empty: none was timed, e.g. one
-    # contender ran), so that ``--missing-only`` tells an entry chosen for its
-    # neighbourhood from one refreshed before companions existed.
+    # The companions the choice was made for (``neighbours.neighbourhood``), so that
+    # ``--missing-only`` refreshes again an entry chosen for another neighbourhood (one
+    # refreshed before flag companions existed, say).
+    extra.pop("neighbourhood", None)
     extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": True,
-                  "companions": {}, **choice.extra()})
+                  "neighbourhood": [k.as_text() for k in neighbourhood(key)],
+                  **choice.extra()})
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3),
                   runner_up=runner_up_record(runner, key),
