@@ -95,15 +95,21 @@ def install_direct_on_cpu(monkeypatch) -> list[list[str]]:
         module = importlib.import_module(f"rltriton_tune.kernels.{name}")
         if hasattr(module, "FastLaunch"):  # columns launches through lookback's launcher
             monkeypatch.setattr(module, "FastLaunch", DirectOnCpu)
-    # A bound launch allocates its outputs itself (new_empty of an input).
-    new_empty = torch.Tensor.new_empty
+    # A bound launch allocates its outputs itself (empty_like or new_empty of an input).
+    new_empty, empty_like = torch.Tensor.new_empty, torch.empty_like
 
     def registered_new_empty(self, *args, **kwargs):
         out = new_empty(self, *args, **kwargs)
         _register(out)
         return out
 
+    def registered_empty_like(*args, **kwargs):
+        out = empty_like(*args, **kwargs)
+        _register(out)
+        return out
+
     monkeypatch.setattr(torch.Tensor, "new_empty", registered_new_empty)
+    monkeypatch.setattr(torch, "empty_like", registered_empty_like)
     monkeypatch.setattr(launch_module, "current_stream", lambda device: 0)
     monkeypatch.setattr(launch_module, "current_device", lambda: 0)
     return logs

@@ -413,6 +413,8 @@ def test_bound_launch_serves_the_usual_call_with_the_general_paths_result(
             check_outputs(got if isinstance(got, tuple) else (got,),
                           expected(algorithm, kwargs), prepare_call(algorithm, **kwargs),
                           f"call {seed}")
+            for out in got if isinstance(got, tuple) else (got,):  # allocated by the bound
+                assert out.stride() == torch.empty(out.shape).stride()  # launch: contiguous
     bound = list(STATE.bound.values())
     assert len(bound) == 1 and callable(bound[0])
     # The first call decides and compiles (the generic launch); the others are bound.
