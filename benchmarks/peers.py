@@ -42,6 +42,7 @@ import csv
 import json
 import math
 import platform
+import random
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -427,10 +428,40 @@ def _line(row: dict[str, Any]) -> str:
             + (f"  x{ratio:.2f} vs rl-triton" if ratio else ""))
 
 
+#: Bounds of ``--shapes random:K:SEED`` (log-uniform), and its size cap in elements.
+RANDOM_N, RANDOM_T, RANDOM_MAX_ELEMS = (8, 32768), (8, 8192), 1 << 26
+
+
+def random_shapes(count: int, seed: int) -> tuple[tuple[int, int], ...]:
+    """``count`` shapes no tuning run has seen: environments and steps drawn log-uniform
+    from :data:`RANDOM_N` and :data:`RANDOM_T` with ``seed``, both made odd (every grid
+    and every profile entry has even sizes), at most :data:`RANDOM_MAX_ELEMS` elements
+    (the steps shrink to fit). The same seed gives the same shapes."""
+    rng = random.Random(seed)
+    out: list[tuple[int, int]] = []
+    while len(out) < count:
+        n, t = (int(math.exp(rng.uniform(math.log(lo), math.log(hi)))) | 1
+                for lo, hi in (RANDOM_N, RANDOM_T))
+        t = min(t, (RANDOM_MAX_ELEMS // n) | 1)
+        if (n, t) not in out:
+            out.append((n, t))
+    return tuple(out)
+
+
 def shape_set(text: str) -> str | tuple[tuple[int, int], ...]:
-    """``--shapes``: a named set, or explicit ``NxT`` shapes (re-measuring single cells)."""
+    """``--shapes``: a named set, ``random:K:SEED`` (see :func:`random_shapes`), or
+    explicit ``NxT`` shapes (re-measuring single cells)."""
     if text in ("grid", "off-grid", "all"):
         return text
+    if text.startswith("random:"):
+        try:
+            count, seed = (int(x) for x in text.split(":")[1:])
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"--shapes: expected random:COUNT:SEED, got {text!r}") from None
+        if count < 1:
+            raise argparse.ArgumentTypeError(f"--shapes: COUNT must be positive, got {text!r}")
+        return random_shapes(count, seed)
     try:
         shapes = tuple((int(n), int(t)) for n, t in (part.lower().split("x")
                                                      for part in text.split(",")))
@@ -449,7 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--estimators", nargs="+", choices=sorted(ESTIMATOR_NAMES),
                    default=sorted(ESTIMATOR_NAMES))
     p.add_argument("--shapes", type=shape_set, default="all",
-                   help="grid, off-grid, all, or a comma list of NxT (e.g. 32768x128,777x77)")
+                   help="grid, off-grid, all, random:COUNT:SEED (shapes no tuning run has "
+                        "seen: odd sizes drawn log-uniform, the same for the same seed), or a "
+                        "comma list of NxT (e.g. 32768x128,777x77)")
     p.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     p.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
     p.add_argument("--peers", nargs="+", choices=PEERS, default=list(DEFAULT_PEERS),

@@ -90,6 +90,20 @@ def test_explicit_shapes_name_single_cells(script):
     assert {k.flags for k in keys} == {"none", "last_value", "bootstrap+trunc"}
 
 
+def test_random_shapes_are_unseen_reproducible_and_bounded(script):
+    """``random:K:SEED``: odd sizes (no grid or profile entry has one), the same for the
+    same seed, other for another, within the bounds and the size cap."""
+    peers = script("peers")
+    shapes = peers.shape_set("random:40:7")
+    assert len(set(shapes)) == 40 and shapes == peers.random_shapes(40, 7)
+    assert shapes != peers.random_shapes(40, 8)
+    for n, t in shapes:
+        assert n % 2 == 1 and t % 2 == 1 and n * t <= peers.RANDOM_MAX_ELEMS
+        assert peers.RANDOM_N[0] <= n <= peers.RANDOM_N[1] and 1 <= t <= peers.RANDOM_T[1]
+    for bad in ("random:0:1", "random:3", "random:x:1"):
+        with pytest.raises(Exception, match="--shapes"):
+            peers.shape_set(bad)
+
 def test_peers_that_cannot_run_a_cell_say_why(script):
     peers = script("peers")
     cpu = torch.device("cpu")
