@@ -442,7 +442,8 @@ def random_shapes(count: int, seed: int) -> tuple[tuple[int, int], ...]:
     while len(out) < count:
         n, t = (int(math.exp(rng.uniform(math.log(lo), math.log(hi)))) | 1
                 for lo, hi in (RANDOM_N, RANDOM_T))
-        t = min(t, (RANDOM_MAX_ELEMS // n) | 1)
+        most = RANDOM_MAX_ELEMS // n
+        t = min(t, most if most & 1 else most - 1)
         if (n, t) not in out:
             out.append((n, t))
     return tuple(out)

@@ -48,17 +48,23 @@ DEFAULT_FACTORS: dict[str, float] = {
 DIMENSIONS = tuple(DEFAULT_FACTORS)
 
 
-
 def sibling_factor(factors: dict[str, float]) -> float:
     """Expected slowdown of an entry of a sibling GPU's profile (``tuning_db.siblings``),
     on top of its other differences: the geometric mean of another flag set or dtype
     (the larger) and one shape step, so that a sibling's entry at the key itself ranks
     below this GPU's own entry of another flag set or dtype at the same shape and above
-    its own entry a shape step away, whatever the factors measure. A fixed factor does
-    not: with the H200's measured factors (a shape step 1.011), a fixed 1.10 ranked an
-    H100's own entry nine steps away (4096x512, time-major) above the sibling's entry
-    one step away (128x4096); at 60x3000 it ran at 0.24-0.39x of rl-triton."""
-    return math.sqrt(max(factors["flags"], factors["dtype"]) * factors["shape"])
+    its own entry a shape step away. Where the factors cannot order the three (another
+    flag set or dtype measured no cheaper than a shape step, or a measured factor beside
+    a default one), half a shape step: the sibling's entry at the key then ranks above
+    every own entry of another shape.
+
+    A fixed factor does not scale with the measurements: with the H200's measured
+    factors (a shape step 1.011), a fixed 1.10 ranked an H100's own entry 6.8 shape
+    units away (4096x512, time-major) above the sibling's entry 1.1 away (128x4096); at
+    60x3000 it ran at 0.24-0.39x of rl-triton."""
+    other = max(factors["flags"], factors["dtype"])
+    shape = factors["shape"]
+    return math.sqrt(other * shape) if other < shape else math.sqrt(shape)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ companion too: a profile without entries of those flag sets serves them from thi
 On the H100 (torch 2.11, Triton 3.6, device time), the config chosen for V-trace at
 512x128 without flags and with shape companions alone, one row a program on one warp,
 ran V-trace with bootstrap values and truncations at 700x120 at 0.63x of rl-triton.
+A flag set that has an entry of its own is a companion all the same: which entries a
+profile holds changes as it is tuned, and :data:`KEY_MARGIN` bounds what serving it can
+cost the key.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ choice and a few diverse configs enqueued first), evaluates them and tells the
 results; the study's finished trials count toward the budget, so an interrupted
 run resumes and several workers share one budget. :func:`finalize` re-measures
 the best few distinct configs and rl-triton's (the flat heuristic), times them at
-the key's off-grid companions too (``tune.neighbours``: the entry serves the calls
-near its key), measures the baselines and records the entry.
+the key's companions too (``tune.neighbours``: the entry serves the calls near its
+key and its other flag sets), measures the baselines and records the entry.
 
 A stored entry for the key (from an earlier run, an import or the shipped
 profile) is replaced only after a head-to-head: its config is re-measured beside
@@ -271,7 +271,7 @@ class StudyResult:
     stored: Candidate | None = None
     #: Why the stored config took no part (it fails on this stack), if it did not.
     stored_error: str | None = None
-    #: How the finalists served the key's off-grid companions (``tune.neighbours``).
+    #: How the finalists served the key's companions (``tune.neighbours``).
     choice: Choice | None = None
 
     @property
@@ -300,7 +300,7 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
              measure_baselines: bool = True, skip: Sequence[str] = (),
              neighbourhood: bool = True, extra: Sequence[Candidate] = ()) -> StudyResult:
     """Re-measure the top candidates, measure baselines, and record the winner. With
-    ``neighbourhood``, the winner is the finalist that serves the key and its off-grid
+    ``neighbourhood``, the winner is the finalist that serves the key and its
     companions best (:func:`choose_for_neighbourhood`), rl-triton's config among the
     finalists on CUDA; otherwise the fastest at the key. ``extra``: configs from outside
     the study (see :func:`untried_related`) that join the finalists once they pass the

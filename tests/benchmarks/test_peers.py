@@ -97,7 +97,7 @@ def test_random_shapes_are_unseen_reproducible_and_bounded(script):
     shapes = peers.shape_set("random:40:7")
     assert len(set(shapes)) == 40 and shapes == peers.random_shapes(40, 7)
     assert shapes != peers.random_shapes(40, 8)
-    for n, t in shapes:
+    for n, t in (shape for seed in range(200) for shape in peers.random_shapes(12, seed)):
         assert n % 2 == 1 and t % 2 == 1 and n * t <= peers.RANDOM_MAX_ELEMS
         assert peers.RANDOM_N[0] <= n <= peers.RANDOM_N[1] and 1 <= t <= peers.RANDOM_T[1]
     for bad in ("random:0:1", "random:3", "random:x:1"):

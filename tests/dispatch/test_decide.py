@@ -102,6 +102,11 @@ def test_measured_factors_near_one_keep_a_near_siblings_entry_above_a_far_own_on
     near = decide(key(4096, 32), FAKE_GPU)
     assert (near.strategy, near.entry) == ("flat", key(4096, 32, flags="last_value").as_text())
     assert lookup.sibling_factor(lookup.DEFAULT_FACTORS) == pytest.approx(1.0989, abs=1e-4)
+    # Factors that cannot order the three (a measured shape step beside the default
+    # dtype factor; no shape cost at all): half a shape step.
+    mixed = {**lookup.DEFAULT_FACTORS, "shape": 1.0113, "flags": 1.0007}
+    assert lookup.sibling_factor(mixed) == pytest.approx(1.0113 ** 0.5)
+    assert lookup.sibling_factor({**mixed, "shape": 1.0}) == 1.0
     assert decide(key(1024, 32), FAKE_GPU).entry == key(2048, 32).as_text()
 
 def test_sibling_profiles_can_be_turned_off(profiles, fake_gpu, monkeypatch):
