@@ -114,7 +114,7 @@ def test_benchmarks_md_summarises_flag_rows(script):
                "none": {"per_byte": 1.0}, "last_value": {"per_byte": 1.02},
                "trunc": {"per_byte": 1.2}}}
     lines = md.flag_lines([row])
-    assert lines[2] == "| gae | env | 2 | 1 | 1.200 (trunc, flat, 8x16) |"
+    assert lines[2] == "| gae | env | 2 | 1 | 1.200 (trunc, flat, 8x16) | - | - | - |"
 
 
 def test_kernels_are_compiled_ahead_in_worker_processes(script):
