@@ -265,7 +265,7 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     ``deadline`` (``--max-seconds``) no further entry is started; what was refreshed is
     saved, and ``--missing-only`` picks up the rest."""
     from rltriton_tune.dispatch.devices import device_fingerprint
-    from rltriton_tune.tune.neighbours import neighbourhood
+    from rltriton_tune.tune.neighbours import neighbourhood_texts
     from rltriton_tune.tune.refresh import entries_to_refresh, refresh
     from rltriton_tune.tuning_db.fingerprint import software_versions
     from rltriton_tune.tuning_db.siblings import serving_profiles
@@ -286,8 +286,7 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
         def done(entry: Any) -> bool:
             return (entry.software == here and bool(entry.extra.get("refreshed"))
                     and entry.key.as_text() not in borrowed
-                    and entry.extra.get("neighbourhood")
-                    == [k.as_text() for k in neighbourhood(entry.key)])
+                    and entry.extra.get("neighbourhood") == neighbourhood_texts(entry.key))
 
         def wanted(entry: Any) -> bool:
             key = entry.key

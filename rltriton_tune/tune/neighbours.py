@@ -93,6 +93,12 @@ def neighbourhood(key: ProblemKey) -> list[ProblemKey]:
     return companions(key) + flag_companions(key)
 
 
+def neighbourhood_texts(key: ProblemKey) -> list[str]:
+    """:func:`neighbourhood` as key texts: what a refreshed entry records in its
+    ``neighbourhood`` field, and what ``tune --refresh --missing-only`` compares it with."""
+    return [other.as_text() for other in neighbourhood(key)]
+
+
 @dataclass(frozen=True)
 class Choice:
     """The finalist chosen (its index in the finalists), and the evidence."""

@@ -26,7 +26,7 @@ from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
 from rltriton_tune.kernels.launch import tile_order_space
 from rltriton_tune.tune.evaluate import describe
-from rltriton_tune.tune.neighbours import neighbourhood
+from rltriton_tune.tune.neighbours import neighbourhood_texts
 from rltriton_tune.tune.space import (
     Candidate,
     SearchSpace,
@@ -143,12 +143,11 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items()
              if k not in ("companion", "companion_us", "companions")}
-    # The companions the choice was made for (``neighbours.neighbourhood``), so that
+    # The companions the choice was made for (``neighbours.neighbourhood_texts``), so that
     # ``--missing-only`` refreshes again an entry chosen for another neighbourhood (one
     # refreshed before flag companions existed, say).
-    extra.pop("neighbourhood", None)
     extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": True,
-                  "neighbourhood": [k.as_text() for k in neighbourhood(key)],
+                  "neighbourhood": neighbourhood_texts(key),
                   **choice.extra()})
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3),
