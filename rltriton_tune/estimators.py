@@ -238,6 +238,8 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     if not isinstance(source, Tensor):
         raise TypeError(f"{function}: {plan.source_name} must be a torch.Tensor, "
                         f"got {type(source).__name__}")
+    if source.layout is not _STRIDED or source.is_nested:  # before its shape, which raises
+        raise TypeError(_not_dense(function, plan.source_name, source))
     shape = source.shape
     ndim = len(shape)
     if ndim < 2:
@@ -268,8 +270,8 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
             raise TypeError(f"{function}: {name} is required (got None)")
         if not isinstance(x, Tensor):
             raise TypeError(f"{function}: {name} must be a torch.Tensor, got {type(x).__name__}")
-        if x.layout is not _STRIDED:  # sparse and other layouts: say so, not a torch error
-            raise TypeError(f"{function}: {name} must be a dense tensor, got layout {x.layout}")
+        if x.layout is not _STRIDED or x.is_nested:  # say so, not a torch error
+            raise TypeError(_not_dense(function, name, x))
         other = x is not source  # the reference needs no comparison with itself
         if rule == _SAME_SHAPE:
             if other and x.shape != shape:
@@ -323,6 +325,13 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
                 tensor_scalars)
     call._device = device
     return call
+
+
+def _not_dense(function: str, name: str, x: Tensor) -> str:
+    """The error for a sparse, mkldnn or nested tensor (a strided nested tensor has no
+    shape to compare: torch raises an internal error when it is read)."""
+    kind = "a nested tensor" if x.is_nested else f"layout {x.layout}"
+    return f"{function}: {name} must be a dense tensor, got {kind}"
 
 
 def _scalars(plan: _Plan, scalar_values: tuple[Any, ...], device: torch.device

@@ -247,3 +247,33 @@ def test_a_reset_while_binding_stores_no_bound_launch():
     launcher.bind = lambda *args: None
     assert hot_path._bind(key, ("rewards",), ("gamma",), "rewards", True) is False
     assert STATE.bound[key] is False
+
+
+def _other_layouts(device):
+    """Every tensor layout but strided that a ``[6, 7]`` float input can have on ``device``."""
+    dense = torch.zeros(6, 7, device=device)
+    layouts = {"sparse_coo": dense.to_sparse(), "sparse_csr": dense.to_sparse_csr(),
+               "sparse_csc": dense.to_sparse_csc(), "sparse_bsr": dense.to_sparse_bsr((1, 1)),
+               "nested": torch.nested.nested_tensor([torch.zeros(7, device=device)] * 6)}
+    if device == "cpu":
+        layouts["mkldnn"] = dense.to_mkldnn()
+    return layouts
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("name", ["rewards", "values", "last_value"])
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype")
+def test_other_layouts_take_the_general_path_on_every_device(device, name, builds):
+    """The fast path reads layouts on a CPU only: on other devices each non-strided layout
+    must fail its other checks, so that the general path names the argument."""
+    kwargs = random_inputs(ProblemKey("gae", 6, 7, flags="last_value"), seed=0)
+    kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    estimators.compute_gae(**kwargs)  # memoised: the fast path would serve a good call
+    for layout, tensor in _other_layouts(device).items():
+        if name == "last_value":
+            tensor = tensor[0] if layout == "nested" else torch.zeros(6, device=device).to_sparse()
+        before = builds[0]
+        with pytest.raises((TypeError, ValueError), match=name):
+            estimators.compute_gae(**{**kwargs, name: tensor})
+        assert builds[0] == before + 1, f"{layout} {name} on {device} took the fast path"
