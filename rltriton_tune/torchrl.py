@@ -15,9 +15,11 @@ How TorchRL's conventions map onto the estimators (one scan each, no Python loop
 * The time axis is moved last (a view; ``time_dim=0`` is read time-major in place)
   and the other dims, features included, become batch dims.
 * ``gamma``, ``lmbda`` and the clipping thresholds are numbers or 0-d tensors. A
-  0-d tensor on a GPU (TorchRL's modules keep them as buffers) is read to the host
-  once per call so that the fused kernels serve it (TorchRL's own ``vec_`` GAE
-  reads tensors to the host too). Per-step tensors (``steps_to_next_obs``) are
+  0-d tensor (on a GPU too: TorchRL's modules keep them as buffers) is read to the
+  host once per call so that the fused kernels serve it (TorchRL's own ``vec_`` GAE
+  reads tensors to the host too).
+* Errors name these functions' arguments (``done``, ``lmbda``, ...), not the
+  estimators' they map to. Per-step tensors (``steps_to_next_obs``) are
   not supported here: :func:`patch_torchrl` leaves such calls to TorchRL.
 
 :func:`patch_torchrl` makes TorchRL's ``GAE``, ``TDLambdaEstimator`` and ``VTrace``
@@ -29,6 +31,8 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import math
+import numbers
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -78,26 +82,62 @@ class _Layout:
         return y.movedim(-1, self.dim)
 
 
-def _same_shapes(**tensors: Tensor | None) -> None:
-    """TorchRL's rule: every tensor argument has one shape (ValueError naming them)."""
+#: Dtypes of the value inputs and of the flags (``done``, ``terminated``), as the
+#: estimators take them (float64 on CPU only).
+_FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.float64})
+_FLAGS = _FLOATS | {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
+_FLAG_NAMES = ("done", "terminated")
+
+
+def _check_tensors(**tensors: Tensor | None) -> None:
+    """TorchRL's rule, every tensor argument has one shape, and the estimators' rules
+    (dense, one device, accepted dtypes), checked here so that the errors name these
+    functions' arguments rather than the estimators' (``done`` is their ``truncateds``)."""
     given = {name: x for name, x in tensors.items() if x is not None}
     for name, x in given.items():
         if not isinstance(x, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.layout is not torch.strided or x.is_nested:
+            raise TypeError(f"{name} must be a dense tensor, got "
+                            f"{'a nested tensor' if x.is_nested else f'layout {x.layout}'}")
+        flag = name in _FLAG_NAMES
+        if x.dtype not in (_FLAGS if flag else _FLOATS) or (
+                x.dtype is torch.float64 and x.device.type != "cpu"):
+            kinds = "a float, bool or integer tensor" if flag else \
+                "float32, float16 or bfloat16 (or float64 on CPU)"
+            raise TypeError(f"{name} has dtype {x.dtype} on {x.device}; expected {kinds}")
+    first = next(iter(given))  # a required argument, never None
+    device = given[first].device
+    for name, x in given.items():
+        if x.device != device:
+            raise ValueError(f"{name} is on {x.device} but {first} is on {device}; all "
+                             "tensors must be on one device")
     shapes = {name: tuple(x.shape) for name, x in given.items()}
     if len(set(shapes.values())) > 1:
         listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
         raise ValueError(f"all tensors must share one shape; got {listed}")
 
 
-def _scalar(name: str, value: Any) -> Any:
-    """A number, or a 0-d tensor: read to the host when it lives on another device."""
+def _scalar(name: str, value: Any) -> float:
+    """A number, or a 0-d tensor read to the host, as a float; errors name the argument
+    (NaN, bools, non-real values, and tensors that hold no readable number)."""
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise ValueError(f"{name} must be a number or a 0-d tensor, got a tensor of shape "
                              f"{tuple(value.shape)} (per-step values are not supported)")
-        if value.device.type != "cpu":
-            return value.item()
+        if value.dtype is torch.bool or value.is_complex():
+            raise TypeError(f"{name} must be a real number, got a {value.dtype} tensor")
+        if value.device.type == "meta":
+            raise ValueError(f"{name} is a meta tensor, which holds no value")
+        value = value.item()
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number or a 0-d tensor, got {type(value).__name__}")
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} is too large for a float") from None
+    if math.isnan(value):
+        raise ValueError(f"{name} is NaN")
     return value
 
 
@@ -119,7 +159,7 @@ def generalized_advantage_estimate(
     and ``value_target = advantage + state_value``. All tensors share one shape
     ``[*B, T, *F]`` with time at ``time_dim``; ``terminated`` defaults to ``done``.
     """
-    _same_shapes(state_value=state_value, next_state_value=next_state_value, reward=reward,
+    _check_tensors(state_value=state_value, next_state_value=next_state_value, reward=reward,
                  done=done, terminated=terminated)
     layout = _Layout(reward, time_dim)
     into = layout.into
@@ -157,7 +197,7 @@ def td_lambda_return_estimate(
     if rolling_gamma is False:
         raise ValueError("rolling_gamma=False is expected only with time-sensitive gamma or "
                          "lambda values, which rltriton_tune.torchrl does not support")
-    _same_shapes(next_state_value=next_state_value, reward=reward, done=done,
+    _check_tensors(next_state_value=next_state_value, reward=reward, done=done,
                  terminated=terminated)
     layout = _Layout(reward, time_dim)
     into = layout.into
@@ -199,7 +239,7 @@ def vtrace_advantage_estimate(
     γ(1 - terminated[t]) vs'[t] - state_value[t])`` where ``vs'[t]`` is ``vs[t+1]``,
     or ``next_state_value[t]`` where ``done[t]`` and at the last step.
     """
-    _same_shapes(log_pi=log_pi, log_mu=log_mu, state_value=state_value,
+    _check_tensors(log_pi=log_pi, log_mu=log_mu, state_value=state_value,
                  next_state_value=next_state_value, reward=reward, done=done,
                  terminated=terminated)
     layout = _Layout(reward, time_dim)

@@ -4,6 +4,7 @@ Validation never reaches dispatch here, so these tests need no implementation;
 ``meta`` tensors stand in for a non-CPU device (validation must not read data).
 """
 
+import fractions
 import math
 
 import pytest
@@ -230,6 +231,16 @@ def test_scalar_rules(algorithm, scalar):
                        (True, TypeError), ("0.9", TypeError), (None, TypeError)]:
         kwargs[scalar] = bad
         raises(algorithm, kwargs, error, scalar)
+
+
+@pytest.mark.parametrize(("algorithm", "scalar"), SCALAR_CASES)
+def test_scalar_beyond_float_range(algorithm, scalar):
+    """An int (or Fraction) too large for a float is a ValueError naming the scalar, not
+    Python's bare OverflowError."""
+    kwargs = inputs(algorithm)
+    for bad in (10**400, -(10**400), fractions.Fraction(10**400)):
+        kwargs[scalar] = bad
+        raises(algorithm, kwargs, ValueError, scalar, "too large")
 
 
 def test_scalars_accept_ints_numpy_and_infinite_clips():

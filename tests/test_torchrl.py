@@ -164,3 +164,40 @@ def test_patch_leaves_per_step_gammas_to_torchrl():
         d["terminated"])
     for g, w in zip(got, want, strict=True):
         close(g, w)
+
+
+def _arguments(name, d):
+    """Keyword arguments of ``name`` (a module-level function of ours) from ``data``."""
+    import inspect
+
+    scalars = {"gamma": GAMMA, "lmbda": LMBDA, "rho_thresh": 1.0, "c_thresh": 1.0}
+    params = inspect.signature(getattr(ours, name)).parameters
+    return {p: scalars[p] if p in scalars else d[p] for p in params
+            if p in scalars or p in d}
+
+
+FUNCTIONS = [*GAE_NAMES, *TD_NAMES, "vtrace_advantage_estimate"]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_errors_name_our_arguments(name):
+    """Bad tensors and scalars are TypeError / ValueError naming this function's argument
+    (``done``, not the estimator's ``truncateds``), never a torch error from the flag
+    arithmetic before the estimator, nor a complex ``done`` silently taken."""
+    base = _arguments(name, data((3, 12, 1), -2))
+    tensors = [k for k, v in base.items() if isinstance(v, torch.Tensor)]
+    for arg in tensors:
+        x = base[arg]
+        for bad, error in [(x.to(torch.complex64), TypeError), (x.to("meta"), ValueError),
+                           (x.to_sparse(), TypeError)]:
+            with pytest.raises(error, match=arg):
+                getattr(ours, name)(**{**base, arg: bad})
+        if x.is_floating_point():
+            with pytest.raises(TypeError, match=arg):
+                getattr(ours, name)(**{**base, arg: x.to(torch.int64)})
+    for arg in [k for k in base if k not in tensors]:
+        for bad, error in [(float("nan"), ValueError), (torch.tensor(float("nan")), ValueError),
+                           (True, TypeError), ("0.9", TypeError), (None, TypeError),
+                           (torch.tensor(GAMMA, device="meta"), ValueError)]:
+            with pytest.raises(error, match=arg):
+                getattr(ours, name)(**{**base, arg: bad})

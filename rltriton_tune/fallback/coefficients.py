@@ -11,6 +11,7 @@ at the boundary step so every scan starts from a zero carry, and a pointwise
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -71,6 +72,15 @@ class Inputs:
     def scalar(self, name: str) -> float | Tensor:
         """A float, or a 0-d tensor on the inputs' device (read there, without a sync)."""
         return self.call.scalars[name]
+
+    def clip(self, name: str) -> float | Tensor:
+        """A clip threshold as ``clamp_max`` takes it: a float beyond the compute dtype's
+        range (1e300, a valid "no clipping", with float32 inputs) becomes ±inf, which
+        clips every value of that dtype alike; torch refuses to convert it."""
+        value = self.call.scalars[name]
+        if isinstance(value, float) and abs(value) > torch.finfo(self.cd).max:
+            return math.copysign(math.inf, value)
+        return value
 
 
 def _fold(alpha: Tensor, beta: Tensor, reverse: bool, carry: Tensor | None) -> None:
@@ -196,10 +206,10 @@ def vtrace(call: Call) -> Coefficients:
     mask = _mask(trunc)
     boot = _Bootstrap(inp)
     ratio = torch.sub(inp.value("log_pi_target"), inp.value("log_pi_behavior")).exp_()
-    rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
+    rho = torch.clamp_max(ratio, inp.clip("rho_bar"))
     not_term = _one_minus(term)
     alpha = _td_error(boot.next_value(v, mask), not_term, r, v, g).mul_(rho)
-    beta = _clip_last_use(ratio, inp.scalar("c_bar")).mul_(_not_done(term, trunc, g))
+    beta = _clip_last_use(ratio, inp.clip("c_bar")).mul_(_not_done(term, trunc, g))
     _fold(alpha, beta, True, None)
 
     def finish(d: Tensor) -> tuple[Tensor, ...]:
@@ -256,8 +266,8 @@ def retrace(call: Call) -> Coefficients:
     term, trunc = inp.flag("terminateds"), inp.flag("truncateds")
     pi_a, bad_row = _gather_actions(inp)
     ratio = pi_a.div_(inp.value("action_probs_behavior"))
-    rho = torch.clamp_max(ratio, inp.scalar("rho_bar"))
-    c = _clip_last_use(ratio, inp.scalar("c_bar")).mul_(lam)
+    rho = torch.clamp_max(ratio, inp.clip("rho_bar"))
+    c = _clip_last_use(ratio, inp.clip("c_bar")).mul_(lam)
     not_term = _one_minus(term)
     alpha = _td_error(_expected_q(inp), not_term, r, q, g)
     beta = _shift_next(c, 0.0).mul_(_not_done(term, trunc, g))
@@ -391,7 +401,7 @@ def vtrace_grad(call: Call) -> Coefficients:
     adv[t-1]; the gradients of log_pi_target, values, rewards and of the boundary input
     given (:data:`rltriton_tune.algorithms.GRAD_ALGORITHMS`)."""
     inp = Inputs(call)
-    g, rho_bar, c_bar = inp.scalar("gamma"), inp.scalar("rho_bar"), inp.scalar("c_bar")
+    g, rho_bar, c_bar = inp.scalar("gamma"), inp.clip("rho_bar"), inp.clip("c_bar")
     g_vs, g_adv = inp.value("grads"), inp.value("grad_advantages")
     ratio = torch.sub(inp.value("log_pi_target"), inp.value("log_pi_behavior")).exp_()
     rho = torch.clamp_max(ratio, rho_bar)

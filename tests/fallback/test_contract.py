@@ -4,12 +4,13 @@ out-of-range Retrace actions never fault."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
 
 from rltriton_tune.call import Call
-from rltriton_tune.estimators import prepare_call
+from rltriton_tune.estimators import compute_vtrace, prepare_call
 from rltriton_tune.fallback import CPU_MODES, launch
 
 from .helpers import CASES, assert_matches, expected, make_case, make_key
@@ -91,3 +92,22 @@ def test_empty_call_gives_empty_outputs(mode):
     outputs = launch(call, mode)
     assert [o.shape for o in outputs] == [(0, 5), (0, 5)]
     assert all(o.dtype == torch.bfloat16 for o in outputs)
+
+
+@pytest.mark.parametrize("algorithm", ["vtrace", "retrace"])
+@pytest.mark.parametrize("mode", CPU_MODES)
+def test_clips_beyond_the_compute_dtype_clip_nothing(mode, algorithm):
+    """Clips of ±1e300 (float32 inputs cannot hold them) act as ±inf: no torch overflow
+    error, the reference's results; and the backward pass takes them too. (Retrace's
+    rho_bar only scales its advantages: -inf there keeps the scan finite.)"""
+    kwargs, _ = make_case(make_key(algorithm, 3, 9, "trunc"))
+    rho = -1.0 if algorithm == "retrace" else 1.0
+    huge = {**kwargs, "rho_bar": rho * 1e300, "c_bar": 1e300}
+    call = prepare_call(algorithm, **huge)
+    wanted = expected(algorithm, {**kwargs, "rho_bar": rho * math.inf, "c_bar": math.inf})
+    assert_matches(launch(call, mode), wanted, "float32")
+    if algorithm == "vtrace":
+        leaf = huge["values"].clone().requires_grad_()
+        vs, adv = compute_vtrace(**{**huge, "values": leaf})
+        (vs.sum() + adv.sum()).backward()
+        assert torch.isfinite(leaf.grad).all()
