@@ -33,9 +33,11 @@ from rltriton_tune.hot_path import HotPath
 Tensor = torch.Tensor
 
 _is_compiling = torch.compiler.is_compiling
-_FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
+#: Dtypes of floating inputs on every device (float64 is taken on a CPU too).
+FLOAT_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _INTEGERS = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
-_FLAGS = _FLOATS | _INTEGERS | {torch.bool}
+#: Dtypes of flag inputs (terminateds, truncateds): any non-zero value is set.
+FLAG_DTYPES = FLOAT_DTYPES | _INTEGERS | {torch.bool}
 _BOUNDARIES = {"ends_at": False, "starts_at": True}
 
 # Kinds of tensor argument, which decide the shape and dtype rules.
@@ -46,8 +48,8 @@ _STEP, _FLAG, _INT, _PER_ENV, _PER_ACTION = range(5)
 _SAME_SHAPE, _ENV_SHAPE, _ACTION_SHAPE = range(3)
 _SHAPE_RULES = {_STEP: _SAME_SHAPE, _FLAG: _SAME_SHAPE, _INT: _SAME_SHAPE,
                 _PER_ENV: _ENV_SHAPE, _PER_ACTION: _ACTION_SHAPE}
-_ACCEPTED = {_STEP: _FLOATS, _FLAG: _FLAGS, _INT: _INTEGERS, _PER_ENV: _FLOATS,
-             _PER_ACTION: _FLOATS}
+_ACCEPTED = {_STEP: FLOAT_DTYPES, _FLAG: FLAG_DTYPES, _INT: _INTEGERS, _PER_ENV: FLOAT_DTYPES,
+             _PER_ACTION: FLOAT_DTYPES}
 _STRIDED = torch.strided
 _HOT_RULES = {_SAME_SHAPE: hot_path.SAME, _ENV_SHAPE: hot_path.ENV, _ACTION_SHAPE: hot_path.ACTION}
 

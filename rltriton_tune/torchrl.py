@@ -40,7 +40,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rltriton_tune.estimators import compute_gae, compute_lambda_returns, compute_vtrace
+from rltriton_tune.estimators import (
+    FLAG_DTYPES,
+    FLOAT_DTYPES,
+    compute_gae,
+    compute_lambda_returns,
+    compute_vtrace,
+)
 
 __all__ = [
     "generalized_advantage_estimate",
@@ -82,10 +88,6 @@ class _Layout:
         return y.movedim(-1, self.dim)
 
 
-#: Dtypes of the value inputs and of the flags (``done``, ``terminated``), as the
-#: estimators take them (float64 on CPU only).
-_FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.float64})
-_FLAGS = _FLOATS | {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 _FLAG_NAMES = ("done", "terminated")
 
 
@@ -101,8 +103,8 @@ def _check_tensors(**tensors: Tensor | None) -> None:
             raise TypeError(f"{name} must be a dense tensor, got "
                             f"{'a nested tensor' if x.is_nested else f'layout {x.layout}'}")
         flag = name in _FLAG_NAMES
-        if x.dtype not in (_FLAGS if flag else _FLOATS) or (
-                x.dtype is torch.float64 and x.device.type != "cpu"):
+        if x.dtype not in (FLAG_DTYPES if flag else FLOAT_DTYPES) and not (
+                x.dtype is torch.float64 and x.device.type == "cpu"):
             kinds = "a float, bool or integer tensor" if flag else \
                 "float32, float16 or bfloat16 (or float64 on CPU)"
             raise TypeError(f"{name} has dtype {x.dtype} on {x.device}; expected {kinds}")
