@@ -241,7 +241,10 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     """
     function = plan.function
     if time_major is not True and time_major is not False:
-        raise TypeError(f"{function}: time_major must be a bool, got {type(time_major).__name__}")
+        kind = type(time_major)  # numpy.bool is named "bool" too: say whose it is
+        owner = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+        raise TypeError(f"{function}: time_major must be a Python bool, got "
+                        f"{owner}{kind.__qualname__}")
     if plan.last_value_rule is not None:
         _check_exclusive(plan, values)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy
 import pytest
 import torch
 
@@ -153,8 +154,9 @@ def test_a_call_autograd_records_takes_the_general_path(builds):
 
 @pytest.mark.parametrize("bad, error, words", [
     (lambda: {"gamma": math.nan}, ValueError, "gamma is NaN"),
-    (lambda: {"time_major": "yes"}, TypeError, "time_major must be a bool"),
-    (lambda: {"time_major": 1}, TypeError, "time_major must be a bool"),  # hashes like True
+    (lambda: {"time_major": "yes"}, TypeError, "time_major must be a Python bool"),
+    (lambda: {"time_major": 1}, TypeError, "time_major must be a Python bool"),  # hashes like True
+    (lambda: {"time_major": numpy.bool_(True)}, TypeError, "got numpy.bool"),
     (lambda: {"values": torch.zeros(6, 8)}, ValueError, "values has shape"),
     (lambda: {"last_value": torch.zeros(7)}, ValueError, "last_value has shape"),
     (lambda: {"rewards": torch.zeros(6, 7, dtype=torch.int32)}, TypeError, "rewards has dtype"),
