@@ -156,7 +156,7 @@ def _scalar(plan: _Plan, name: str, value: Any, device: torch.device) -> float |
             raise ValueError(f"{plan.function}: {name} is NaN")
         return value
     if kind is int:
-        return _float(plan, name, value)
+        return ops.as_float(plan.function, name, value)
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise ValueError(f"{plan.function}: {name} must be a number or a 0-d tensor, "
@@ -174,19 +174,10 @@ def _scalar(plan: _Plan, name: str, value: Any, device: torch.device) -> float |
     elif isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{plan.function}: {name} must be a Python number or a 0-d tensor, "
                         f"got {kind.__name__}")
-    value = _float(plan, name, value)
+    value = ops.as_float(plan.function, name, value)
     if math.isnan(value):
         raise ValueError(f"{plan.function}: {name} is NaN")
     return value
-
-
-def _float(plan: _Plan, name: str, value: Any) -> float:
-    """``float(value)``; a Python int (or Fraction) beyond a float's range is a ValueError
-    naming the argument, not Python's bare OverflowError."""
-    try:
-        return float(value)
-    except OverflowError:
-        raise ValueError(f"{plan.function}: {name} is too large for a float") from None
 
 
 def _not_both(function: str, first: str, second: str, why: str = "") -> ExclusiveArgumentsError:

@@ -25,6 +25,7 @@ Outputs are fresh tensors, never views of inputs.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -207,19 +208,35 @@ def _scalar_type(scalars: Sequence[Any]) -> str:
     return "Tensor" if any(isinstance(x, Tensor) for x in scalars) else "float"
 
 
-def _as_float(value: Any) -> Any:
+#: The largest int a float holds: an int is compared with it, not converted and caught,
+#: since torch.compile cannot trace the OverflowError of a conversion.
+_LARGEST_INT = int(sys.float_info.max)
+
+
+def as_float(function: str, name: str, value: Any) -> float:
+    """``float(value)`` of a real number; one beyond a float's range (an int, a Fraction)
+    is a ValueError naming the argument, not Python's bare OverflowError."""
+    if isinstance(value, int) and not -_LARGEST_INT <= value <= _LARGEST_INT:
+        raise ValueError(f"{function}: {name} is too large for a float")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{function}: {name} is too large for a float") from None
+
+
+def _as_float(function: str, name: str, value: Any) -> Any:
     """Scalars enter the ``float`` schema as ``float``: numbers are converted, anything
     else is passed on for the validator to reject with its own message."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        return as_float(function, name, value)
     return value  # the validator names a bool or another type
 
 
-def _as_tensor(value: Any) -> Any:
+def _as_tensor(function: str, name: str, value: Any) -> Any:
     """Scalars enter the ``Tensor`` schema as 0-d tensors: a number becomes a float64
     CPU tensor (exact, read on the host), a tensor passes as it is."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return torch.tensor(float(value), dtype=torch.float64)
+        return torch.tensor(as_float(function, name, value), dtype=torch.float64)
     return value
 
 
@@ -229,5 +246,9 @@ def estimate(algorithm: str, tensors: Sequence[Tensor | None], scalars: Sequence
     the ``float`` one, or its twin taking 0-d tensors when any scalar is a tensor."""
     scalar_type = _scalar_type(scalars)
     forward, _ = OPERATORS[algorithm].ops[scalar_type]
-    convert = _as_tensor if scalar_type == "Tensor" else _as_float
-    return forward(*tensors, *map(convert, scalars), time_major, starts_at)
+    spec = ALGORITHMS[algorithm]
+    function = f"compute_{algorithm}"
+    converted = [_as_tensor(function, name, value) if scalar_type == "Tensor"
+                 else _as_float(function, name, value)
+                 for name, value in zip(spec.scalars, scalars, strict=True)]
+    return forward(*tensors, *converted, time_major, starts_at)

@@ -211,3 +211,18 @@ def test_cuda_graph_capture_of_forward_and_backward(algorithm):
     torch.cuda.synchronize()
     for a, b in zip(captured, expected, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_scalar_beyond_float_range_through_the_operator(compiled):
+    """The operator path (a gradient to record, or torch.compile) names a scalar too large
+    for a float as the eager path does, not Python's OverflowError inside the trace."""
+    torch._dynamo.reset()
+    kwargs = kwargs_for("gae")
+    kwargs["rewards"] = kwargs["rewards"].clone().requires_grad_()
+    kwargs["gamma"] = 10**400
+    function = rt.compute_gae
+    if compiled:
+        function = torch.compile(function, backend="eager")
+    with pytest.raises(ValueError, match="compute_gae: gamma is too large for a float"):
+        function(**kwargs)
