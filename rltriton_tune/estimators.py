@@ -156,7 +156,7 @@ def _scalar(plan: _Plan, name: str, value: Any, device: torch.device) -> float |
             raise ValueError(f"{plan.function}: {name} is NaN")
         return value
     if kind is int:
-        return ops.as_float(plan.function, name, value)
+        return ops.as_float(name, value, plan.function)
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise ValueError(f"{plan.function}: {name} must be a number or a 0-d tensor, "
@@ -173,8 +173,8 @@ def _scalar(plan: _Plan, name: str, value: Any, device: torch.device) -> float |
         value = value.item()
     elif isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{plan.function}: {name} must be a Python number or a 0-d tensor, "
-                        f"got {kind.__name__}")
-    value = ops.as_float(plan.function, name, value)
+                        f"got {ops.type_name(value)}")
+    value = ops.as_float(name, value, plan.function)
     if math.isnan(value):
         raise ValueError(f"{plan.function}: {name} is NaN")
     return value
@@ -232,10 +232,8 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     """
     function = plan.function
     if time_major is not True and time_major is not False:
-        kind = type(time_major)  # numpy.bool is named "bool" too: say whose it is
-        owner = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
         raise TypeError(f"{function}: time_major must be a Python bool, got "
-                        f"{owner}{kind.__qualname__}")
+                        f"{ops.type_name(time_major)}")
     if plan.last_value_rule is not None:
         _check_exclusive(plan, values)
 
@@ -244,7 +242,7 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
         raise TypeError(f"{function}: {plan.source_name} must be a torch.Tensor, "
                         f"got {type(source).__name__}")
     if source.layout is not _STRIDED or source.is_nested:  # before its shape, which raises
-        raise TypeError(_not_dense(function, plan.source_name, source))
+        raise TypeError(f"{function}: {not_dense(plan.source_name, source)}")
     shape = source.shape
     ndim = len(shape)
     if ndim < 2:
@@ -276,7 +274,7 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
         if not isinstance(x, Tensor):
             raise TypeError(f"{function}: {name} must be a torch.Tensor, got {type(x).__name__}")
         if x.layout is not _STRIDED or x.is_nested:  # say so, not a torch error
-            raise TypeError(_not_dense(function, name, x))
+            raise TypeError(f"{function}: {not_dense(name, x)}")
         other = x is not source  # the reference needs no comparison with itself
         if rule == _SAME_SHAPE:
             if other and x.shape != shape:
@@ -332,11 +330,11 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     return call
 
 
-def _not_dense(function: str, name: str, x: Tensor) -> str:
+def not_dense(name: str, x: Tensor) -> str:
     """The error for a sparse, mkldnn or nested tensor (a strided nested tensor has no
     shape to compare: torch raises an internal error when it is read)."""
     kind = "a nested tensor" if x.is_nested else f"layout {x.layout}"
-    return f"{function}: {name} must be a dense tensor, got {kind}"
+    return f"{name} must be a dense tensor, got {kind}"
 
 
 def _scalars(plan: _Plan, scalar_values: tuple[Any, ...], device: torch.device

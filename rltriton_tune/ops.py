@@ -213,22 +213,33 @@ def _scalar_type(scalars: Sequence[Any]) -> str:
 _LARGEST_INT = int(sys.float_info.max)
 
 
-def as_float(function: str, name: str, value: Any) -> float:
+def as_float(name: str, value: Any, function: str = "") -> float:
     """``float(value)`` of a real number; one beyond a float's range (an int, a Fraction)
-    is a ValueError naming the argument, not Python's bare OverflowError."""
+    is a ValueError naming the argument (after ``function: `` where given), not Python's
+    bare OverflowError."""
     if isinstance(value, int) and not -_LARGEST_INT <= value <= _LARGEST_INT:
-        raise ValueError(f"{function}: {name} is too large for a float")
+        raise ValueError(f"{function}: {name} is too large for a float" if function
+                         else f"{name} is too large for a float")
     try:
         return float(value)
     except OverflowError:
-        raise ValueError(f"{function}: {name} is too large for a float") from None
+        raise ValueError(f"{function}: {name} is too large for a float" if function
+                         else f"{name} is too large for a float") from None
+
+
+def type_name(value: Any) -> str:
+    """The name of ``value``'s type for an error message, with its module where it is
+    not a builtin (numpy's bool is named "bool" too)."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else \
+        f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _as_float(function: str, name: str, value: Any) -> Any:
     """Scalars enter the ``float`` schema as ``float``: numbers are converted, anything
     else is passed on for the validator to reject with its own message."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return as_float(function, name, value)
+        return as_float(name, value, function)
     return value  # the validator names a bool or another type
 
 
@@ -236,7 +247,7 @@ def _as_tensor(function: str, name: str, value: Any) -> Any:
     """Scalars enter the ``Tensor`` schema as 0-d tensors: a number becomes a float64
     CPU tensor (exact, read on the host), a tensor passes as it is."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return torch.tensor(as_float(function, name, value), dtype=torch.float64)
+        return torch.tensor(as_float(name, value, function), dtype=torch.float64)
     return value
 
 

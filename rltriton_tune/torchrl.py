@@ -15,12 +15,13 @@ How TorchRL's conventions map onto the estimators (one scan each, no Python loop
 * The time axis is moved last (a view; ``time_dim=0`` is read time-major in place)
   and the other dims, features included, become batch dims.
 * ``gamma``, ``lmbda`` and the clipping thresholds are numbers or 0-d tensors. A
-  0-d tensor (on a GPU too: TorchRL's modules keep them as buffers) is read to the
-  host once per call so that the fused kernels serve it (TorchRL's own ``vec_`` GAE
-  reads tensors to the host too).
+  0-d tensor on a GPU (TorchRL's modules keep them as buffers) is read to the host
+  once per call so that the fused kernels serve it (TorchRL's own ``vec_`` GAE reads
+  tensors to the host too); a CPU one is passed on unread, so that ``torch.compile``
+  traces it. Per-step tensors (``steps_to_next_obs``) are not supported here:
+  :func:`patch_torchrl` leaves such calls to TorchRL.
 * Errors name these functions' arguments (``done``, ``lmbda``, ...), not the
-  estimators' they map to. Per-step tensors (``steps_to_next_obs``) are
-  not supported here: :func:`patch_torchrl` leaves such calls to TorchRL.
+  estimators' they map to.
 
 :func:`patch_torchrl` makes TorchRL's ``GAE``, ``TDLambdaEstimator`` and ``VTrace``
 modules call these functions (docs/torchrl.md).
@@ -46,7 +47,9 @@ from rltriton_tune.estimators import (
     compute_gae,
     compute_lambda_returns,
     compute_vtrace,
+    not_dense,
 )
+from rltriton_tune.ops import as_float, type_name
 
 __all__ = [
     "generalized_advantage_estimate",
@@ -94,21 +97,25 @@ _FLAG_NAMES = ("done", "terminated")
 def _check_tensors(**tensors: Tensor | None) -> None:
     """TorchRL's rule, every tensor argument has one shape, and the estimators' rules
     (dense, one device, accepted dtypes), checked here so that the errors name these
-    functions' arguments rather than the estimators' (``done`` is their ``truncateds``)."""
+    functions' arguments rather than the estimators' (``done`` is their ``truncateds``).
+    Only ``terminated`` may be None."""
+    for name, x in tensors.items():
+        if x is None and name != "terminated":
+            raise TypeError(f"{name} is required (got None)")
     given = {name: x for name, x in tensors.items() if x is not None}
     for name, x in given.items():
         if not isinstance(x, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+            raise TypeError(f"{name} must be a torch.Tensor, got {type_name(x)}")
         if x.layout is not torch.strided or x.is_nested:
-            raise TypeError(f"{name} must be a dense tensor, got "
-                            f"{'a nested tensor' if x.is_nested else f'layout {x.layout}'}")
+            raise TypeError(not_dense(name, x))
         flag = name in _FLAG_NAMES
         if x.dtype not in (FLAG_DTYPES if flag else FLOAT_DTYPES) and not (
                 x.dtype is torch.float64 and x.device.type == "cpu"):
-            kinds = "a float, bool or integer tensor" if flag else \
-                "float32, float16 or bfloat16 (or float64 on CPU)"
-            raise TypeError(f"{name} has dtype {x.dtype} on {x.device}; expected {kinds}")
-    first = next(iter(given))  # a required argument, never None
+            kinds = "a float, bool or integer flag tensor" if flag else \
+                "float32, float16 or bfloat16"
+            raise TypeError(f"{name} has dtype {x.dtype} on {x.device}; expected {kinds} "
+                            "(or float64 on CPU)")
+    first = next(iter(given))  # a required argument
     device = given[first].device
     for name, x in given.items():
         if x.device != device:
@@ -120,9 +127,10 @@ def _check_tensors(**tensors: Tensor | None) -> None:
         raise ValueError(f"all tensors must share one shape; got {listed}")
 
 
-def _scalar(name: str, value: Any) -> float:
-    """A number, or a 0-d tensor read to the host, as a float; errors name the argument
-    (NaN, bools, non-real values, and tensors that hold no readable number)."""
+def _scalar(name: str, value: Any) -> float | Tensor:
+    """A number as a float, or a 0-d tensor: read to the host on a GPU, passed on unread
+    on a CPU (its NaN check is made here outside torch.compile, which cannot trace the
+    read). Errors name the argument (NaN, bools, non-real values, meta tensors)."""
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise ValueError(f"{name} must be a number or a 0-d tensor, got a tensor of shape "
@@ -131,13 +139,14 @@ def _scalar(name: str, value: Any) -> float:
             raise TypeError(f"{name} must be a real number, got a {value.dtype} tensor")
         if value.device.type == "meta":
             raise ValueError(f"{name} is a meta tensor, which holds no value")
+        if value.device.type == "cpu":
+            if not torch.compiler.is_compiling() and math.isnan(value.item()):
+                raise ValueError(f"{name} is NaN")
+            return value
         value = value.item()
     elif isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number or a 0-d tensor, got {type(value).__name__}")
-    try:
-        value = float(value)
-    except OverflowError:
-        raise ValueError(f"{name} is too large for a float") from None
+        raise TypeError(f"{name} must be a number or a 0-d tensor, got {type_name(value)}")
+    value = as_float(name, value)
     if math.isnan(value):
         raise ValueError(f"{name} is NaN")
     return value
@@ -162,7 +171,7 @@ def generalized_advantage_estimate(
     ``[*B, T, *F]`` with time at ``time_dim``; ``terminated`` defaults to ``done``.
     """
     _check_tensors(state_value=state_value, next_state_value=next_state_value, reward=reward,
-                 done=done, terminated=terminated)
+                   done=done, terminated=terminated)
     layout = _Layout(reward, time_dim)
     into = layout.into
     advantage = compute_gae(
@@ -200,7 +209,7 @@ def td_lambda_return_estimate(
         raise ValueError("rolling_gamma=False is expected only with time-sensitive gamma or "
                          "lambda values, which rltriton_tune.torchrl does not support")
     _check_tensors(next_state_value=next_state_value, reward=reward, done=done,
-                 terminated=terminated)
+                   terminated=terminated)
     layout = _Layout(reward, time_dim)
     into = layout.into
     following = into(next_state_value)
@@ -242,8 +251,8 @@ def vtrace_advantage_estimate(
     or ``next_state_value[t]`` where ``done[t]`` and at the last step.
     """
     _check_tensors(log_pi=log_pi, log_mu=log_mu, state_value=state_value,
-                 next_state_value=next_state_value, reward=reward, done=done,
-                 terminated=terminated)
+                   next_state_value=next_state_value, reward=reward, done=done,
+                   terminated=terminated)
     layout = _Layout(reward, time_dim)
     into = layout.into
     vs, advantages = compute_vtrace(

@@ -251,12 +251,17 @@ def test_a_reset_while_binding_stores_no_bound_launch():
     assert STATE.bound[key] is False
 
 
-def _other_layouts(device):
-    """Every tensor layout but strided that a ``[6, 7]`` float input can have on ``device``."""
-    dense = torch.zeros(6, 7, device=device)
-    layouts = {"sparse_coo": dense.to_sparse(), "sparse_csr": dense.to_sparse_csr(),
-               "sparse_csc": dense.to_sparse_csc(), "sparse_bsr": dense.to_sparse_bsr((1, 1)),
-               "nested": torch.nested.nested_tensor([torch.zeros(7, device=device)] * 6)}
+def _other_layouts(device, shape):
+    """Every tensor layout but strided that a float input of ``shape`` can have on
+    ``device`` (the compressed sparse ones and the nested one need two dims)."""
+    dense = torch.zeros(shape, device=device)
+    layouts = {"sparse_coo": dense.to_sparse()}
+    if len(shape) == 2:
+        layouts.update(sparse_csr=dense.to_sparse_csr(), sparse_csc=dense.to_sparse_csc(),
+                       sparse_bsr=dense.to_sparse_bsr((1, 1)),
+                       sparse_bsc=dense.to_sparse_bsc((1, 1)))
+    layouts["nested"] = torch.nested.nested_tensor([torch.zeros(shape[-1], device=device)]
+                                                   * shape[0])
     if device == "cpu":
         layouts["mkldnn"] = dense.to_mkldnn()
     return layouts
@@ -272,9 +277,7 @@ def test_other_layouts_take_the_general_path_on_every_device(device, name, build
     kwargs = random_inputs(ProblemKey("gae", 6, 7, flags="last_value"), seed=0)
     kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
     estimators.compute_gae(**kwargs)  # memoised: the fast path would serve a good call
-    for layout, tensor in _other_layouts(device).items():
-        if name == "last_value":
-            tensor = tensor[0] if layout == "nested" else torch.zeros(6, device=device).to_sparse()
+    for layout, tensor in _other_layouts(device, kwargs[name].shape).items():
         before = builds[0]
         with pytest.raises((TypeError, ValueError), match=name):
             estimators.compute_gae(**{**kwargs, name: tensor})

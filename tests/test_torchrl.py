@@ -188,16 +188,35 @@ def test_errors_name_our_arguments(name):
     tensors = [k for k, v in base.items() if isinstance(v, torch.Tensor)]
     for arg in tensors:
         x = base[arg]
-        for bad, error in [(x.to(torch.complex64), TypeError), (x.to("meta"), ValueError),
-                           (x.to_sparse(), TypeError)]:
-            with pytest.raises(error, match=arg):
+        bads = [(x.to(torch.complex64), TypeError), (x.to("meta"), ValueError),
+                (x.to_sparse(), TypeError)]
+        if arg != "terminated":  # the one that may be None
+            bads.append((None, TypeError))
+        for bad, error in bads:
+            # Whole words ("reward" would also match an estimator's "rewards"), and no
+            # estimator's name: the wrapper raised it.
+            with pytest.raises(error, match=rf"^(?!compute_).*\b{arg}\b"):
                 getattr(ours, name)(**{**base, arg: bad})
         if x.is_floating_point():
-            with pytest.raises(TypeError, match=arg):
+            with pytest.raises(TypeError, match=rf"^{arg}\b"):
                 getattr(ours, name)(**{**base, arg: x.to(torch.int64)})
     for arg in [k for k in base if k not in tensors]:
         for bad, error in [(float("nan"), ValueError), (torch.tensor(float("nan")), ValueError),
                            (True, TypeError), ("0.9", TypeError), (None, TypeError),
-                           (torch.tensor(GAMMA, device="meta"), ValueError)]:
-            with pytest.raises(error, match=arg):
+                           (torch.tensor(GAMMA, device="meta"), ValueError),
+                           (10**400, ValueError)]:
+            with pytest.raises(error, match=rf"^{arg}\b"):
                 getattr(ours, name)(**{**base, arg: bad})
+
+
+def test_compile_fullgraph_with_a_cpu_tensor_scalar():
+    """A 0-d CPU tensor gamma (a TorchRL module's buffer on a CPU run) is passed on
+    unread, so a compiled function calling the wrapper traces as one graph."""
+    torch._dynamo.reset()
+    base = _arguments("generalized_advantage_estimate", data((3, 12, 1), -2))
+    base["gamma"] = torch.tensor(GAMMA)
+    compiled = torch.compile(lambda kw: ours.generalized_advantage_estimate(**kw),
+                             fullgraph=True, backend="aot_eager")
+    for got, want in zip(compiled(base), ours.generalized_advantage_estimate(**base),
+                         strict=True):
+        close(got, want)
