@@ -242,7 +242,7 @@ def test_packer_outputs_are_fresh_plain_tensors_of_the_call(algorithm, flags, la
                                                             ref_dtype):
     """Outputs (and a boundary gradient) are fresh, contiguous plain tensors in the
     call's output dtype on its device, whatever the packer's reference input is: in the
-    output dtype (``new_empty``), in another dtype, or a subclass (``torch.empty``)."""
+    output dtype (``empty_like``), in another dtype, or a subclass (``torch.empty``)."""
     key = ProblemKey(algorithm, 6, 5, "float32", layout, flags,
                      a=3 if algorithm == "retrace" else 0)
     call, _ = make_call(key)
