@@ -162,7 +162,8 @@ def cmd_tune(args) -> int:
                         incomplete.append(f"{key.as_text()}: {done} of {trials} trials")
                         continue
                     result = finalize(study, key, device, space=space,
-                                      isolate=args.isolate, seed=args.seed, skip=skip)
+                                      isolate=args.isolate, seed=args.seed, skip=skip,
+                                      pool=pool)
                 except Exception as exc:  # noqa: BLE001 - one bad key must not stop the rest
                     _add_row(rows, errors, key, None, 0, 0, f"{type(exc).__name__}: {exc}")
                     continue
@@ -265,6 +266,7 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     ``deadline`` (``--max-seconds``) no further entry is started; what was refreshed is
     saved, and ``--missing-only`` picks up the rest."""
     from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune.compile_pool import compile_pool_for
     from rltriton_tune.tune.neighbours import neighbourhood_texts
     from rltriton_tune.tune.refresh import entries_to_refresh, refresh
     from rltriton_tune.tuning_db.fingerprint import software_versions
@@ -299,8 +301,10 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     for device in devices:
         wanted = wanted_on(device)
         todo = len(entries_to_refresh(device, args.algorithms, wanted))
-        done_here = refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
-                            wanted=wanted, on_entry=_refresh_progress, deadline=deadline)
+        with compile_pool_for(device, args.compile_workers, args.isolate) as pool:
+            done_here = refresh(device, args.algorithms, isolate=args.isolate, seed=args.seed,
+                                wanted=wanted, on_entry=_refresh_progress, deadline=deadline,
+                                pool=pool)
         left += todo - len(done_here)
         for done in done_here:
             if done.new is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from rltriton_tune.call import ProblemKey
 
@@ -47,12 +48,12 @@ def _worker(key_texts: list[str], device: str, index: int, trials: int,
             queue.put(("key-done", text))
             if position % share == index:  # this worker's key: finalize it now
                 queue.put(("finalized", _finalize(text, torch.device(device), trials, timeout_s,
-                                                  storage, isolate, seed, skip)))
+                                                  storage, isolate, seed, skip, pool)))
     queue.put(("worker-done", device))
 
 
 def _finalize(text: str, device, trials: int, timeout_s: float | None, storage: str | None,
-              isolate: bool, seed: int, skip: tuple[str, ...]) -> dict:
+              isolate: bool, seed: int, skip: tuple[str, ...], pool: Any = None) -> dict:
     """Wait while other workers still run trials of the key (up to its budget), then
     re-measure, measure baselines and record; a picklable summary for the parent."""
     from rltriton_tune.tune.study import finalize, finished_trials, in_flight, open_study
@@ -67,7 +68,8 @@ def _finalize(text: str, device, trials: int, timeout_s: float | None, storage: 
         done = len(finished_trials(study))
         if done < trials:
             return {"key": text, "incomplete": f"{done} of {trials} trials"}
-        result = finalize(study, key, device, isolate=isolate, seed=seed, skip=skip)
+        result = finalize(study, key, device, isolate=isolate, seed=seed, skip=skip,
+                          pool=pool)
     except Exception as exc:  # noqa: BLE001
         return {"key": text, "error": f"{type(exc).__name__}: {exc}"}
     return {"key": text, "entry": None if result.entry is None else result.entry.to_json(),

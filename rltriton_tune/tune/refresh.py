@@ -25,6 +25,7 @@ from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
 from rltriton_tune.kernels.launch import tile_order_space
+from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import describe
 from rltriton_tune.tune.neighbours import neighbourhood_texts
 from rltriton_tune.tune.space import (
@@ -105,10 +106,12 @@ def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
 
 
 def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
-                  seed: int = 0, budget_s: float | None = None) -> Refreshed:
+                  seed: int = 0, budget_s: float | None = None,
+                  pool: CompilePool | None = None) -> Refreshed:
     """Time ``entry``'s config against its runner-up, dispatch's, the rules' and rl-triton's
     choices, at its key and companions; return the entry to record (``new``: the winner
-    with fresh times) or why there is none."""
+    with fresh times) or why there is none. With ``pool``, the contenders are compiled
+    and gated in its worker processes, in parallel (timing stays here)."""
     from rltriton_tune.tuning_db.fingerprint import software_versions
     from rltriton_tune.tuning_db.schema import utc_now
 
@@ -127,7 +130,7 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     # runner-up) and the same config with that parameter's default are timed once.
     completed = (Candidate(c.strategy, stored_params(key, c)) for c in contenders)
     contenders = list({c.label(): c for c in completed}.values())
-    evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed)
+    evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed, pool=pool)
     try:
         budget = budget_s if budget_s is not None else 2 * getattr(evaluator, "time_budget_s",
                                                                    0.1)
@@ -139,7 +142,7 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
         reasons = "; ".join(f"{o.candidate.label()}: {o.error}" for o in outcomes)
         return Refreshed(key, entry, error=f"no config works here ({reasons})"[:500])
     choice = choose_for_neighbourhood(key, ok, device, space, budget, isolate=isolate,
-                                      seed=seed)
+                                      seed=seed, pool=pool)
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items()
              if k not in ("companion", "companion_us", "companions")}
@@ -160,7 +163,8 @@ def refresh(device: torch.device, algorithms: Iterable[str], *, isolate: bool = 
             seed: int = 0, budget_s: float | None = None,
             wanted: Callable[[Any], bool] | None = None,
             on_entry: Callable[[Refreshed], None] | None = None,
-            deadline: float | None = None) -> list[Refreshed]:
+            deadline: float | None = None,
+            pool: CompilePool | None = None) -> list[Refreshed]:
     """Refresh every entry of ``algorithms`` this device uses (that ``wanted`` accepts)
     and record each winner as it is found (it replaces its entry: it won a head-to-head),
     so that a run cut short keeps what it measured. No entry is started once
@@ -172,7 +176,8 @@ def refresh(device: torch.device, algorithms: Iterable[str], *, isolate: bool = 
         if deadline is not None and time.monotonic() > deadline:
             break
         try:
-            done = refresh_entry(entry, device, isolate=isolate, seed=seed, budget_s=budget_s)
+            done = refresh_entry(entry, device, isolate=isolate, seed=seed, budget_s=budget_s,
+                                 pool=pool)
         except Exception as exc:  # noqa: BLE001 - one entry's failure leaves the rest to do
             done = Refreshed(entry.key, entry, error=f"refresh failed: {describe(exc)}"[:500])
         results.append(done)

@@ -298,7 +298,8 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
              evaluator: Any = None, space: SearchSpace | None = None, record: bool = True,
              isolate: bool = False, seed: int = 0, remeasure_s: float | None = None,
              measure_baselines: bool = True, skip: Sequence[str] = (),
-             neighbourhood: bool = True, extra: Sequence[Candidate] = ()) -> StudyResult:
+             neighbourhood: bool = True, extra: Sequence[Candidate] = (),
+             pool: CompilePool | None = None) -> StudyResult:
     """Re-measure the top candidates, measure baselines, and record the winner. With
     ``neighbourhood``, the winner is the finalist that serves the key and its
     companions best (:func:`choose_for_neighbourhood`), rl-triton's config among the
@@ -309,7 +310,7 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
     space = space or SearchSpace(key, device)
     own = evaluator is None
     if evaluator is None:
-        evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed)
+        evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed, pool=pool)
     trials = finished_trials(study)
     result = StudyResult(key, study.study_name, None, None, trials=len(trials),
                          failed=sum(t.state == TrialState.FAIL for t in trials))
@@ -346,7 +347,7 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
             index = 0
             if neighbourhood:
                 result.choice = choose_for_neighbourhood(key, measured, device, space, budget,
-                                                         isolate=isolate, seed=seed)
+                                                         isolate=isolate, seed=seed, pool=pool)
                 index = result.choice.index
             result.best, result.runner_up = chosen_and_runner_up(measured, index)
         if measure_baselines and result.best is not None:
@@ -373,12 +374,14 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
 def choose_for_neighbourhood(key: ProblemKey, measured: Sequence[Outcome],
                              device: torch.device, space: SearchSpace,
                              budget_s: float | None, *, isolate: bool = False,
-                             seed: int = 0) -> Choice:
+                             seed: int = 0, pool: CompilePool | None = None) -> Choice:
     """Which of the ``measured`` finalists (fastest first) serves ``key`` and its off-grid
-    companions best (:func:`rltriton_tune.tune.neighbours.choose`)."""
+    companions best (:func:`rltriton_tune.tune.neighbours.choose`). With ``pool``, the
+    finalists are compiled and gated at each companion in its worker processes, in
+    parallel (each companion key, flag set or shape, is a binary of its own)."""
     def evaluator_for(other: ProblemKey) -> Any:
         return make_evaluator(other, device, SearchSpace(other, device), isolate=isolate,
-                              seed=seed)
+                              seed=seed, pool=pool)
 
     return choose(key, [o.candidate for o in measured], [o.timing.device_us for o in measured],
                   device, all_strategies_for(device, space), budget_s, evaluator_for)

@@ -330,3 +330,42 @@ def test_a_sibling_gpus_entries_are_refreshed_without_their_evidence(monkeypatch
             got[KEY.as_text()].extra) == (0, {}, {})
     assert got[KEY.as_text()].params == FAST
     assert got["gae|none|float32|env|N=16|T=16"].trials == 4  # this GPU's own: as stored
+
+
+class RecordingPool:
+    """A compile pool that passes every candidate and notes which keys it gated."""
+
+    def __init__(self):
+        self.keys = []
+
+    def check(self, key, device, candidates, limit=None):
+        self.keys.append(key.as_text())
+        return [None] * len(candidates)
+
+
+def test_refresh_gates_its_contenders_in_the_pool_at_the_key_and_its_companions(monkeypatch):
+    """``tune --refresh`` hands its compile pool down: the contenders are gated in the
+    pool's workers at the entry's key and at every companion (each one a binary of its
+    own), not one after another in the refreshing process."""
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    record(device_fingerprint(CPU), [Entry(KEY, "torch", SLOW, 1.0, runner_up={
+        "strategy": "torch", "params": FAST}, date="2026-01-01T00:00:00Z")])
+    invalidate_cache()
+    pool = RecordingPool()
+    (done,) = refresh_module.refresh(CPU, ["gae"], pool=pool)
+    assert done.new is not None
+    assert pool.keys[0] == KEY.as_text()
+    assert sorted(pool.keys[1:]) == sorted(_current().extra["companions"])
+
+
+def test_finalize_gates_the_finalists_at_the_companions_in_the_pool():
+    """A tuning run's pool also serves its final round: the finalists are gated at each
+    of the key's companions in the pool's workers."""
+    study = _study_that_found(FAST)
+    study.add_trial(optuna.trial.create_trial(
+        params={}, distributions={}, value=2.0,
+        user_attrs={"candidate": f"torch({SLOW})", "strategy": "torch", "params": SLOW}))
+    pool = RecordingPool()
+    result = finalize(study, KEY, CPU, pool=pool, measure_baselines=False, record=False)
+    companions = result.choice.extra()["companions"]  # two finalists: timed at each
+    assert companions and set(companions) <= set(pool.keys)
