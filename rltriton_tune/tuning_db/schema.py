@@ -369,9 +369,19 @@ def _short(value: Any) -> str:
 
 def _time(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value < 0:
-        raise ProfileError(f"entry field {name!r} must be a finite time >= 0, got {value!r}")
+            or not _finite(value) or value < 0:
+        raise ProfileError(f"entry field {name!r} must be a finite time >= 0, "
+                           f"got {_short(value)}")
     return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    """Whether ``value`` is a finite float or an integer a float holds (JSON integers have
+    no bound, and ``math.isfinite`` raises OverflowError past about 1.8e308)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _params(value: Any, name: str) -> dict[str, Any]:

@@ -76,6 +76,10 @@ BAD_FILES = {
     "newer": (lambda: _valid_text().replace('"version": 1', '"version": 2'),
               "schema version 2 unsupported"),
     "empty": (lambda: "", "empty file"),
+    # A JSON integer no float holds (math.isfinite raised OverflowError, out of the loader).
+    "huge time": (lambda: _valid_text().replace('"device_time_us": 2.5',
+                                                '"device_time_us": ' + "9" * 400),
+                  "'device_time_us' must be a finite time >= 0, got an integer of 1329 bits"),
 }
 
 

@@ -89,6 +89,13 @@ def test_flags_are_canonicalised(tmp_path):
     (lambda d: d["entries"][0].update(strategy=""), "'strategy' must not be empty"),
     (lambda d: d["entries"][0].update(params=[1]), "'params' must be an object"),
     (lambda d: d["entries"][0].update(device_time_us=-1), "'device_time_us' must be a finite"),
+    # Integers no float holds are refused as times, not an OverflowError out of the reader.
+    (lambda d: d["entries"][0].update(device_time_us=10**400),
+     "'device_time_us' must be a finite time >= 0, got an integer of 1329 bits"),
+    (lambda d: d["entries"][0].update(baselines={"torch_loop": -10**400}),
+     "'baselines.torch_loop' must be a finite time >= 0, got an integer of 1329 bits"),
+    (lambda d: d["entries"][0]["runner_up"].update(device_time_us=10**400),
+     "'runner_up.device_time_us' must be a finite time >= 0"),
     (lambda d: d["entries"][0].update(date="yesterday"), "not ISO-8601"),
     (lambda d: d["entries"][0].update(runner_up=3), "'runner_up' must be an object or null"),
     (lambda d: d["entries"].append(dict(d["entries"][0])), "entry 1: duplicate key"),
