@@ -337,6 +337,26 @@ def test_show_takes_algorithms_like_tune_and_lists_this_device_by_default(capsys
     assert max(len(line) for line in table.splitlines()) < 200
 
 
+def test_show_all_devices_reads_each_profile_file_once(capsys, monkeypatch):
+    """Not once per fingerprint: with 3000 profiles of other devices in the folder, one
+    load per fingerprint (each reading every file) took over 5 minutes."""
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.tuning_db import Entry, loading, record, user_dir
+
+    devices = [{"kind": "cuda", "name": f"GPU {i}", "capability": "8.0", "abi": 1}
+               for i in range(12)]
+    for fp in devices:
+        record(fp, [Entry(ProblemKey("gae", 8, 8), "torch", {"mode": "loop"}, 3.0)])
+    reads = []
+    real = loading.read_profiles_cached
+    monkeypatch.setattr(loading, "read_profiles_cached", lambda p: reads.append(p) or real(p))
+    code, out, _ = run(capsys, "show", "--all-devices", "--format", "json")
+    assert code == 0
+    assert {r["device"] for r in json.loads(out)} >= {fp["name"] for fp in devices}
+    mine = [p for p in reads if p.parent == user_dir()]
+    assert sorted(mine) == sorted(user_dir().glob("*.json"))  # each file once
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cpu_runs_say_host_time_and_doctor_says_kernels_need_a_gpu(tmp_path, capsys):
     code, out, _ = run(capsys, "tune", "--algorithms", "gae", "--shapes", "8x8", "--trials", "1",

@@ -16,10 +16,14 @@ from rltriton_tune.cli.userdb import writable_db
 def _all_entries(algorithms: list[str] | None,
                  fingerprints: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from rltriton_tune.tuning_db import load_profiles
+    from rltriton_tune.tuning_db.loading import load_many
 
+    # Several devices: each folder read once, not once per fingerprint (see load_many).
+    loaded = load_many(fingerprints) if len(fingerprints) > 1 else \
+        [load_profiles(fp) for fp in fingerprints]
     out = []
-    for fp in fingerprints:
-        for entry in load_profiles(fp).entries.values():
+    for fp, profiles in zip(fingerprints, loaded, strict=True):
+        for entry in profiles.entries.values():
             if algorithms and entry.key.algorithm not in algorithms:
                 continue
             row = entry.to_json()

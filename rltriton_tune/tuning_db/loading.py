@@ -95,20 +95,54 @@ def read_profiles_cached(path: Path) -> list[Any]:
 loaded_once = load_profiles
 
 
-def _load(fp: dict[str, Any], canonical: str, folders: list[Path]) -> ProfileSet:
+def load_many(fps: list[dict[str, Any]]) -> list[ProfileSet]:
+    """:func:`load_profiles` of each of ``fps``, reading each folder once (not cached, and
+    without file reports): listing every known device (``show --all-devices``) with one
+    load per fingerprint read every file once per fingerprint, quadratic in the number of
+    files (3000 profiles of other devices in one folder: over 5 minutes)."""
+    folders = profile_folders()
+    scanned = [_scan(folder, []) for folder in folders]
+    return [_load(fp, identity_text(fp), folders, scanned) for fp in fps]
+
+
+#: A profile file as read: its path and its profiles, each beside its identity text, or
+#: the ProfileError that makes it unusable.
+Scanned = tuple[Path, list[tuple[str, Any]] | ProfileError]
+
+
+def _scan(folder: Path, reports: list[FileReport]) -> list[Scanned]:
+    """Every ``*.json`` of ``folder``, read (see :func:`profile_files` for ``reports``)."""
+    scanned: list[Scanned] = []
+    for path in profile_files(folder, reports):
+        try:
+            profiles = read_profiles_cached(path)
+        except ProfileError as err:
+            scanned.append((path, err))
+            continue
+        scanned.append((path, [(identity_text(p.fingerprint), p) for p in profiles]))
+    return scanned
+
+
+def _load(fp: dict[str, Any], canonical: str, folders: list[Path],
+          scanned: list[list[Scanned]] | None = None) -> ProfileSet:
+    """The merged entries of ``fp``; ``scanned`` holds the folders already read (then no
+    file is reported), else each folder is read and every file reported."""
     entries: dict[str, Entry] = {}
     sources: dict[str, Path] = {}
     reports: list[FileReport] = []
     borrowing: dict[str, float] = {}
-    for folder in folders:
+    for i, folder in enumerate(folders):
         # Within one folder the fingerprint's own file (<fingerprint_id>.json) wins; other
         # files holding this fingerprint only add keys it lacks, first file name first.
         # Dates written in files are not compared.
         own_name = locations.profile_path(fp, folder).name
         tier: dict[str, Entry] = {}
         tier_sources: dict[str, Path] = {}
-        for path in profile_files(folder, reports):
-            for profile in _usable_profiles(path, fp, canonical, reports):
+        files = _scan(folder, reports) if scanned is None else scanned[i]
+        for path, read in files:
+            usable = _usable_profiles(path, read, fp, canonical,
+                                      reports if scanned is None else None)
+            for profile in usable:
                 borrowing.update(profile.borrowing)
                 for text, entry in profile.entries.items():
                     if path.name == own_name or text not in tier:
@@ -141,21 +175,23 @@ def profile_files(folder: Path, reports: list[FileReport]) -> list[Path]:
         return []
 
 
-def _usable_profiles(path: Path, fp: dict[str, Any], canonical: str,
-                     reports: list[FileReport]) -> list[Any]:
-    try:
-        profiles = read_profiles_cached(path)
-    except ProfileError as err:
-        reports.append(FileReport(path, False, err.reason))
+def _usable_profiles(path: Path, read: list[tuple[str, Any]] | ProfileError,
+                     fp: dict[str, Any], canonical: str,
+                     reports: list[FileReport] | None) -> list[Any]:
+    """The profiles of ``path`` that hold ``canonical``; a bad file warned about (once per
+    process), and the file reported unless ``reports`` is None."""
+    if isinstance(read, ProfileError):
+        if reports is not None:
+            reports.append(FileReport(path, False, read.reason))
         state.warn_once("bad-file", str(path),
-                        f"rltriton-tune: ignoring tuning profile {path}: {err.reason}")
+                        f"rltriton-tune: ignoring tuning profile {path}: {read.reason}")
         return []
-    usable = [p for p in profiles if identity_text(p.fingerprint) == canonical]
-    if usable:
+    usable = [p for text, p in read if text == canonical]
+    if reports is not None and usable:
         reports.append(FileReport(path, True, "matches this device"))
-    else:
-        reports.append(FileReport(path, False, describe_mismatch(profiles[0].fingerprint, fp)
-                                  if profiles else "holds no profile"))
+    elif reports is not None:
+        reports.append(FileReport(path, False, describe_mismatch(read[0][1].fingerprint, fp)
+                                  if read else "holds no profile"))
     return usable
 
 
