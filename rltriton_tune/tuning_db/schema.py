@@ -280,10 +280,12 @@ def _check_header(document: dict[str, Any], path: Path | str | None) -> None:
         raise ProfileError(f"foreign schema {schema!r} (expected {SCHEMA!r})", path)
     version = document.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ProfileError(f"field 'version' must be a positive integer, got {version!r}", path)
+        raise ProfileError(f"field 'version' must be a positive integer, got "
+                           f"{_short(version)}", path)
     if version > SCHEMA_VERSION:
-        raise UnsupportedVersion(f"schema version {version} unsupported (this rltriton-tune "
-                                 f"reads version {SCHEMA_VERSION}; upgrade it)", path)
+        raise UnsupportedVersion(f"schema version {_short(version)} unsupported (this "
+                                 f"rltriton-tune reads version {SCHEMA_VERSION}; upgrade it)",
+                                 path)
 
 
 def _profile_body(body: Any, index: int, path: Path | str | None, many: bool) -> Profile:

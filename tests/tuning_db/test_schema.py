@@ -70,6 +70,9 @@ def test_flags_are_canonicalised(tmp_path):
     (lambda d: d.pop("schema"), "foreign schema None"),
     (lambda d: d.update(version=2), "schema version 2 unsupported"),
     (lambda d: d.update(version="1"), "'version' must be a positive integer"),
+    # A version of thousands of digits is named by its size, not printed in the warning.
+    (lambda d: d.update(version=10**2000), "schema version an integer of 6644 bits unsupported"),
+    (lambda d: d.update(version=-10**2000), "positive integer, got an integer of 6644 bits"),
     (lambda d: d.pop("fingerprint"), "missing field 'fingerprint'"),
     (lambda d: d.update(fingerprint={}), "fingerprint must be a non-empty dict"),
     (lambda d: d.update(entries={}), "'entries' must be a list"),
