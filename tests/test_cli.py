@@ -507,6 +507,34 @@ def test_table_cells_show_control_characters_escaped():
     assert cell("plain  text\nnext") == "plain text next"
 
 
+def test_entries_that_cannot_serve_here_are_named_by_doctor_and_warned_about(capsys):
+    """An entry whose strategy cannot run here or refuses its config is skipped by
+    dispatch; doctor names it (it read as used before), and the call that meets one
+    warns once for the file, then takes the next choice."""
+    import rltriton_tune as rt
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tuning_db import Entry, record
+
+    refused = ProblemKey("gae", 6, 7)
+    record(device_fingerprint("cpu"), [
+        Entry(ProblemKey("gae", 4096, 128), "torch", {"mode": "loop"}, 5.0),
+        Entry(refused, "torch", {"mode": "no-such-mode"}, 5.0),
+        Entry(ProblemKey("gae", 5, 7), "torch", {"mode": "no-such-mode"}, 5.0),
+        Entry(ProblemKey("vtrace", 6, 7), "warp9", {}, 5.0)])
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0
+    assert "of which 3 cannot serve a call here" in out
+    assert "gae|none|float32|env|N=6|T=7: torch refuses config {'mode': 'no-such-mode'}" in out
+    assert "vtrace|none|float32|env|N=6|T=7: strategy 'warp9' cannot run here" in out
+    x, y = torch.zeros(6, 7), torch.zeros(5, 7)
+    with pytest.warns(RuntimeWarning, match="doctor` lists them") as caught:
+        first = rt.compute_gae(x, x, x)
+        rt.compute_gae(y, y, y)  # another refused entry of the file: no second warning
+    assert sum("refuses" in str(w.message) for w in caught) == 1
+    assert torch.equal(first, torch.zeros(6, 7))
+
+
 def test_doctor_reports_a_sibling_gpus_profile(capsys, monkeypatch):
     """On a GPU without a profile, the sibling's file is reported as used, with why, and
     the entry count says how many come from it."""

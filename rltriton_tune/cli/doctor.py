@@ -60,6 +60,8 @@ def cmd_doctor(args) -> int:
     print(f"entries for this device: {len(profiles.entries)}"
           + (f" ({borrowed} from a sibling GPU's profile; `rltriton-tune tune --refresh` "
              "measures them on this GPU)" if borrowed else ""))
+    for line in _skipped_report(profiles, device):
+        print(line)
     for line in _software_report(profiles):
         print(line)
     print("sample decisions (N=4096, T=128, float32, env-major; GAE also with last_value):")
@@ -89,4 +91,21 @@ def _software_report(profiles: Any) -> list[str]:
         note = (f"; differs in {', '.join(differs)}: used as measured, "
                 "`rltriton-tune tune --refresh` re-times them here") if differs else ""
         lines.append(f"              {n} entries measured with {text}{note}")
+    return lines
+
+
+def _skipped_report(profiles: Any, device: Any, shown: int = 5) -> list[str]:
+    """Lines naming the entries dispatch skips on ``device`` (a strategy that cannot run
+    here, a config its strategy refuses), the first ``shown`` of them with the reason."""
+    from rltriton_tune.dispatch.decide import usable_strategies
+    from rltriton_tune.dispatch.lookup import unusable_entries
+
+    skipped = unusable_entries(profiles, usable_strategies(device)[0])
+    if not skipped:
+        return []
+    lines = [f"  of which {len(skipped)} cannot serve a call here (dispatch skips them):"]
+    lines += [f"    {cell(text, 120)}: {cell(why, 160)}"
+              for text, why in list(skipped.items())[:shown]]
+    if len(skipped) > shown:
+        lines.append(f"    ... and {len(skipped) - shown} more")
     return lines

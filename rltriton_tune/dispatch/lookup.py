@@ -32,6 +32,7 @@ from typing import Any
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.pow2 import next_pow2
 from rltriton_tune.strategy import InvalidConfig, Strategy
+from rltriton_tune.tuning_db.state import warn_once
 
 #: Expected slowdown of a borrowed config, per unit of each difference, where the
 #: profile has no measurement of its own. Chosen so that a nearby entry of another flag
@@ -158,15 +159,36 @@ def _by_algorithm(profiles: Any) -> dict[str, list[tuple[ProblemKey, str]]]:
 def exact(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
           failed: frozenset = frozenset()) -> Found | None:
     """``key``'s own entry, if its strategy is usable, its config valid and not failed. An
-    entry of a sibling GPU's profile is never exact: :func:`borrowed` ranks it."""
+    entry of a sibling GPU's profile is never exact: :func:`borrowed` ranks it. An entry
+    whose config its strategy refuses is skipped with a warning, once per file."""
     text = key.as_text()
     entry = profiles.entries.get(text)
     if entry is None or entry.strategy not in usable or text in _siblings(profiles):
         return None
     params = validated(usable[entry.strategy], key, dict(entry.params))
-    if params is None or (entry.strategy, frozen_params(params)) in failed:
+    source = str(profiles.sources.get(text, "?"))
+    if params is None:
+        warn_once("invalid-entry", source,
+                  f"rltriton-tune: skipping entries of {source} whose config their strategy "
+                  f"refuses (first: {text}: {entry.strategy}({entry.params})); "
+                  "`rltriton-tune doctor` lists them")
         return None
-    return Found(entry.strategy, params, text, str(profiles.sources.get(text, "?")), True)
+    if (entry.strategy, frozen_params(params)) in failed:
+        return None
+    return Found(entry.strategy, params, text, source, True)
+
+
+def unusable_entries(profiles: Any, usable: dict[str, Strategy]) -> dict[str, str]:
+    """The entries dispatch skips with ``usable`` strategies, by key text: why each is
+    skipped (its strategy cannot run here, or refuses its config)."""
+    skipped = {}
+    for text, entry in profiles.entries.items():
+        impl = usable.get(entry.strategy)
+        if impl is None:
+            skipped[text] = f"strategy {entry.strategy!r} cannot run here"
+        elif validated(impl, entry.key, dict(entry.params)) is None:
+            skipped[text] = f"{entry.strategy} refuses config {entry.params}"
+    return skipped
 
 
 def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
