@@ -118,18 +118,18 @@ def _shape(x: Tensor) -> tuple[int, ...]:
     return tuple(x.shape)
 
 
-def _dtype_error(plan: _Plan, name: str, x: Tensor, allowed: str) -> TypeError:
-    return TypeError(f"{plan.function}: {name} has dtype {x.dtype}; expected {allowed}")
-
-
-def _check_float(plan: _Plan, name: str, x: Tensor, what: str = "float32, float16 or bfloat16"
-                 ) -> None:
-    """Floating inputs: float32/float16/bfloat16 anywhere, float64 on CPU only."""
+def dtype_problem(name: str, x: Tensor, flag: bool = False) -> str | None:
+    """Why a floating (``flag``: flag) input's dtype is refused, or None where it is
+    taken: float32/float16/bfloat16 (flags: integers and bool too) anywhere, float64 on
+    CPU only. Shared with ``rltriton_tune.torchrl``, whose errors name its own arguments."""
+    if x.dtype in (FLAG_DTYPES if flag else FLOAT_DTYPES):
+        return None
+    what = "a float, bool or integer flag tensor" if flag else "float32, float16 or bfloat16"
     if x.dtype is torch.float64:
-        if x.device.type != "cpu":
-            raise _dtype_error(plan, name, x, f"{what} (float64 is supported on CPU only)")
-        return
-    raise _dtype_error(plan, name, x, f"{what} (or float64 on CPU)")
+        if x.device.type == "cpu":
+            return None
+        return f"{name} has dtype {x.dtype}; expected {what} (float64 is supported on CPU only)"
+    return f"{name} has dtype {x.dtype}; expected {what} (or float64 on CPU)"
 
 
 class ExclusiveArgumentsError(ValueError, AssertionError):
@@ -210,12 +210,10 @@ def _check_exclusive(plan: _Plan, values: tuple[Any, ...]) -> None:
 def _check_dtype(plan: _Plan, name: str, kind: int, x: Tensor) -> None:
     """The dtype rules of a tensor whose dtype is not among those its kind takes at once:
     float64 on CPU passes (floating and flag inputs), anything else is a TypeError."""
-    if kind == _FLAG:
-        _check_float(plan, name, x, "a float, bool or integer flag tensor")
-    elif kind == _INT:
-        raise _dtype_error(plan, name, x, "an integer tensor")
-    else:
-        _check_float(plan, name, x)
+    problem = (f"{name} has dtype {x.dtype}; expected an integer tensor" if kind == _INT
+               else dtype_problem(name, x, kind == _FLAG))
+    if problem is not None:
+        raise TypeError(f"{plan.function}: {problem}")
 
 
 def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],

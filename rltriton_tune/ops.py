@@ -217,14 +217,14 @@ def as_float(name: str, value: Any, function: str = "") -> float:
     """``float(value)`` of a real number; one beyond a float's range (an int, a Fraction)
     is a ValueError naming the argument (after ``function: `` where given), not Python's
     bare OverflowError."""
+    too_large = f"{function}: {name} is too large for a float" if function \
+        else f"{name} is too large for a float"
     if isinstance(value, int) and not -_LARGEST_INT <= value <= _LARGEST_INT:
-        raise ValueError(f"{function}: {name} is too large for a float" if function
-                         else f"{name} is too large for a float")
+        raise ValueError(too_large)
     try:
         return float(value)
     except OverflowError:
-        raise ValueError(f"{function}: {name} is too large for a float" if function
-                         else f"{name} is too large for a float") from None
+        raise ValueError(too_large) from None
 
 
 def type_name(value: Any) -> str:
@@ -257,9 +257,8 @@ def estimate(algorithm: str, tensors: Sequence[Tensor | None], scalars: Sequence
     the ``float`` one, or its twin taking 0-d tensors when any scalar is a tensor."""
     scalar_type = _scalar_type(scalars)
     forward, _ = OPERATORS[algorithm].ops[scalar_type]
-    spec = ALGORITHMS[algorithm]
+    convert = _as_tensor if scalar_type == "Tensor" else _as_float
     function = f"compute_{algorithm}"
-    converted = [_as_tensor(function, name, value) if scalar_type == "Tensor"
-                 else _as_float(function, name, value)
-                 for name, value in zip(spec.scalars, scalars, strict=True)]
+    converted = [convert(function, name, value)
+                 for name, value in zip(ALGORITHMS[algorithm].scalars, scalars, strict=True)]
     return forward(*tensors, *converted, time_major, starts_at)

@@ -42,11 +42,10 @@ import torch
 from torch import Tensor
 
 from rltriton_tune.estimators import (
-    FLAG_DTYPES,
-    FLOAT_DTYPES,
     compute_gae,
     compute_lambda_returns,
     compute_vtrace,
+    dtype_problem,
     not_dense,
 )
 from rltriton_tune.ops import as_float, type_name
@@ -108,13 +107,9 @@ def _check_tensors(**tensors: Tensor | None) -> None:
             raise TypeError(f"{name} must be a torch.Tensor, got {type_name(x)}")
         if x.layout is not torch.strided or x.is_nested:
             raise TypeError(not_dense(name, x))
-        flag = name in _FLAG_NAMES
-        if x.dtype not in (FLAG_DTYPES if flag else FLOAT_DTYPES) and not (
-                x.dtype is torch.float64 and x.device.type == "cpu"):
-            kinds = "a float, bool or integer flag tensor" if flag else \
-                "float32, float16 or bfloat16"
-            raise TypeError(f"{name} has dtype {x.dtype} on {x.device}; expected {kinds} "
-                            "(or float64 on CPU)")
+        problem = dtype_problem(name, x, flag=name in _FLAG_NAMES)
+        if problem is not None:
+            raise TypeError(problem)
     first = next(iter(given))  # a required argument
     device = given[first].device
     for name, x in given.items():

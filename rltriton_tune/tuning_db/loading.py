@@ -141,7 +141,7 @@ def _load(fp: dict[str, Any], canonical: str, folders: list[Path],
         files = _scan(folder, reports) if scanned is None else scanned[i]
         for path, read in files:
             usable = _usable_profiles(path, read, fp, canonical,
-                                      reports if scanned is None else None)
+                                      reports if scanned is None else [])
             for profile in usable:
                 borrowing.update(profile.borrowing)
                 for text, entry in profile.entries.items():
@@ -177,19 +177,18 @@ def profile_files(folder: Path, reports: list[FileReport]) -> list[Path]:
 
 def _usable_profiles(path: Path, read: list[tuple[str, Any]] | ProfileError,
                      fp: dict[str, Any], canonical: str,
-                     reports: list[FileReport] | None) -> list[Any]:
+                     reports: list[FileReport]) -> list[Any]:
     """The profiles of ``path`` that hold ``canonical``; a bad file warned about (once per
-    process), and the file reported unless ``reports`` is None."""
+    process), and the file reported in ``reports``."""
     if isinstance(read, ProfileError):
-        if reports is not None:
-            reports.append(FileReport(path, False, read.reason))
+        reports.append(FileReport(path, False, read.reason))
         state.warn_once("bad-file", str(path),
                         f"rltriton-tune: ignoring tuning profile {path}: {read.reason}")
         return []
     usable = [p for text, p in read if text == canonical]
-    if reports is not None and usable:
+    if usable:
         reports.append(FileReport(path, True, "matches this device"))
-    elif reports is not None:
+    else:
         reports.append(FileReport(path, False, describe_mismatch(read[0][1].fingerprint, fp)
                                   if read else "holds no profile"))
     return usable
