@@ -7,8 +7,9 @@ kernel change may have made the better one), on CUDA rl-triton's config (the fla
 heuristic), and the stored config with each other setting of a switch parameter
 (:data:`SWITCHES`: Retrace's action pre-pass, flat's tile order), on the same inputs
 in one process, and at the key's off-grid companions (``tune.neighbours``); the config
-that serves them all best is recorded with its fresh time and the installed software (so
-the stored config stays only if it still wins). An entry none of whose configs works
+that serves them all best, never slower than rl-triton's config beyond a noise margin
+(``tune.neighbours.FLOOR_MARGIN``), is recorded with its fresh time and the installed
+software (so the stored config stays only if it still wins). An entry none of whose configs works
 here, or whose refresh fails, is left as it is and reported.
 """
 
@@ -123,7 +124,10 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
                                     dict(entry.runner_up.get("params", {}))))
     space = SearchSpace(key, device)
     rules = builtin_choice(key, space, device_sm_count(device))
-    for other in (heuristic_choice(key, device), rules, rl_triton_finalist(key, device, space)):
+    floor = rl_triton_finalist(key, device, space)
+    if floor is not None:
+        floor = Candidate(floor.strategy, stored_params(key, floor))
+    for other in (heuristic_choice(key, device), rules, floor):
         if other is not None:
             contenders.append(other)
     # Completed first, so that a config stored before a parameter existed (an old
@@ -142,7 +146,7 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
         reasons = "; ".join(f"{o.candidate.label()}: {o.error}" for o in outcomes)
         return Refreshed(key, entry, error=f"no config works here ({reasons})"[:500])
     choice = choose_for_neighbourhood(key, ok, device, space, budget, isolate=isolate,
-                                      seed=seed, pool=pool)
+                                      seed=seed, pool=pool, floor=floor)
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items()
              if k not in ("companion", "companion_us", "companions")}

@@ -347,7 +347,8 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
             index = 0
             if neighbourhood:
                 result.choice = choose_for_neighbourhood(key, measured, device, space, budget,
-                                                         isolate=isolate, seed=seed, pool=pool)
+                                                         isolate=isolate, seed=seed, pool=pool,
+                                                         floor=flat)
                 index = result.choice.index
             result.best, result.runner_up = chosen_and_runner_up(measured, index)
         if measure_baselines and result.best is not None:
@@ -374,17 +375,23 @@ def finalize(study: optuna.Study, key: ProblemKey, device: torch.device | str, *
 def choose_for_neighbourhood(key: ProblemKey, measured: Sequence[Outcome],
                              device: torch.device, space: SearchSpace,
                              budget_s: float | None, *, isolate: bool = False,
-                             seed: int = 0, pool: CompilePool | None = None) -> Choice:
+                             seed: int = 0, pool: CompilePool | None = None,
+                             floor: Candidate | None = None) -> Choice:
     """Which of the ``measured`` finalists (fastest first) serves ``key`` and its off-grid
-    companions best (:func:`rltriton_tune.tune.neighbours.choose`). With ``pool``, the
-    finalists are compiled and gated at each companion in its worker processes, in
-    parallel (each companion key, flag set or shape, is a binary of its own)."""
+    companions best (:func:`rltriton_tune.tune.neighbours.choose`), never losing to
+    ``floor`` (rl-triton's config) beyond the margin where it is among them. With
+    ``pool``, the finalists are compiled and gated at each companion in its worker
+    processes, in parallel (each companion key, flag set or shape, is a binary of its
+    own)."""
     def evaluator_for(other: ProblemKey) -> Any:
         return make_evaluator(other, device, SearchSpace(other, device), isolate=isolate,
                               seed=seed, pool=pool)
 
+    labels = [o.candidate.label() for o in measured]
+    at = labels.index(floor.label()) if floor is not None and floor.label() in labels else None
     return choose(key, [o.candidate for o in measured], [o.timing.device_us for o in measured],
-                  device, all_strategies_for(device, space), budget_s, evaluator_for)
+                  device, all_strategies_for(device, space), budget_s, evaluator_for,
+                  floor=at)
 
 
 def rl_triton_finalist(key: ProblemKey, device: torch.device,

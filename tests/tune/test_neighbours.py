@@ -183,3 +183,41 @@ def test_the_other_flag_sets_real_calls_carry_are_companions_too():
     assert choice.index == 1
     assert len(choice.companions) == 4
     assert "gae|bootstrap+trunc|float32|env|N=128|T=32" in choice.extra()["companions"]
+
+
+def _choose_with_floor(key_us, below_us, above_us, floor):
+    def evaluator_for(other):
+        times = below_us if other.as_text() == BELOW else above_us
+        return FakeEvaluator(dict(zip(MODES, times, strict=True)), [])
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    return neighbours.choose(KEY, cands, key_us, CPU, USABLE, 0.01, evaluator_for,
+                             neighbours.companions(KEY), floor=floor).index
+
+
+def test_no_config_is_chosen_that_loses_to_the_floor_somewhere():
+    """The geometric mean would take the first (fastest at the key, 5% faster below); it
+    is 7% slower than the floor (the last, rl-triton's config) above, so the floor is
+    chosen, and with the guard off the first is."""
+    key_us, below, above = [1.00, 1.04, 1.02], [0.95, 1.00, 1.00], [1.07, 1.06, 1.00]
+    assert _choose_with_floor(key_us, below, above, floor=None) == 0
+    assert _choose_with_floor(key_us, below, above, floor=2) == 2
+    # The second is within the margin of the floor everywhere but at the key, where it is
+    # 2% slower: past FLOOR_MARGIN by a hair, so it is out; at 1% slower it is in, and its
+    # gain below wins.
+    assert neighbours.FLOOR_MARGIN == pytest.approx(0.02)
+    assert _choose_with_floor([1.00, 1.025, 1.00], [0.95, 0.90, 1.00], [1.07, 1.00, 1.00],
+                              floor=2) == 2
+    assert _choose_with_floor([1.00, 1.01, 1.00], [0.95, 0.90, 1.00], [1.07, 1.00, 1.00],
+                              floor=2) == 1
+
+
+def test_the_floor_decides_nothing_where_it_could_not_be_chosen():
+    # The floor failed above: it is not eligible, and the others are judged as before,
+    # losing to it only where both ran.
+    assert _choose_with_floor([1.00, 1.04, 1.02], [0.95, 1.00, 1.00], [1.07, 1.06, None],
+                              floor=2) == 0
+    # Slower than the floor below (where both ran) and the floor not eligible (15% slower
+    # at the key): every eligible one loses to it somewhere, so the guard is dropped.
+    assert _choose_with_floor([1.00, 1.04, 1.15], [1.10, 1.12, 1.00], [1.00, 1.00, 1.00],
+                              floor=2) == 0

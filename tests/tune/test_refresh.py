@@ -369,3 +369,45 @@ def test_finalize_gates_the_finalists_at_the_companions_in_the_pool():
     result = finalize(study, KEY, CPU, pool=pool, measure_baselines=False, record=False)
     companions = result.choice.extra()["companions"]  # two finalists: timed at each
     assert companions and set(companions) <= set(pool.keys)
+
+
+@pytest.mark.parametrize("path", ["refresh", "finalize"])
+def test_rl_tritons_config_is_the_floor_of_the_neighbourhood_choice(monkeypatch, path):
+    """Where rl-triton's config is among the contenders (on CUDA), the neighbourhood
+    choice is told which one it is (``neighbours.choose``'s ``floor``), in a refresh and
+    in a tuning run's final round."""
+    from rltriton_tune.tune import study as study_module
+    from rltriton_tune.tune.neighbours import Choice
+    from rltriton_tune.tune.space import Candidate
+
+    floors = []
+
+    def spy(key, finalists, key_us, *args, floor=None, **kwargs):
+        floors.append(None if floor is None else finalists[floor].params)
+        return Choice(0)
+
+    floor = Candidate("torch", dict(SLOW))
+    monkeypatch.setattr(study_module, "choose", spy)
+    monkeypatch.setattr(study_module, "rl_triton_finalist", lambda *a: floor)
+    monkeypatch.setattr(refresh_module, "rl_triton_finalist", lambda *a: floor)
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    monkeypatch.setattr(refresh_module, "builtin_choice", lambda *a: None)
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
+    if path == "refresh":
+        _stored(FAST, 1.0, "2026-01-01T00:00:00Z")
+        (done,) = refresh_module.refresh(CPU, ["gae"])
+        assert done.new is not None
+    else:
+        finalize(_study_that_found(FAST), KEY, CPU, evaluator=_evaluator(),
+                 measure_baselines=False, record=False)
+    assert floors == [SLOW]
+    # without it among them (off CUDA), there is no floor
+    monkeypatch.setattr(study_module, "rl_triton_finalist", lambda *a: None)
+    monkeypatch.setattr(refresh_module, "rl_triton_finalist", lambda *a: None)
+    floors.clear()
+    if path == "refresh":
+        refresh_module.refresh(CPU, ["gae"])
+    else:
+        finalize(_study_that_found(FAST), KEY, CPU, evaluator=_evaluator(),
+                 measure_baselines=False, record=False)
+    assert floors == [None]
