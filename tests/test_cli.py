@@ -420,6 +420,16 @@ def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
+    # Refreshed for the key's neighbourhood, but before rl-triton's config was the floor
+    # (no ``floor`` field; None where, as here, there is none): refreshed again.
+    refreshed = show_json(capsys)[0]
+    assert "floor" in refreshed and refreshed["floor"] is None
+    no_floor = {"refreshed": True, "neighbourhood": refreshed["neighbourhood"]}
+    record(device_fingerprint("cpu"), [dataclasses.replace(old, extra=no_floor)],
+           replace=True)
+    code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
+                       "--device", "cpu")
+    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
 
 def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
     """--missing-only with nothing left exits 0 and says so (a shell loop can run it until

@@ -396,7 +396,7 @@ def test_rl_tritons_config_is_the_floor_of_the_neighbourhood_choice(monkeypatch,
     if path == "refresh":
         _stored(FAST, 1.0, "2026-01-01T00:00:00Z")
         (done,) = refresh_module.refresh(CPU, ["gae"])
-        assert done.new is not None
+        assert done.new is not None and done.new.extra["floor"] == floor.label()
     else:
         finalize(_study_that_found(FAST), KEY, CPU, evaluator=_evaluator(),
                  measure_baselines=False, record=False)
