@@ -567,6 +567,12 @@ class FastLaunch:
         element types seen)."""
         return len(self._compiled)
 
+    def generic(self, args: list[Any]) -> Any:
+        """Launch ``args`` through Triton's generic path alone (binding, specialisation,
+        the compile cache), as a first launch does; for tools that intercept it
+        (benchmarks/kernel_sass.py)."""
+        return self._launch(*args, **self._consts)
+
     def __call__(self, args: list[Any]) -> None:
         if self._direct:
             fast = self._fast
