@@ -188,7 +188,9 @@ def theirs(key: ProblemKey, kwargs: dict[str, Any]) -> Launch | None:
         if name == "time_major":
             continue
         if isinstance(value, torch.Tensor):
-            value = (value.transpose(0, 1).contiguous() if key.time_major and value.dim() > 1
+            # rl-triton takes [N, T]: a time-major buffer goes in as its transposed view, as
+            # benchmarks/peer_adapters.py hands it over
+            value = (value.transpose(0, 1) if key.time_major and value.dim() > 1
                      else value).as_subclass(_LooksCuda)
         args[name] = value
     return capture(lambda: function(**args))

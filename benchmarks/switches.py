@@ -17,8 +17,10 @@ launcher with one switch of :mod:`rltriton_tune.kernels.launch` changed:
 * ``descending from T-1``: descending tiles that start at the row's last step, so the
   steps come first in scan order and the padding last, as rl-triton's tile holds them
   (``DESCEND_FROM_LAST``; built, the tile starts at its last slot and the padding comes
-  first). At sm_90, GAE 333x150, the built descending kernel issues its first load 11
-  instructions later than rl-triton's (36 against 25 of 184 and 160).
+  first). ``benchmarks/kernel_sass.py`` (Triton 3.9, sm_90, GAE 333x150) finds the same
+  instruction count either way (176 a thread against rl-triton's 160, 34 before the
+  first load against 24): whether the padding's place in scan order costs time only a
+  GPU tells.
 
 A variant whose outputs differ from ``built``'s is reported and not timed. Rounds take
 turns (rl-triton and every variant per round, in a rotating order) and each gets the

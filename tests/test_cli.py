@@ -431,6 +431,7 @@ def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys
                        "--device", "cpu")
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
 
+
 def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
     """--missing-only with nothing left exits 0 and says so (a shell loop can run it until
     done); a refresh past --max-seconds reports the entries it left."""

@@ -33,12 +33,14 @@ The geometric mean can trade a loss at one companion for a gain at another. Wher
 finalists include a *floor*, the config of the peer users would call instead
 (rl-triton's, on CUDA), no other finalist is chosen that is slower than it by more than
 :data:`FLOOR_MARGIN` at the key or at any companion both ran at: in the neighbourhood,
-the entry never loses to the peer's own choice. On the H100 (torch 2.11, Triton 3.6,
-device time), the geometric mean chose one row a program on 2 warps for discounted returns
-at 4096x256 (0.6% faster at the key than rl-triton's one row on 4 warps with steps held
-last to first); at 5000x230 it took 6.82 µs against 6.33 µs for rl-triton's config, and
-10.22 against 9.65 with bootstrap values and truncations (rl-triton itself: 6.55 and
-9.82).
+the entry does not lose to the peer's own choice. (Where the floor itself cannot be
+chosen, having failed at a companion or being more than :data:`KEY_MARGIN` slower at the
+key, and every other config loses to it somewhere, the floor is set aside.) On the H100
+(torch 2.11, Triton 3.6, device time), the geometric mean chose one row a program on 2
+warps for discounted returns at 4096x256 (0.6% faster at the key than rl-triton's one
+row on 4 warps with steps held last to first); at 5000x230 it took 6.82 µs against
+6.33 µs for rl-triton's config, and 10.22 against 9.65 with bootstrap values and
+truncations (rl-triton itself: 6.55 and 9.82).
 """
 
 from __future__ import annotations
@@ -122,6 +124,8 @@ class Choice:
     #: (None: failed or not moved there).
     companions: tuple[str, ...] = ()
     companion_us: tuple[tuple[float | None, ...], ...] = ()
+    #: Whether a floor was given and the choice was held to it (see :func:`choose`).
+    floor_held: bool = False
 
     def extra(self) -> dict[str, Any]:
         """What an entry records of the choice: the chosen config's time at each companion
@@ -144,7 +148,7 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     finalist or no companion timed, the fastest at ``key`` is chosen."""
     fastest = min(range(len(finalists)), key=lambda i: key_us[i])
     if len(finalists) < 2:
-        return Choice(fastest)
+        return Choice(fastest, floor_held=floor is not None)
     timed, times = [], []
     for other in (neighbourhood(key) if others is None else others):
         there = _times_at(key, other, finalists, usable, budget_s, evaluator_for)
@@ -177,9 +181,10 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
 
     # Where every eligible config loses to the floor somewhere (the floor itself not
     # eligible: failed at a companion, or far slower at the key), the floor decides nothing.
-    guarded = [i for i in eligible if not above_floor(i)] or eligible
-    chosen = min(guarded, key=lambda i: (cost(i), key_us[i]))
-    return Choice(chosen, tuple(timed), tuple(times))
+    guarded = [i for i in eligible if not above_floor(i)]
+    chosen = min(guarded or eligible, key=lambda i: (cost(i), key_us[i]))
+    return Choice(chosen, tuple(timed), tuple(times),
+                  floor_held=floor is not None and bool(guarded))
 
 
 def _times_at(key: ProblemKey, other: ProblemKey, finalists: Sequence[Any],

@@ -153,12 +153,13 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     # The companions the choice was made for (``neighbours.neighbourhood_texts``), so that
     # ``--missing-only`` refreshes again an entry chosen for another neighbourhood (one
     # refreshed before flag companions existed, say).
-    # ``floor``: the config the choice was held to (None where there was none, off CUDA
-    # or where rl-triton's config is not valid), so that ``--missing-only`` refreshes again
-    # an entry chosen before the floor existed.
+    # ``floor``: the config the choice was held to; None where there was none (off CUDA,
+    # rl-triton's config not valid or failing here) or it was set aside (see
+    # ``neighbours.choose``). Present either way, so that ``--missing-only`` refreshes
+    # again an entry chosen before the floor existed.
     extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": True,
                   "neighbourhood": neighbourhood_texts(key),
-                  "floor": None if floor is None else floor.label(),
+                  "floor": floor.label() if floor is not None and choice.floor_held else None,
                   **choice.extra()})
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3),

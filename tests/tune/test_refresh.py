@@ -384,7 +384,7 @@ def test_rl_tritons_config_is_the_floor_of_the_neighbourhood_choice(monkeypatch,
 
     def spy(key, finalists, key_us, *args, floor=None, **kwargs):
         floors.append(None if floor is None else finalists[floor].params)
-        return Choice(0)
+        return Choice(0, floor_held=floor is not None)
 
     floor = Candidate("torch", dict(SLOW))
     monkeypatch.setattr(study_module, "choose", spy)
