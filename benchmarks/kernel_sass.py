@@ -158,7 +158,7 @@ def counts(sass: str) -> dict[str, int]:
 
 def ours(key: ProblemKey, kwargs: dict[str, Any], descend: int) -> tuple[Launch, dict]:
     flat = kernel_strategies()["flat"]
-    params = dict(rl_triton_params(key.t))
+    params = dict(rl_triton_params(key.t, key.algorithm))
     if tile_order_space(key):
         params["DESCEND"] = descend
     params = flat.validate(key, params)

@@ -187,7 +187,7 @@ def _hand_picked(name: str, key: ProblemKey) -> list[Params]:
     if name == "flat":
         from rltriton_tune.kernels.flat import rl_triton_params
 
-        out = [rl_triton_params(t)]
+        out = [rl_triton_params(t, key.algorithm)]
         for elems in (1024, 4096):
             bn = clamp(elems // bt_all, 1, min(64, next_pow2(n)))
             out.append({"BLOCK_N": bn, "num_warps": clamp(bn * bt_all // 256, 1, 16),
@@ -258,7 +258,7 @@ def sweep(key: ProblemKey, strategies: dict[str, Any]) -> tuple[list[Candidate],
     _add_dispatched(key, strategies, found, seen)
     if "flat" in strategies:
         try:
-            base = strategies["flat"].validate(key, dict(rl_triton_params(key.t)))
+            base = strategies["flat"].validate(key, dict(rl_triton_params(key.t, key.algorithm)))
         except InvalidConfig:
             base = None
         for cand in found:

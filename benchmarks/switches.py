@@ -105,7 +105,7 @@ def measure(key: ProblemKey, device: torch.device, rounds: int, budget_s: float
                         for k, v in base.items()} for _ in range(copies - 1)]
     calls = [prepare_call(key.algorithm, **kw) for kw in inputs]
     flat = kernel_strategies()["flat"]
-    params = flat.validate(key, rl_triton_params(key.t))
+    params = flat.validate(key, rl_triton_params(key.t, key.algorithm))
     row: dict[str, Any] = {"cell": key.as_text(), "params": params, "copies": copies,
                            "device_us": {}, "errors": {}}
     timed: dict[str, tuple[Any, list[Any]]] = {}

@@ -70,22 +70,26 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A,
            BLOCK_A)
 
 
-def rl_triton_params(t: int) -> dict[str, int]:
-    """The rl-triton 0.1.3 config (one row per program, warps by next_pow2(T)): the baseline."""
+#: rl-triton 0.1.3's warps by next_pow2(T) past 128 steps (2 up to 128, 16 past 16384):
+#: GAE, V-trace, Retrace and λ-returns (its ``ops/gae.py`` and the like), and the lighter
+#: discounted returns, eligibility traces and episodic prefix sums (``_WARPS_LIGHT`` of
+#: ``ops/returns.py``, ``ops/prefix_sum.py``), which take more warps at 512 and 1024.
+RL_TRITON_WARPS = {256: 4, 512: 4, 1024: 8, 2048: 16, 4096: 16, 8192: 32, 16384: 32}
+RL_TRITON_WARPS_LIGHT = {**RL_TRITON_WARPS, 512: 8, 1024: 16}
+#: The estimators with the lighter table; they also ask for 2 stages from 1024 steps, the
+#: others from 2048 (1 below).
+RL_TRITON_LIGHT = frozenset({"discounted_returns", "eligibility_traces",
+                             "episodic_prefix_sum"})
+
+
+def rl_triton_params(t: int, algorithm: str = "gae") -> dict[str, int]:
+    """rl-triton 0.1.3's config for ``algorithm`` at T = ``t`` (one row per program, warps
+    and stages by next_pow2(T)): the baseline, and the floor of the tuner's choice."""
     bt = next_pow2(t)
-    if bt <= 128:
-        warps = 2
-    elif bt <= 512:
-        warps = 4
-    elif bt <= 1024:
-        warps = 8
-    elif bt <= 4096:
-        warps = 16
-    elif bt <= 16384:
-        warps = 32
-    else:
-        warps = 16
-    return {"BLOCK_N": 1, "num_warps": warps, "num_stages": 3}
+    light = algorithm in RL_TRITON_LIGHT
+    warps = 2 if bt <= 128 else (RL_TRITON_WARPS_LIGHT if light else RL_TRITON_WARPS).get(bt, 16)
+    stages = 2 if bt >= (1024 if light else 2048) else 1
+    return {"BLOCK_N": 1, "num_warps": warps, "num_stages": stages}
 
 
 class FlatStrategy(TritonStrategy):
@@ -98,7 +102,7 @@ class FlatStrategy(TritonStrategy):
             "num_warps": pow2_range(1, 32),
             # The kernel has no loop for Triton to pipeline, so stages change nothing: the
             # H200 exhaustive tables show 0.2-1% between stage counts, their noise level.
-            # Searched at 1; any 1-8 is accepted (rl-triton uses 3).
+            # Searched at 1; any 1-8 is accepted (rl-triton asks for 1 or 2).
             "num_stages": [1],
             **reduce_actions_space(key),
             **tile_order_space(key),
@@ -114,7 +118,7 @@ class FlatStrategy(TritonStrategy):
                 f"{TILE_BUDGET} (use tiled or split for long sequences)")
 
     def default_params(self, key: ProblemKey) -> Params:
-        return {**rl_triton_params(key.t), **reduce_actions_default(key),
+        return {**rl_triton_params(key.t, key.algorithm), **reduce_actions_default(key),
                 **tile_order_default(key)}
 
     def transfer(self, source: ProblemKey, target: ProblemKey,

@@ -35,7 +35,8 @@ def flat_heuristic(key: ProblemKey, strategies: dict[str, Strategy]) -> Candidat
         from rltriton_tune.kernels.flat import rl_triton_params
         from rltriton_tune.kernels.launch import tile_order_space
 
-        params = {**rl_triton_params(key.t), **{name: 1 for name in tile_order_space(key)}}
+        params = {**rl_triton_params(key.t, key.algorithm),
+                  **{name: 1 for name in tile_order_space(key)}}
         return Candidate("flat", dict(flat.validate(key, params)))
     except Exception:  # noqa: BLE001 - no baseline rather than no result
         return None

@@ -125,10 +125,18 @@ def test_available_devices():
 def test_rl_triton_params():
     from rltriton_tune.kernels.flat import rl_triton_params
 
-    table = {8: 2, 100: 2, 128: 2, 256: 4, 512: 4, 1000: 8, 2048: 16, 4096: 16, 8192: 32,
-             16384: 32, 32768: 16}
-    for t, warps in table.items():
-        assert rl_triton_params(t) == {"BLOCK_N": 1, "num_warps": warps, "num_stages": 3}
+    # rl-triton 0.1.3's tables (ops/gae.py, ops/returns.py, ops/prefix_sum.py): T -> warps,
+    # stages, for GAE (and V-trace, Retrace, lambda-returns) and for the lighter three
+    table = {8: (2, 1), 100: (2, 1), 128: (2, 1), 256: (4, 1), 512: (4, 1), 1000: (8, 1),
+             2048: (16, 2), 4096: (16, 2), 8192: (32, 2), 16384: (32, 2), 32768: (16, 2)}
+    light = {8: (2, 1), 200: (4, 1), 512: (8, 1), 1000: (16, 2), 2048: (16, 2),
+             10000: (32, 2), 20000: (16, 2)}
+    for algorithms, cases in ((("gae", "vtrace", "retrace", "lambda_returns"), table), ((
+            "discounted_returns", "eligibility_traces", "episodic_prefix_sum"), light)):
+        for algorithm in algorithms:
+            for t, (warps, stages) in cases.items():
+                assert rl_triton_params(t, algorithm) == {
+                    "BLOCK_N": 1, "num_warps": warps, "num_stages": stages}, (algorithm, t)
 
 
 @pytest.mark.parametrize("reduce_actions", [0, 1])
