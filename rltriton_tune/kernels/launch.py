@@ -569,8 +569,9 @@ class FastLaunch:
 
     def generic(self, args: list[Any]) -> Any:
         """Launch ``args`` through Triton's generic path alone (binding, specialisation,
-        the compile cache), as a first launch does; for tools that intercept it
-        (benchmarks/kernel_sass.py)."""
+        the compile cache): every launch the direct path does not take, and tools that
+        intercept it (benchmarks/kernel_sass.py). Returns what Triton's launch returns
+        (the compiled kernel)."""
         return self._launch(*args, **self._consts)
 
     def __call__(self, args: list[Any]) -> None:
@@ -583,13 +584,13 @@ class FastLaunch:
                 if launched is None:  # the launch raised: an ABI this code does not know
                     self._direct = False
                     self._fast = None
-                    self._launch(*args, **self._consts)
+                    self.generic(args)
                     return
             positions = self._pointer_positions
             if not any(args[i].data_ptr() & 15 for i in positions):
                 # The binary is specialised on the pointers' element types: key it by them.
                 variant = (current_device(), *(args[i].dtype for i in positions))
-                compiled = self._launch(*args, **self._consts)
+                compiled = self.generic(args)
                 if variant not in self._compiled and compiled is not None:
                     compiled = compiled.result() if hasattr(compiled, "result") else compiled
                     plan, native = native_launch(compiled.run, self._grid, compiled.function,
@@ -600,7 +601,7 @@ class FastLaunch:
                     if self._fast is None:
                         self._fast = self._generate(len(args))
                 return
-        self._launch(*args, **self._consts)
+        self.generic(args)
 
     def _generate(self, n_args: int) -> Callable[[list[Any]], bool | None]:
         """``fast(args)``: launch through a kept binary and return True, or return False

@@ -9,8 +9,8 @@ heuristic), and the stored config with each other setting of a switch parameter
 in one process, and at the key's off-grid companions (``tune.neighbours``); the config
 that serves them all best, never slower than rl-triton's config beyond a noise margin
 (``tune.neighbours.FLOOR_MARGIN``), is recorded with its fresh time and the installed
-software (so the stored config stays only if it still wins). An entry none of whose configs works
-here, or whose refresh fails, is left as it is and reported.
+software (so the stored config stays only if it still wins). An entry none of whose
+configs works here, or whose refresh fails, is left as it is and reported.
 """
 
 from __future__ import annotations
