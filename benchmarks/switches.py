@@ -13,14 +13,7 @@ launcher with one switch of :mod:`rltriton_tune.kernels.launch` changed:
 * ``runs off``: Triton's reverse scan instead of flipped per-thread runs (``FLIP_RUNS``);
 * ``descending``: every backward tile holds its steps last to first and is scanned
   forward, rl-triton's load order (``DESCEND_ALWAYS``);
-* ``descending, hints off``: both;
-* ``descending from T-1``: descending tiles that start at the row's last step, so the
-  steps come first in scan order and the padding last, as rl-triton's tile holds them
-  (``DESCEND_FROM_LAST``; built, the tile starts at its last slot and the padding comes
-  first). ``benchmarks/kernel_sass.py`` (Triton 3.9, sm_90, GAE 333x150) finds the same
-  instruction count either way (176 a thread against rl-triton's 160, 34 before the
-  first load against 24): whether the padding's place in scan order costs time only a
-  GPU tells.
+* ``descending, hints off``: both.
 
 A variant whose outputs differ from ``built``'s is reported and not timed. Rounds take
 turns (rl-triton and every variant per round, in a rotating order) and each gets the
@@ -64,7 +57,6 @@ VARIANTS: dict[str, dict[str, bool]] = {
     "runs off": {"FLIP_RUNS": False},
     "descending": {"DESCEND_ALWAYS": True},
     "descending, hints off": {"DESCEND_ALWAYS": True, "ALIGN_HINTS": False},
-    "descending from T-1": {"DESCEND_ALWAYS": True, "DESCEND_FROM_LAST": True},
 }
 #: Small env-major cells where backward estimators trail rl-triton at its own config,
 #: and a forward estimator that does not, as the control.

@@ -11,7 +11,6 @@ import triton
 import triton.language as tl
 
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.kernels import launch as launch_settings
 from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
 from rltriton_tune.kernels.launch import (
     MAX_BLOCK_N,
@@ -45,16 +44,11 @@ def flat_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T, A,
                 F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                 BLOCK_A: tl.constexpr, BIG: tl.constexpr, ALIGN_N: tl.constexpr,
                 ALIGN_T: tl.constexpr, ALIGN_A: tl.constexpr, RUN: tl.constexpr,
-                DESCEND: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
-                FROM_LAST: tl.constexpr):
+                DESCEND: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr):
     N, T, A, sn, st, san, sat, osn, ost = true_sizes(
         N, T, A, sn, st, san, sat, osn, ost, ALIGN_N, ALIGN_T, ALIGN_A)
     rows = row_block(tl.program_id(0), BLOCK_N, BIG)
-    if FROM_LAST and DESCEND:
-        # T - 1 down to T - BLOCK_T: the steps first in scan order, the padding (< 0) last.
-        ts = time_block(T - BLOCK_T, BLOCK_T, BIG, DESCEND)
-    else:
-        ts = time_block(0, BLOCK_T, BIG, DESCEND)
+    ts = time_block(0, BLOCK_T, BIG, DESCEND)
     SCAN_REVERSE: tl.constexpr = REVERSE and not DESCEND  # see scan.time_block
     a, b = COEFFS(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
                   saa, S0, S1, S2, S3, F_TRUNC, F_BOOT, F_ENV, F_STARTS, BLOCK_A)
@@ -138,7 +132,6 @@ class FlatStrategy(TritonStrategy):
                       params.get("DESCEND", 0))
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
-                      FROM_LAST=launch_settings.DESCEND_FROM_LAST,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
         return packed_launcher(pack, FastLaunch(flat_kernel, grid, consts, pack.pointers,
                                                 pack.pointer_slots))

@@ -114,11 +114,6 @@ FLIP_ACTION_RUNS = True
 #: where :func:`descend_tiles` finds it free; for A/B (benchmarks/switches.py) and tests.
 #: A config asks for the same with its ``DESCEND`` parameter (:func:`tile_order_space`).
 DESCEND_ALWAYS = False
-#: Whether the flat kernel's descending tile starts at the row's last step (``T - 1`` down,
-#: the padding past T - 1 last in scan order, as rl-triton orders its tile) instead of at
-#: the tile's last slot (``BLOCK_T - 1`` down, the padding first); for A/B
-#: (benchmarks/switches.py) and tests.
-DESCEND_FROM_LAST = False
 
 
 def tile_order_space(key: ProblemKey) -> dict[str, list[int]]:

@@ -211,31 +211,6 @@ def test_every_backward_tile_descends_with_the_switch(strategy, monkeypatch):
     assert not launch.descend_tiles(ProblemKey("eligibility_traces", 3, 256), 256, 1)
 
 
-@pytest.mark.parametrize("algorithm", ["gae", "vtrace", "retrace", "lambda_returns",
-                                       "discounted_returns"])
-def test_flat_descending_tiles_from_the_last_step(algorithm, monkeypatch):
-    """``DESCEND_FROM_LAST`` (an A/B switch of benchmarks/switches.py): the flat kernel's
-    descending tile starts at the row's last step, so its padding lies past the steps in
-    scan order (negative indices, masked). Every flag set, rows that fill the tile and
-    rows that do not, one and two steps, a row block with a row past N, both layouts
-    (time-major tiles always descend): the reference's numbers."""
-    monkeypatch.setattr(launch, "DESCEND_FROM_LAST", True)
-    a = 5 if algorithm == "retrace" else 0
-    flat = type(strategies()["flat"])()
-    cases = [("env", flags, t) for flags in FLAG_SETS[algorithm] for t in (77, 128)]
-    cases += [(layout, FLAG_SETS[algorithm][-1], t) for layout in ("env", "time")
-              for t in (1, 2, 77)]
-    for layout, flags, t in cases:
-        key = ProblemKey(algorithm, 3, t, "float32", layout, flags, a=a)
-        params = {"BLOCK_N": 2, "num_warps": 1, "num_stages": 1,
-                  **{name: 1 for name in launch.tile_order_space(key)}}
-        assert launch.descend_tiles(key, 2 * launch.next_pow2(t), 1, True)
-        call, kwargs = make_call(key, seed=t)
-        outs = flat.prepare(key, params)(call)
-        check_outputs(outs, expected(algorithm, kwargs), call,
-                      f"flat from T-1 {key.as_text()}")
-
-
 @pytest.mark.parametrize("algorithm", ["gae", "vtrace", "retrace", "discounted_returns"])
 def test_a_flat_config_asks_for_descending_tiles(algorithm):
     """A flat config's ``DESCEND=1`` holds even, aligned rows last to first (where the
