@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def test_smoke_sweep_writes_checked_records(script, tmp_path):
     strategies = script("strategies")
@@ -39,3 +41,29 @@ def test_retrace_configs_come_with_the_action_pre_pass(script):
     gae = ProblemKey("gae", 32768, 128, "float32", "time")
     assert not any("REDUCE_A" in p for n in ("flat", "tiled", "sequential", "lookback")
                    for p in strategies.hand_picked(n, gae))
+
+
+def test_report_merges_runs_split_over_gpus(script, tmp_path):
+    """benchmarks/strategies_report.py's command line: two runs' JSON merged into one
+    (every record kept, the longest run's time, both stop reasons), then its Markdown
+    report and the GAE speedup plot beside it; one source needs no --output, several do."""
+    strategies, report = script("strategies"), script("strategies_report")
+    assert strategies.main(["--smoke", "--output", str(tmp_path / "a")]) == 0
+    first = json.loads((tmp_path / "a" / "strategies.json").read_text())
+    second = {"meta": {**first["meta"], "elapsed_s": first["meta"].get("elapsed_s", 0) + 7.0,
+                       "stopped": "--max-seconds reached"},
+              "records": first["records"]}
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "strategies.json").write_text(json.dumps(second))
+    merged = tmp_path / "m" / "strategies.json"
+    sources = [str(tmp_path / run / "strategies.json") for run in ("a", "b")]
+    assert report.main([*sources, "--output", str(merged)]) == 0
+    data = json.loads(merged.read_text())
+    assert len(data["records"]) == 2 * len(first["records"])
+    assert data["meta"]["merged_from"] == sources
+    assert data["meta"]["elapsed_s"] == second["meta"]["elapsed_s"]
+    assert data["meta"]["stopped"] == "--max-seconds reached"
+    assert "# Strategy sweep" in merged.with_suffix(".md").read_text()
+    assert merged.with_name("strategies_gae.png").stat().st_size > 0
+    with pytest.raises(SystemExit):
+        report.main(sources)  # several sources without --output
