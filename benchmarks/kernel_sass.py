@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from peer_adapters import rl_triton_version  # noqa: E402
+from peer_adapters import rl_triton_version, swap_time  # noqa: E402
 from peers import as_users_pass  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
@@ -187,12 +187,10 @@ def theirs(key: ProblemKey, kwargs: dict[str, Any]) -> Launch | None:
     for name, value in kwargs.items():
         if name == "time_major":
             continue
-        if isinstance(value, torch.Tensor):
-            # rl-triton takes [N, T]: a time-major buffer goes in as its transposed view, as
-            # benchmarks/peer_adapters.py hands it over
-            value = (value.transpose(0, 1) if key.time_major and value.dim() > 1
-                     else value).as_subclass(_LooksCuda)
-        args[name] = value
+        # rl-triton takes [N, T]: a time-major buffer goes in as its transposed view, as
+        # the peer adapter hands it over
+        value = swap_time(value, key.time_major)
+        args[name] = value.as_subclass(_LooksCuda) if isinstance(value, torch.Tensor) else value
     return capture(lambda: function(**args))
 
 

@@ -64,7 +64,9 @@ def rl_triton_version() -> str | None:
 # ---------------------------------------------------------------- rl-triton
 
 
-def _swap_time(value: Any, time_major: bool) -> Any:
+def swap_time(value: Any, time_major: bool) -> Any:
+    """A time-major tensor as the ``[N, T(, A)]`` view rl-triton takes (and back); anything
+    else as it is."""
     if not time_major or not isinstance(value, torch.Tensor) or value.dim() < 2:
         return value
     return value.transpose(0, 1)  # [T, N(, A)] -> [N, T(, A)], a view
@@ -84,11 +86,11 @@ def rl_triton_adapter(algorithm: str, device: torch.device, dtype: str,
     function = getattr(rl_triton, f"compute_{algorithm}")
 
     def prepare(kwargs: Kwargs) -> Kwargs:
-        return {name: _swap_time(value, time_major)
+        return {name: swap_time(value, time_major)
                 for name, value in kwargs.items() if name != "time_major"}
 
     def finish(outputs: Any) -> tuple[torch.Tensor, ...]:
-        return tuple(_swap_time(x, time_major) for x in _as_tuple(outputs))
+        return tuple(swap_time(x, time_major) for x in _as_tuple(outputs))
 
     return Adapter(prepare, lambda args: function(**args), finish)
 
@@ -181,7 +183,7 @@ def torchrl_adapter(algorithm: str, time_major: bool) -> Adapter:
     function = functions[algorithm]
 
     def finish(outputs: Any) -> tuple[torch.Tensor, ...]:
-        found = tuple(_swap_time(x.squeeze(-1), time_major) for x in _as_tuple(outputs))
+        found = tuple(swap_time(x.squeeze(-1), time_major) for x in _as_tuple(outputs))
         if algorithm == "vtrace":
             return found[::-1]  # TorchRL: (advantage, vs)
         return found[:1]  # GAE: (advantage, value target)
