@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from rltriton_tune.algorithms import ALGORITHMS
 
@@ -81,13 +82,16 @@ def _zero_row(x: Tensor) -> Tensor:
     return torch.zeros(x.shape[1:], dtype=_F64)
 
 
-# The loops unbind their inputs into steps once and stack the results once, so that
-# autograd (reference_vjp) stays linear in T: indexing a step, or writing it into a
-# preallocated tensor, costs a whole-tensor gradient per step (minutes at T = 2^17).
+# The loops unbind their inputs into steps once and stack the results once (indexing a
+# step, or writing it into a preallocated tensor, is a whole-tensor operation per step).
+# Autograd does not go through them step by step: T steps of small nodes cost seconds
+# at T = 70000, and minutes on a slower host. Each recurrence is one autograd node
+# instead, differentiated by its adjoint, the recurrence run the other way (the
+# backward loop's adjoint is a forward loop and the reverse).
 
 
-def _backward(alpha: Tensor, beta: Tensor, end: Tensor) -> Tensor:
-    """``y[t] = alpha[t] + beta[t]·y[t+1]`` with ``y[T] = end``; returns ``y[0..T-1]``."""
+def _run_backward(alpha: Tensor, beta: Tensor, end: Tensor) -> Tensor:
+    """``y[t] = alpha[t] + beta[t]·y[t+1]`` with ``y[T] = end``; inputs of one shape."""
     steps = []
     following = end
     for a, b in zip(alpha.unbind(0)[::-1], beta.unbind(0)[::-1], strict=True):
@@ -96,14 +100,63 @@ def _backward(alpha: Tensor, beta: Tensor, end: Tensor) -> Tensor:
     return torch.stack(steps[::-1]) if steps else alpha.new_empty(alpha.shape)
 
 
-def _forward(alpha: Tensor, beta: Tensor, start: Tensor) -> Tensor:
-    """``y[t] = alpha[t] + beta[t]·y[t-1]`` with ``y[-1] = start``."""
+def _run_forward(alpha: Tensor, beta: Tensor, start: Tensor) -> Tensor:
+    """``y[t] = alpha[t] + beta[t]·y[t-1]`` with ``y[-1] = start``; inputs of one shape."""
     steps = []
     previous = start
     for a, b in zip(alpha.unbind(0), beta.unbind(0), strict=True):
         previous = a + b * previous
         steps.append(previous)
     return torch.stack(steps) if steps else alpha.new_empty(alpha.shape)
+
+
+class _Recurrence(torch.autograd.Function):
+    """One linear recurrence as one autograd node. With ``y[t] = alpha[t] +
+    beta[t]·y[t±1]`` and ``g`` the gradient reaching ``y``, the adjoint ``z`` runs the
+    other way, ``z[t] = g[t] + beta[t∓1]·z[t∓1]``; then dalpha = z, dbeta[t] =
+    z[t]·y[t±1] (the boundary value past the end) and dboundary = beta·z at the step
+    next to the boundary."""
+
+    @staticmethod
+    def forward(ctx: Any, alpha: Tensor, beta: Tensor, boundary: Tensor,
+                reverse: bool) -> Tensor:
+        y = (_run_backward if reverse else _run_forward)(alpha, beta, boundary)
+        ctx.reverse = reverse
+        ctx.save_for_backward(beta, boundary, y)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:
+        beta, boundary, y = ctx.saved_tensors
+        if not len(y):
+            return torch.zeros_like(g), torch.zeros_like(beta), torch.zeros_like(boundary), None
+        zero = torch.zeros_like(boundary)[None]
+        if ctx.reverse:  # y[t] feeds y[t-1] through beta[t-1]
+            z = _run_forward(g, torch.cat([zero, beta[:-1]]), boundary.new_zeros(boundary.shape))
+            neighbour, edge = torch.cat([y[1:], boundary[None]]), -1
+        else:  # y[t] feeds y[t+1] through beta[t+1]
+            z = _run_backward(g, torch.cat([beta[1:], zero]), boundary.new_zeros(boundary.shape))
+            neighbour, edge = torch.cat([boundary[None], y[:-1]]), 0
+        return z, z * neighbour, beta[edge] * z[edge], None
+
+
+def _recurrence(alpha: Tensor, beta: Tensor, boundary: Tensor, reverse: bool) -> Tensor:
+    """The recurrence on ``alpha``'s shape (``beta`` and ``boundary`` broadcast to it:
+    their gradients are summed back by autograd)."""
+    alpha, beta = torch.broadcast_tensors(alpha, beta)
+    boundary = boundary.expand(alpha.shape[1:])
+    return _Recurrence.apply(alpha, beta, boundary, reverse)
+
+
+def _backward(alpha: Tensor, beta: Tensor, end: Tensor) -> Tensor:
+    """``y[t] = alpha[t] + beta[t]·y[t+1]`` with ``y[T] = end``; returns ``y[0..T-1]``."""
+    return _recurrence(alpha, beta, end, reverse=True)
+
+
+def _forward(alpha: Tensor, beta: Tensor, start: Tensor) -> Tensor:
+    """``y[t] = alpha[t] + beta[t]·y[t-1]`` with ``y[-1] = start``."""
+    return _recurrence(alpha, beta, start, reverse=False)
 
 
 def _scalar(x: Any) -> Any:
