@@ -13,6 +13,11 @@ try:  # property tests draw the same examples on every run (no seed, no example 
 except ImportError:  # hypothesis is a test extra; the tests that need it import it
     pass
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Parallel workers (pytest -n) share the cores: one intra-op thread each. The float64
+    # references run on the CPU, and N workers of one thread per core each oversubscribe it.
+    torch.set_num_threads(1)
+
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     # Must be set before triton is imported anywhere: kernels then run on CPU tensors.
