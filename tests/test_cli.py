@@ -112,6 +112,22 @@ def test_export_dash_writes_to_stdout_and_import_dash_reads_stdin(tmp_path, monk
     assert [(e["N"], e["T"]) for e in show_json(capsys)] == [(8, 16)]
 
 
+def test_export_dash_to_a_failing_or_closed_stdout_is_one_error_line(monkeypatch, capsys):
+    """`export - >/dev/full` and `export - >&-` end in one line, not a traceback."""
+    import errno
+
+    class Full(io.BytesIO):
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(Full()))
+    code, _, err = run(capsys, "export", "-")
+    assert code == 1 and "export: standard output: No space left on device" in err
+    monkeypatch.setattr(sys, "stdout", None)
+    code, _, err = run(capsys, "export", "-")
+    assert code == 1 and "export: standard output is closed" in err
+
+
 def test_tune_stopped_by_max_seconds_records_nothing_partial_and_resumes(capsys):
     argv = ["tune", "--algorithms", "gae,discounted_returns", "--device", "cpu",
             "--no-progress", "--shapes", "8x8", "--trials", "3"]

@@ -92,9 +92,16 @@ def cmd_export(args) -> int:
 
     if args.file == "-":
         text, count = export_text()
-        sys.stdout.flush()
-        sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale, as a file
-        sys.stdout.flush()
+        if sys.stdout is None:
+            raise CLIError("export: standard output is closed")
+        try:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise  # the reader went away: main() stops quietly
+        except OSError as exc:  # e.g. a full disk behind the redirection
+            raise CLIError(f"export: standard output: {exc.strerror or exc}") from None
         print(f"exported {count} entries to standard output", file=sys.stderr)
         return 0
     try:
@@ -131,8 +138,10 @@ def cmd_import(args) -> int:
     try:
         count = merge_profiles(profiles)
     except WriteError as exc:
-        raise CLIError(f"import: {exc}; nothing was kept: set {DB_ENV} to a writable folder "
-                       "and import again") from None
+        raise CLIError(f"import: {exc}; set {DB_ENV} to another folder to import there") \
+            from None
+    except ProfileError as exc:  # an entry that cannot be stored: nothing of it is written
+        raise CLIError(f"import {source}: {exc.reason}") from None
     print(f"imported {count} entries from {source}")
     if total > count:
         print(f"kept the stored entry of {total - count} key(s) that already had one "

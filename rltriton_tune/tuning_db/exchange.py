@@ -10,14 +10,15 @@ from typing import Any
 
 from rltriton_tune.tuning_db import locations, state
 from rltriton_tune.tuning_db.fingerprint import identity, identity_text
-from rltriton_tune.tuning_db.loading import load_profiles
+from rltriton_tune.tuning_db.loading import folder_keys, load_profiles
 from rltriton_tune.tuning_db.schema import (
     Profile,
     ProfileError,
+    UnsupportedVersion,
     bundle_to_json,
     dumps,
 )
-from rltriton_tune.tuning_db.store import read_profiles, record, write_atomic
+from rltriton_tune.tuning_db.store import WriteError, read_profiles, record, write_atomic
 
 
 class ExportError(OSError):
@@ -95,18 +96,48 @@ def import_profiles(src: Path, directory: Path | None = None) -> int:
 
 def merge_profiles(profiles: list[Profile], directory: Path | None = None) -> int:
     """Add validated ``profiles`` (as :func:`import_profiles` does, e.g. parsed from
-    standard input) to ``directory``; returns the number of entries added."""
-    added = 0
+    standard input) to ``directory``; returns the number of entries added.
+
+    A key that any readable file of the folder holds for the profile's device keeps that
+    entry (the one dispatch serves: a copied export counts, not only the device's own
+    file). Every target file is checked before the first is written, so a profile of a
+    newer schema in the way of one of a bundle's devices stops the import with nothing
+    written (:class:`WriteError`)."""
+    base = Path(directory) if directory is not None else locations.user_dir()
+    held: dict[str, set[str]] = {}
+    plans = []
     for profile in profiles:
-        target = locations.profile_path(profile.fingerprint, directory)
+        target = locations.profile_path(profile.fingerprint, base)
+        _check_target(target)
+        stored = held.setdefault(identity_text(profile.fingerprint),
+                                 folder_keys(profile.fingerprint, base))
+        new = [e for text, e in profile.entries.items() if text not in stored]
+        stored.update(e.key.as_text() for e in new)
+        plans.append((profile.fingerprint, new))
+    added = 0
+    for fp, new in plans:
+        if not new:
+            continue
         try:
-            stored = set(read_profiles(target)[0].entries)
-        except (ProfileError, IndexError):
-            stored = set()
-        record(profile.fingerprint, profile.entries.values(), directory, replace=False,
-               keep_in_memory=False)
-        added += len(set(profile.entries) - stored)
+            record(fp, new, base, replace=False, keep_in_memory=False)
+        except WriteError as err:
+            if added:
+                raise WriteError(f"{err.reason} (after {added} entries of the bundle's "
+                                 "earlier devices were added)", err.path) from None
+            raise
+        added += len(new)
     return added
+
+
+def _check_target(target: Path) -> None:
+    """Raise :class:`WriteError` where an import cannot write ``target``: a profile of a
+    newer schema is there (a corrupt or foreign one is set aside by the write)."""
+    try:
+        read_profiles(target)
+    except UnsupportedVersion as err:
+        raise WriteError(err.reason, target) from None
+    except (ProfileError, OSError):
+        pass
 
 
 def known_fingerprints() -> list[dict[str, Any]]:

@@ -105,6 +105,19 @@ def load_many(fps: list[dict[str, Any]]) -> list[ProfileSet]:
     return [_load(fp, identity_text(fp), folders, scanned) for fp in fps]
 
 
+def folder_keys(fp: dict[str, Any], folder: Path) -> set[str]:
+    """The keys that readable files of ``folder`` hold for ``fp`` (any file name: a copied
+    export serves its keys as the device's own file does)."""
+    canonical = identity_text(fp)
+    keys: set[str] = set()
+    for _, read in _scan(Path(folder), []):
+        if not isinstance(read, ProfileError):
+            for text, profile in read:
+                if text == canonical:
+                    keys.update(profile.entries)
+    return keys
+
+
 #: A profile file as read: its path and its profiles, each beside its identity text, or
 #: the ProfileError that makes it unusable.
 Scanned = tuple[Path, list[tuple[str, Any]] | ProfileError]

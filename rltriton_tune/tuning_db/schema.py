@@ -202,7 +202,7 @@ def profiles_from_text(text: str | bytes, path: Path | str | None = None) -> lis
     if not text.strip():
         raise ProfileError("empty file (truncated?)", path)
     try:
-        document = json.loads(text, parse_constant=_reject_constant)
+        document = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as err:
         if err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated string"):
             raise ProfileError(f"truncated: JSON ends early at line {err.lineno}", path) from None
@@ -214,6 +214,10 @@ def profiles_from_text(text: str | bytes, path: Path | str | None = None) -> lis
         raise ProfileError(f"corrupt: JSON nested deeper than {MAX_DEPTH} levels", path) from None
     if _depth_exceeds(document, MAX_DEPTH):
         raise ProfileError(f"corrupt: JSON nested deeper than {MAX_DEPTH} levels", path)
+    if ("\\u" in text or not text.isascii()) and _has_lone_surrogate(document):
+        # JSON can escape half of a UTF-16 pair; such a string cannot be written back as
+        # UTF-8, so every later save of the profile would fail.
+        raise ProfileError("corrupt: a string holds a lone UTF-16 surrogate escape", path)
     if not isinstance(document, dict):
         raise ProfileError(f"foreign file: top level is a JSON {type(document).__name__}, "
                            "not an object", path)
@@ -338,6 +342,34 @@ def _borrowing(value: Any, where: str, path: Path | str | None) -> dict[str, flo
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused where it overflows a float: the
+    infinity it would read as cannot be written back (JSON has none)."""
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= 24 else f"{text[:12]}...{text[-8:]}"
+        raise ValueError(f"number {shown} is beyond float range")
+    return value
+
+
+def _has_lone_surrogate(document: Any) -> bool:
+    """Whether a key or string anywhere in ``document`` holds a lone UTF-16 surrogate."""
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
 
 
 def _text(d: dict[str, Any], name: str) -> str:

@@ -70,6 +70,37 @@ def test_import_adds_missing_keys_and_never_replaces_by_date(user, tmp_path):
     assert stored["gae|none|float32|env|N=8|T=32"].strategy == "split"
 
 
+def test_import_keeps_a_key_served_by_another_file_of_the_folder(user, tmp_path):
+    """A copied export in the folder serves its keys like the device's own file: an
+    import must not override them through the own file (which wins within a folder)."""
+    copied = user / "my-export.json"
+    record(H200, [entry(strategy="tiled")], tmp_path / "a")
+    user.mkdir(parents=True, exist_ok=True)
+    copied.write_text(profile_path(H200, tmp_path / "a").read_text())
+    record(H200, [entry(strategy="flat"), entry(n=8, strategy="split")], tmp_path / "b")
+    assert import_profiles(profile_path(H200, tmp_path / "b")) == 1
+    served = load_profiles(H200).entries
+    assert served["gae|none|float32|env|N=4096|T=32"].strategy == "tiled"
+    assert served["gae|none|float32|env|N=8|T=32"].strategy == "split"
+    assert "gae|none|float32|env|N=4096|T=32" not in read_profile(profile_path(H200)).entries
+
+
+def test_bundle_import_blocked_by_a_newer_profile_writes_nothing(user, tmp_path):
+    """Every device's target is checked before the first is written: a bundle whose
+    second device has a profile of a newer schema in the folder adds nothing at all."""
+    user.mkdir(parents=True, exist_ok=True)
+    newer = {"schema": SCHEMA, "version": 2, "fingerprint": H200, "entries": []}
+    profile_path(H200, user).write_text(json.dumps(newer))
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(json.dumps({"schema": SCHEMA, "version": 1, "profiles": [
+        {"fingerprint": A100, "entries": [entry(n=30).to_json()]},
+        {"fingerprint": H200, "entries": [entry(n=31).to_json()]}]}))
+    with pytest.raises(WriteError, match="schema version 2 unsupported"):
+        import_profiles(bundle)
+    assert sorted(p.name for p in user.iterdir()) == [profile_path(H200).name]
+    assert json.loads(profile_path(H200).read_text()) == newer
+
+
 def test_import_into_an_unwritable_folder_raises_and_keeps_nothing(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("x")

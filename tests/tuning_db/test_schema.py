@@ -128,6 +128,33 @@ def test_unparseable_text_is_named(tmp_path, text, message):
         read_profile(path)
 
 
+@pytest.mark.parametrize("extra, message", [
+    ("1e999", "beyond float range"),
+    ('"\\ud800"', "lone UTF-16 surrogate"),
+    ('{"\\udfff": 1}', "lone UTF-16 surrogate"),
+])
+def test_values_that_cannot_be_written_back_make_the_file_corrupt(tmp_path, extra, message):
+    """A number past float range reads as infinity and a lone surrogate escape as a string
+    UTF-8 cannot hold: either, kept in an unknown field, would make every later save of
+    the profile fail, so the file is refused when read (and set aside like any corrupt
+    one) instead."""
+    path = record(H200, [entry()], tmp_path)
+    good = path.read_text()
+    for where in ("entry", "top"):
+        doc = json.loads(good)
+        target = doc["entries"][0] if where == "entry" else doc
+        target["note"] = "PLACEHOLDER"
+        path.write_text(json.dumps(doc).replace('"PLACEHOLDER"', extra))
+        with pytest.raises(ProfileError, match=message):
+            read_profile(path)
+    doc = json.loads(good)
+    doc["entries"][0]["note"] = "PLACEHOLDER"
+    path.write_text(json.dumps(doc).replace('"PLACEHOLDER"', '"\\ud83d\\ude00 1e300"'))
+    loaded = read_profile(path)
+    (stored,) = loaded.entries.values()
+    assert stored.extra["note"] == "\U0001f600 1e300"  # a whole pair is fine
+
+
 def test_binary_garbage_is_corrupt(tmp_path):
     path = tmp_path / "x.json"
     path.write_bytes(b"\xff\xfe\x00garbage")
