@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -277,6 +278,32 @@ def test_huge_fingerprint_name_keeps_show_and_doctor_bounded(tmp_path, capsys):
         assert code == 0
         assert len(out) < 40_000, (argv, len(out))
         assert max(len(line) for line in out.splitlines()) < 1000, argv
+
+
+def test_hostile_text_anywhere_in_a_profile_stays_bounded_and_escaped(capsys):
+    """Text read from a profile reaches a training log (the warning about a bad file)
+    and the terminal (doctor's software lines, show's JSON) cut and with its control
+    characters escaped: a 1 MB schema name, escape sequences and 200,000-character
+    versions among the entries' software, huge unknown fields and fingerprint keys."""
+    folder = user_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a-schema.json").write_text(json.dumps({"schema": "x" * 1_000_000}))
+    escape = "\x1b]0;pwned\x07\x1b[2J"
+    hostile = [replace(entry(n=n), software={"torch": "A" * 200_000, escape: str(n)},
+                       extra={"note": "z" * 100_000}) for n in range(1, 9)]
+    fingerprint = dict(CPU_FP, **{"K" * 50_000: 1})
+    (folder / "b-hostile.json").write_text(dumps(Profile(fingerprint, {
+        e.key.as_text(): e for e in hostile}).to_json()))
+    record(CPU_FP, [replace(entry(n=9), software={"torch": "B" * 200_000, escape: "9"})])
+    with pytest.warns(RuntimeWarning) as warned:
+        load_profiles(CPU_FP)
+    assert all(len(str(w.message)) < 1000 for w in warned)
+    for argv in (["doctor"], ["show", "--all-devices", "--format", "json"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, argv
+        assert "\x1b" not in out + err, argv
+        assert len(out) + len(err) < 100_000, (argv, len(out), len(err))
+        assert max(len(line) for line in (out + err).splitlines()) < 2_000, argv
 
 
 # ---------------------------------------------------------------- concurrency and kill -9

@@ -10,6 +10,9 @@ from rltriton_tune.algorithms import ESTIMATOR_NAMES
 from rltriton_tune.cli.args import DEFAULT_ACTIONS, resolve_device
 from rltriton_tune.cli.output import cell, params_text
 
+#: Version sets of the entries listed one per line (the most common first).
+SOFTWARE_SETS_SHOWN = 5
+
 
 def cmd_doctor(args) -> int:
     import torch
@@ -84,13 +87,19 @@ def _software_report(profiles: Any) -> list[str]:
     here = software_versions()
     counts = Counter(tuple(sorted(e.software.items())) for e in profiles.entries.values())
     lines = [f"software      torch {here['torch']}, triton {here['triton']} in this process"]
-    for versions, n in sorted(counts.items(), key=lambda item: -item[1]):
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    for versions, n in ranked[:SOFTWARE_SETS_SHOWN]:
         measured = dict(versions)
-        text = ", ".join(f"{k} {v}" for k, v in versions) or "versions not recorded"
-        differs = [k for k, v in measured.items() if here.get(k) != v]
-        note = (f"; differs in {', '.join(differs)}: used as measured, "
+        # The versions are read from the profile: bounded and printable (see cell).
+        text = cell(", ".join(f"{k} {v}" for k, v in versions) or "versions not recorded", 80)
+        differs = cell(", ".join(k for k, v in measured.items() if here.get(k) != v), 80)
+        note = (f"; differs in {differs}: used as measured, "
                 "`rltriton-tune tune --refresh` re-times them here") if differs else ""
         lines.append(f"              {n} entries measured with {text}{note}")
+    if len(ranked) > SOFTWARE_SETS_SHOWN:
+        rest = sum(n for _, n in ranked[SOFTWARE_SETS_SHOWN:])
+        lines.append(f"              {rest} entries measured with "
+                     f"{len(ranked) - SOFTWARE_SETS_SHOWN} other version sets")
     return lines
 
 

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from rltriton_tune.cli.args import CLIError
+from rltriton_tune.tuning_db.schema import printable
 
 #: Longest text printed in one table cell; longer values end in an ellipsis.
 CELL_WIDTH = 40
@@ -17,13 +18,9 @@ def params_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
-def cell(text: str, limit: int = CELL_WIDTH) -> str:
-    """``text`` on one line and at most ``limit`` characters (an ellipsis marks a cut);
-    control characters (a terminal escape read from a profile, say) shown escaped."""
-    text = " ".join(str(text).split())
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+def cell(text: Any, limit: int = CELL_WIDTH) -> str:
+    """``text`` as one bounded, printable table cell (see ``tuning_db.schema.printable``)."""
+    return printable(text, limit)
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

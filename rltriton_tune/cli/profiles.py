@@ -26,15 +26,27 @@ def _all_entries(algorithms: list[str] | None,
         for entry in profiles.entries.values():
             if algorithms and entry.key.algorithm not in algorithms:
                 continue
-            row = entry.to_json()
+            # A hostile profile can hold huge or escaping text anywhere (unknown fields,
+            # fingerprint keys and values): every string printed is bounded.
+            row = _bounded(entry.to_json())
             row["device"] = cell(str(fp.get("name") or fp.get("kind")), 80)
-            # A hostile profile can hold huge fingerprint values: bound what is printed.
-            row["fingerprint"] = {k: cell(v, 200) if isinstance(v, str) else v
-                                  for k, v in fp.items()}
+            row["fingerprint"] = _bounded(fp)
             out.append(row)
     out.sort(key=lambda r: (r["device"], r["algorithm"], r["dtype"], r["layout"], r["flags"],
                             r["N"], r["T"]))
     return out
+
+
+def _bounded(value: Any, limit: int = 200) -> Any:
+    """``value`` (JSON data read from a profile) with every string, keys included, cut to
+    ``limit`` printable characters (see :func:`cell`)."""
+    if isinstance(value, str):
+        return cell(value, limit)
+    if isinstance(value, dict):
+        return {cell(k, limit): _bounded(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v, limit) for v in value]
+    return value
 
 
 def cmd_show(args) -> int:

@@ -36,10 +36,26 @@ _ENTRY_FIELDS = _KEY_FIELDS + (
 )
 
 
+#: Longest reason a :class:`ProfileError` carries: reasons quote values read from the file,
+#: and they reach training logs as warnings.
+REASON_WIDTH = 300
+
+
+def printable(text: Any, limit: int) -> str:
+    """``text`` on one line and at most ``limit`` characters (an ellipsis marks a cut);
+    control characters (a terminal escape read from a profile, say) shown escaped."""
+    text = " ".join(str(text).split())
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
 class ProfileError(ValueError):
-    """A profile file or entry that cannot be used; ``reason`` says why, without the path."""
+    """A profile file or entry that cannot be used; ``reason`` says why, without the path
+    (bounded and printable: it quotes what the file holds)."""
 
     def __init__(self, reason: str, path: Path | str | None = None) -> None:
+        reason = printable(reason, REASON_WIDTH)
         self.reason = reason
         self.path = Path(path) if path is not None else None
         super().__init__(f"{path}: {reason}" if path is not None else reason)
