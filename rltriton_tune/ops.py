@@ -166,14 +166,17 @@ class _Operators:
             layout = (call.t, call.n) if call.time_major else (call.n, call.t)
             computed = gradients(call, tuple(o.reshape(layout) for o in outputs),
                                  tuple(g.reshape(layout) for g in grad_outputs), wanted)
+        # Every gradient is contiguous, as _backward_fake declares: an input may be a
+        # transposed view, and time-major gradients can come back transposed; compiled
+        # graphs check the real strides against the fake ones.
         for slot, name, w in zip(self.grad_slots, self.grad_names, needed, strict=True):
             raw = tensors[slot]
             if not w or raw is None:
                 result.append(torch.empty(0, device=grad_outputs[0].device))
             elif name in computed:
-                result.append(computed[name].reshape(raw.shape).to(raw.dtype))
+                result.append(computed[name].reshape(raw.shape).to(raw.dtype).contiguous())
             else:
-                result.append(torch.zeros_like(raw))
+                result.append(raw.new_zeros(raw.shape))
         return result
 
     def _backward_tensor_scalars(self, grad_outputs: list[Tensor], outputs: list[Tensor],
@@ -194,7 +197,7 @@ class _Operators:
             if not w or raw is None:
                 result.append(grad_outputs[0].new_empty(0))
             else:
-                result.append(torch.empty_like(raw))
+                result.append(raw.new_empty(raw.shape))  # contiguous, as _backward's
         return result
 
 
