@@ -36,6 +36,9 @@ _is_compiling = torch.compiler.is_compiling
 #: Dtypes of floating inputs on every device (float64 is taken on a CPU too).
 FLOAT_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _INTEGERS = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
+#: Unsigned integers wider than a byte: integer tensors for SPEC.md, but the kernels and
+#: many torch operations take none, so such flags and actions are converted on the way in.
+_WIDE_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 #: Dtypes of flag inputs (terminateds, truncateds): any non-zero value is set.
 FLAG_DTYPES = FLOAT_DTYPES | _INTEGERS | {torch.bool}
 _BOUNDARIES = {"ends_at": False, "starts_at": True}
@@ -122,7 +125,7 @@ def dtype_problem(name: str, x: Tensor, flag: bool = False) -> str | None:
     """Why a floating (``flag``: flag) input's dtype is refused, or None where it is
     taken: float32/float16/bfloat16 (flags: integers and bool too) anywhere, float64 on
     CPU only. Shared with ``rltriton_tune.torchrl``, whose errors name its own arguments."""
-    if x.dtype in (FLAG_DTYPES if flag else FLOAT_DTYPES):
+    if x.dtype in (FLAG_DTYPES if flag else FLOAT_DTYPES) or (flag and x.dtype in _WIDE_UNSIGNED):
         return None
     what = "a float, bool or integer flag tensor" if flag else "float32, float16 or bfloat16"
     if x.dtype is torch.float64:
@@ -207,13 +210,17 @@ def _check_exclusive(plan: _Plan, values: tuple[Any, ...]) -> None:
                              "pass bootstrap_values (or next_values) instead")
 
 
-def _check_dtype(plan: _Plan, name: str, kind: int, x: Tensor) -> None:
+def _check_dtype(plan: _Plan, name: str, kind: int, x: Tensor) -> Tensor:
     """The dtype rules of a tensor whose dtype is not among those its kind takes at once:
-    float64 on CPU passes (floating and flag inputs), anything else is a TypeError."""
+    float64 on CPU passes (floating and flag inputs), wide unsigned flags become bool and
+    wide unsigned actions int64 (one conversion), anything else is a TypeError."""
+    if x.dtype in _WIDE_UNSIGNED and kind in (_FLAG, _INT):
+        return x != 0 if kind == _FLAG else x.to(torch.int64)
     problem = (f"{name} has dtype {x.dtype}; expected an integer tensor" if kind == _INT
                else dtype_problem(name, x, kind == _FLAG))
     if problem is not None:
         raise TypeError(f"{plan.function}: {problem}")
+    return x
 
 
 def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
@@ -306,7 +313,7 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
             raise ValueError(f"{function}: {name} is on {x.device} but {plan.source_name} is "
                              f"on {device}; all inputs must be on one device")
         if x.dtype not in accepted:
-            _check_dtype(plan, name, kind, x)
+            x = _check_dtype(plan, name, kind, x)
         tensors[name] = x if x.is_contiguous() else x.contiguous()
 
     scalars, tensor_scalars = _scalars(plan, scalar_values, device)

@@ -90,12 +90,28 @@ def test_dtypes(algorithm, dtype):
         check_against_reference(key, seed=3)
 
 
-@pytest.mark.parametrize("flag_dtype", [torch.bool, torch.int32, torch.uint8, torch.float16])
+@pytest.mark.parametrize("flag_dtype", [torch.bool, torch.int32, torch.uint8, torch.float16,
+                                        torch.uint16, torch.uint32, torch.uint64])
 @pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
 def test_flag_dtypes(algorithm, flag_dtype):
     a = 2 if algorithm == "retrace" else 0
     key = ProblemKey(algorithm, 4, 23, "float32", "env", all_flags(algorithm), a)
     check_against_reference(key, seed=5, flag_dtype=flag_dtype)
+
+
+@pytest.mark.parametrize("action_dtype", [torch.uint8, torch.int16, torch.uint16, torch.uint32,
+                                          torch.uint64])
+def test_action_dtypes(action_dtype):
+    """Any integer actions (SPEC.md): wide unsigned ones are converted on the way in (the
+    kernels take none), the caller's tensor untouched."""
+    kwargs = random_inputs(ProblemKey("retrace", 4, 23, "float32", "env", "trunc", 5), seed=5)
+    expected = ESTIMATORS["retrace"](**kwargs)
+    actions = kwargs["actions"].to(action_dtype)
+    kept = actions.clone()
+    got = ESTIMATORS["retrace"](**{**kwargs, "actions": actions})
+    for a, b in zip(got, expected, strict=True):
+        assert torch.equal(a, b)
+    assert actions.dtype == action_dtype and torch.equal(actions, kept)
 
 
 @pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
