@@ -384,6 +384,7 @@ def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     # Under torch.compile, and when autograd must record the call, the call goes through
     # its custom operator (rltriton_tune.ops), which runs _direct and has a backward.
     if _is_compiling():
+        _check_traced(plan, values, scalar_values, time_major)
         return ops.estimate(plan.algorithm, values, scalar_values, time_major, starts_at)
     outputs = plan.hot(values, scalar_values, time_major, starts_at)
     if outputs is not None:
@@ -392,6 +393,26 @@ def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     if _requires_grad(call):
         return ops.estimate(plan.algorithm, values, scalar_values, time_major, starts_at)
     return _dispatch(plan, call)
+
+
+def _check_traced(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
+                  time_major: Any) -> None:
+    """Under torch.compile, the checks of what the operator's schema would convert or fail
+    on with torch's own message: time_major (1 would become True), the scalars' types
+    (True would become 1.0) and non-tensor inputs. The tensors' checks run in the
+    operator, when the graph runs. Raised while tracing: with ``fullgraph=True`` torch
+    wraps the error in a ``torch._dynamo`` one that carries this message."""
+    function = plan.function
+    if time_major is not True and time_major is not False:
+        raise TypeError(f"{function}: time_major must be a Python bool, got "
+                        f"{ops.type_name(time_major)}")
+    for name, x in zip(plan.names, values, strict=True):
+        if x is not None and not isinstance(x, Tensor):
+            raise TypeError(f"{function}: {name} must be a torch.Tensor, got {ops.type_name(x)}")
+    for name, value in zip(plan.spec.scalars, scalar_values, strict=True):
+        if isinstance(value, bool) or not isinstance(value, (numbers.Real, Tensor)):
+            raise TypeError(f"{function}: {name} must be a Python number or a 0-d tensor, "
+                            f"got {ops.type_name(value)}")
 
 
 def _direct(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
@@ -413,12 +434,12 @@ def _dispatch(plan: _Plan, call: Call) -> Tensor | tuple[Tensor, ...]:
 
 
 def _boundary(plan: _Plan, boundary: Any) -> bool:
-    """``boundary`` as the ``starts_at`` flag; anything but the two names is an error."""
-    try:
+    """``boundary`` as the ``starts_at`` flag; anything but the two names is an error
+    (raised outside any ``except``, which torch.compile can trace)."""
+    if isinstance(boundary, str) and boundary in _BOUNDARIES:
         return _BOUNDARIES[boundary]
-    except (KeyError, TypeError):
-        raise ValueError(f"{plan.function}: boundary must be 'ends_at' or 'starts_at', "
-                         f"got {boundary!r}") from None
+    raise ValueError(f"{plan.function}: boundary must be 'ends_at' or 'starts_at', "
+                     f"got {boundary!r}")
 
 
 _GAE = _Plan(ALGORITHMS["gae"], "compute_gae")

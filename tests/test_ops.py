@@ -209,6 +209,39 @@ def test_compiled_backward_of_time_major_calls_and_transposed_inputs_cpu(layout)
         torch.testing.assert_close(leaf.grad, eager_leaves[key].grad, msg=str(key))
 
 
+@pytest.mark.parametrize("bad, error, message", [
+    ({"gamma": True}, TypeError, "gamma must be a Python number or a 0-d tensor, got bool"),
+    ({"gamma": "0.9"}, TypeError, "gamma must be a Python number or a 0-d tensor, got str"),
+    ({"gamma": 10**400}, ValueError, "gamma is too large for a float"),
+    ({"time_major": 1}, TypeError, "time_major must be a Python bool, got int"),
+    ({"time_major": None}, TypeError, "time_major must be a Python bool, got NoneType"),
+    ({"rewards": [1.0]}, TypeError, "rewards must be a torch.Tensor, got list"),
+])
+def test_compiled_calls_refuse_what_eager_calls_refuse(bad, error, message):
+    """Arguments that are not tensors are checked while tracing (the operator's schema
+    would turn True into 1.0 and 1 into True): without fullgraph the eager error itself,
+    with fullgraph torch's error carrying its message."""
+    kwargs = {**kwargs_for("discounted_returns"), **bad}
+    with pytest.raises(error, match=message):
+        rt.compute_discounted_returns(**kwargs)
+    torch._dynamo.reset()
+    with pytest.raises(error, match=message):
+        torch.compile(lambda: rt.compute_discounted_returns(**kwargs), backend="eager")()
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=message):
+        torch.compile(lambda: rt.compute_discounted_returns(**kwargs), fullgraph=True,
+                      backend="eager")()
+
+
+def test_compiled_prefix_sum_refuses_an_unknown_boundary():
+    x = kwargs_for("episodic_prefix_sum")
+    torch._dynamo.reset()
+    with pytest.raises(ValueError, match="boundary must be 'ends_at' or 'starts_at'"):
+        torch.compile(lambda: rt.compute_episodic_prefix_sum(x["inputs"], x["dones"],
+                                                             boundary="bogus"),
+                      backend="eager")()
+
+
 def test_compile_sees_no_dispatch_state():
     """The force context is read when the compiled graph runs, not baked in at trace time:
     the same compiled function follows a force that is entered after compiling."""
