@@ -465,6 +465,17 @@ def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out and "left" not in err
 
 
+def test_doctor_says_when_the_profile_folder_is_not_a_folder(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for path, said in ((blocker, "(not a folder: tune and import cannot write there"),
+                       (tmp_path / "new", "(does not exist yet: tune and import create it)")):
+        monkeypatch.setenv("RLTRITON_TUNE_DB", str(path))
+        code, out, _ = run(capsys, "doctor")
+        assert code == 0 and f"user profiles {path} {said}" in out
+    assert blocker.read_text() == "x"
+
+
 def test_doctor_reports_entries_measured_under_other_versions(capsys):
     """A profile measured with another Triton is used, and doctor says so."""
     from rltriton_tune.call import ProblemKey

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 from typing import Any
 
@@ -51,7 +52,12 @@ def cmd_doctor(args) -> int:
         print(f"gpu           {torch.cuda.get_device_name(device)}, capability {cap[0]}.{cap[1]}")
     print(f"fingerprint   {fingerprint_id(fp)}")
     print(f"              {json.dumps(fp, sort_keys=True)}")
-    print(f"user profiles {user_dir()}")
+    folder = user_dir()
+    where = ("" if folder.is_dir() else
+             " (does not exist yet: tune and import create it)" if not os.path.lexists(folder)
+             else " (not a folder: tune and import cannot write there; point "
+                  "RLTRITON_TUNE_DB at a folder)")
+    print(f"user profiles {cell(str(folder), 300)}{where}")
     profiles = serving_profiles(fp)
     print(f"profile files ({len(profiles.reports)}):")
     for report in profiles.reports:
