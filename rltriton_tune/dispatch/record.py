@@ -165,7 +165,7 @@ def read_record(path: Path | str) -> list[dict[str, Any]]:
     for i, row in enumerate(rows):
         try:
             key, calls, fp = row["key"], row["calls"], row["fingerprint"]
-            if not isinstance(key, str) or not isinstance(fp, dict) \
+            if not isinstance(key, str) or not isinstance(fp, dict) or not fp \
                     or isinstance(calls, bool) or not isinstance(calls, int) or calls < 0:
                 raise ValueError
             ProblemKey.from_text(key)

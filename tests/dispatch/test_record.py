@@ -114,6 +114,7 @@ def test_a_fifo_at_the_record_path_is_refused_without_opening_it(recording, join
     {"key": "gae|none|float32|env|N=4|T=9", "calls": 1e999},    # calls: infinity
     {"key": "gae|none|float32|env|N=4|T=9", "calls": 2.5},
     {"key": "gae|none|float32|env|N=4|T=9", "calls": True},
+    {"key": "gae|none|float32|env|N=4|T=9", "calls": 1},        # the empty fingerprint below
 ])
 def test_a_malformed_record_never_stops_the_training_call(recording, row):
     """A record file with a bad row: one warning, the call's result, the file as it was."""
