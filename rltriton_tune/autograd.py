@@ -185,14 +185,26 @@ def _run_phase(kind: tuple, phase: str, device: torch.device, *args):
     return getattr(_phases(kind), phase)(*args)
 
 
+def reads_outputs(algorithm: str) -> bool:
+    """Whether :func:`gradients` of ``algorithm`` reads its forward outputs: Retrace's
+    phases do (its scan value), and a grad algorithm that takes an output as an input
+    (V-trace's ``vs``); the others need only the inputs, so their outputs need not be
+    kept for the backward pass (where a caller may then edit them in place)."""
+    if algorithm not in GRAD_ALGORITHMS:
+        return True
+    grad_inputs = ALGORITHMS[GRAD_ALGORITHMS[algorithm]].tensors
+    return any(name in grad_inputs for name in ALGORITHMS[algorithm].outputs)
+
+
 def gradients(call: Call, outputs: tuple[Tensor, ...], grad_outputs: tuple[Tensor, ...],
               needed: tuple[str, ...]) -> dict[str, Tensor]:
     """Gradients of ``sum(grad_outputs · outputs)`` with respect to the inputs ``needed``.
 
-    ``outputs`` are the forward results of ``call`` and ``grad_outputs`` their gradients,
-    both in the call's layout; ``needed`` names floating inputs of ``call`` (a subset of
-    :func:`differentiable`). Returns gradients shaped like the call's tensors (the caller
-    casts them to the input's dtype). Needs N >= 1 and T >= 1.
+    ``outputs`` are the forward results of ``call`` (empty where :func:`reads_outputs` says
+    they are not read) and ``grad_outputs`` their gradients, both in the call's layout;
+    ``needed`` names floating inputs of ``call`` (a subset of :func:`differentiable`).
+    Returns gradients shaped like the call's tensors (the caller casts them to the input's
+    dtype). Needs N >= 1 and T >= 1.
 
     Estimators with a grad algorithm take the fused path (one scan call); Retrace the
     three steps of :func:`phased_gradients`.

@@ -80,8 +80,9 @@ def fused_gradients(call: Call, grad_outputs: tuple[Tensor, ...], needed: tuple[
     saved = {f"grad_{name}": g
              for name, g in zip(outputs_of[1:], grad_outputs[1:], strict=True)
              if f"grad_{name}" in spec.tensors}
-    saved.update((name, x) for name, x in zip(outputs_of, outputs, strict=True)
-                 if name in spec.tensors)
+    if outputs:  # empty where the grad algorithm reads none (autograd.reads_outputs)
+        saved.update((name, x) for name, x in zip(outputs_of, outputs, strict=True)
+                     if name in spec.tensors)
     scan = grad_call(call, grad_outputs[0], needed, saved)
     results = dispatch.run(scan)
     written = dict(zip(_written(spec, call, _boundary(spec, call, needed)), results,

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from rltriton_tune.algorithms import ALGORITHMS, ESTIMATOR_NAMES, AlgorithmSpec
-from rltriton_tune.autograd import differentiable, gradients
+from rltriton_tune.autograd import differentiable, gradients, reads_outputs
 
 NAMESPACE = "rltriton_tune"
 
@@ -80,6 +80,7 @@ class _Operators:
         self.single = len(spec.outputs) == 1
         self.grad_names = differentiable(algorithm)
         self.grad_slots = tuple(spec.tensors.index(name) for name in self.grad_names)
+        self.reads_outputs = reads_outputs(algorithm)
         returns = "Tensor" if self.single else "(Tensor, Tensor)"
         # (forward, backward) by the scalars' schema type: Python numbers, 0-d tensors.
         self.ops: dict[str, tuple[Any, Any]] = {}
@@ -128,7 +129,10 @@ class _Operators:
         ctx.n_tensors = len(tensors)
         ctx.rest = (*scalars, time_major, starts_at)
         ctx.backward = self.ops[_scalar_type(scalars)][1]
-        ctx.save_for_backward(*(tensors[i] for i in present), *outputs)
+        # Outputs are kept only where the backward pass reads them: a kept output edited
+        # in place (advantages normalised with sub_) makes backward fail.
+        kept = outputs if self.reads_outputs else ()
+        ctx.save_for_backward(*(tensors[i] for i in present), *kept)
 
     def _autograd_backward(self, ctx: Any, *grad_outputs: Tensor) -> tuple[Any, ...]:
         saved = ctx.saved_tensors
@@ -140,9 +144,9 @@ class _Operators:
         needs = ctx.needs_input_grad
         needed = [bool(needs[i]) and tensors[i] is not None for i in self.grad_slots]
         result: list[Any] = [None] * len(needs)
-        if any(needed):
-            grads_out = [torch.zeros_like(o) if g is None else g
-                         for g, o in zip(grad_outputs, outputs, strict=True)]
+        given = [g for g in grad_outputs if g is not None]
+        if any(needed) and given:  # every output of an estimator has the same shape
+            grads_out = [torch.zeros_like(given[0]) if g is None else g for g in grad_outputs]
             grads = ctx.backward(grads_out, outputs, needed, *tensors, *ctx.rest)
             for slot, wanted, g in zip(self.grad_slots, needed, grads, strict=True):
                 if wanted:

@@ -359,3 +359,33 @@ def test_zero_dim_tensor_scalars_with_grad():
         rt.compute_gae(**{**kwargs, "rewards": r, "gamma": gamma}).sum().backward()
         grads.append(r.grad)
     torch.testing.assert_close(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("algorithm", ESTIMATOR_NAMES)
+def test_outputs_edited_in_place_before_backward(algorithm):
+    """PPO normalises advantages in place (``adv.sub_(adv.mean())``). Where the backward
+    pass needs only the inputs, the outputs are not kept for it, so the edit is fine and
+    gives the out-of-place gradients; V-trace's and Retrace's backward read their
+    outputs, and autograd names the in-place edit."""
+    from rltriton_tune.autograd import reads_outputs
+
+    kwargs = inputs(algorithm, flags_string(flag_sets(algorithm)[-1]))
+    names = grad_names(algorithm, kwargs)
+    grads = {}
+    for in_place in (False, True):
+        leaves = [kwargs[name].detach().clone().requires_grad_() for name in names]
+        result = as_function(algorithm, kwargs, names)(*leaves)
+        out = result[-1] if isinstance(result, tuple) else result
+        if in_place:
+            if reads_outputs(algorithm):
+                out.sub_(out.mean().detach())
+                with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                    out.square().sum().backward()
+                return
+            out.sub_(out.mean().detach())
+        else:
+            out = out - out.mean().detach()
+        out.square().sum().backward()
+        grads[in_place] = [leaf.grad for leaf in leaves]
+    for a, b in zip(grads[False], grads[True], strict=True):
+        torch.testing.assert_close(a, b)
