@@ -175,8 +175,7 @@ def _scalar(plan: _Plan, name: str, value: Any, device: torch.device) -> float |
             return value.detach()
         value = value.item()
     elif isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{plan.function}: {name} must be a Python number or a 0-d tensor, "
-                        f"got {ops.type_name(value)}")
+        raise _not_a_number(plan.function, name, value)
     value = ops.as_float(name, value, plan.function)
     if math.isnan(value):
         raise ValueError(f"{plan.function}: {name} is NaN")
@@ -237,15 +236,13 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     """
     function = plan.function
     if time_major is not True and time_major is not False:
-        raise TypeError(f"{function}: time_major must be a Python bool, got "
-                        f"{ops.type_name(time_major)}")
+        raise _not_a_bool(function, time_major)
     if plan.last_value_rule is not None:
         _check_exclusive(plan, values)
 
     source = values[plan.shape_source]
     if not isinstance(source, Tensor):
-        raise TypeError(f"{function}: {plan.source_name} must be a torch.Tensor, "
-                        f"got {type(source).__name__}")
+        raise _not_a_tensor(function, plan.source_name, source)
     if source.layout is not _STRIDED or source.is_nested:  # before its shape, which raises
         raise TypeError(f"{function}: {not_dense(plan.source_name, source)}")
     shape = source.shape
@@ -277,7 +274,7 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
                 continue
             raise TypeError(f"{function}: {name} is required (got None)")
         if not isinstance(x, Tensor):
-            raise TypeError(f"{function}: {name} must be a torch.Tensor, got {type(x).__name__}")
+            raise _not_a_tensor(function, name, x)
         if x.layout is not _STRIDED or x.is_nested:  # say so, not a torch error
             raise TypeError(f"{function}: {not_dense(name, x)}")
         other = x is not source  # the reference needs no comparison with itself
@@ -404,15 +401,30 @@ def _check_traced(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any
     wraps the error in a ``torch._dynamo`` one that carries this message."""
     function = plan.function
     if time_major is not True and time_major is not False:
-        raise TypeError(f"{function}: time_major must be a Python bool, got "
-                        f"{ops.type_name(time_major)}")
+        raise _not_a_bool(function, time_major)
     for name, x in zip(plan.names, values, strict=True):
         if x is not None and not isinstance(x, Tensor):
-            raise TypeError(f"{function}: {name} must be a torch.Tensor, got {ops.type_name(x)}")
+            raise _not_a_tensor(function, name, x)
     for name, value in zip(plan.spec.scalars, scalar_values, strict=True):
         if isinstance(value, bool) or not isinstance(value, (numbers.Real, Tensor)):
-            raise TypeError(f"{function}: {name} must be a Python number or a 0-d tensor, "
-                            f"got {ops.type_name(value)}")
+            raise _not_a_number(function, name, value)
+
+
+# The type errors that both the eager validation (_build, _scalar) and the traced one
+# (_check_traced) raise, so that a compiled call names a bad argument as an eager one does.
+
+def _not_a_bool(function: str, time_major: Any) -> TypeError:
+    return TypeError(f"{function}: time_major must be a Python bool, got "
+                     f"{ops.type_name(time_major)}")
+
+
+def _not_a_tensor(function: str, name: str, x: Any) -> TypeError:
+    return TypeError(f"{function}: {name} must be a torch.Tensor, got {type(x).__name__}")
+
+
+def _not_a_number(function: str, name: str, value: Any) -> TypeError:
+    return TypeError(f"{function}: {name} must be a Python number or a 0-d tensor, "
+                     f"got {ops.type_name(value)}")
 
 
 def _direct(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],

@@ -131,12 +131,12 @@ class _Recurrence(torch.autograd.Function):
         beta, boundary, y = ctx.saved_tensors
         if not len(y):
             return torch.zeros_like(g), torch.zeros_like(beta), torch.zeros_like(boundary), None
-        zero = torch.zeros_like(boundary)[None]
+        zero = torch.zeros_like(boundary)  # the adjoint's own boundary, and beta past an end
         if ctx.reverse:  # y[t] feeds y[t-1] through beta[t-1]
-            z = _run_forward(g, torch.cat([zero, beta[:-1]]), boundary.new_zeros(boundary.shape))
+            z = _run_forward(g, torch.cat([zero[None], beta[:-1]]), zero)
             neighbour, edge = torch.cat([y[1:], boundary[None]]), -1
         else:  # y[t] feeds y[t+1] through beta[t+1]
-            z = _run_backward(g, torch.cat([beta[1:], zero]), boundary.new_zeros(boundary.shape))
+            z = _run_backward(g, torch.cat([beta[1:], zero[None]]), zero)
             neighbour, edge = torch.cat([boundary[None], y[:-1]]), 0
         return z, z * neighbour, beta[edge] * z[edge], None
 
