@@ -93,17 +93,26 @@ class Refreshed:
 def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
                        wanted: Callable[[Any], bool] | None = None) -> list[Any]:
     """The entries this device uses now (user over shipped over a sibling GPU's) for
-    ``algorithms`` that ``wanted`` accepts (all of them without it). A sibling GPU's entry
-    comes without its trials, baselines and other evidence, which were measured there: a
-    refresh records its config with what it measures here."""
+    ``algorithms`` that ``wanted`` accepts (all of them without it), in the order a
+    refresh cut short (``--max-seconds``) is most useful in: ``tune.keys.coverage_order``
+    over the keys, the algorithms ranked as ``algorithms`` lists them, each one's plain
+    flag set and float32 first. A sibling GPU's entry comes without its trials, baselines
+    and other evidence, which were measured there: a refresh records its config with what
+    it measures here."""
+    from rltriton_tune.tune.keys import coverage_order
     from rltriton_tune.tuning_db.siblings import serving_profiles
 
-    names = set(algorithms)
+    rank = {name: i for i, name in enumerate(dict.fromkeys(algorithms))}
     profiles = serving_profiles(fingerprint_of(device))
-    entries = [replace(e, baselines={}, trials=0, extra={})
-               if text in profiles.sibling_keys else e for text, e in profiles.entries.items()]
-    return sorted((e for e in entries if e.key.algorithm in names
-                   and (wanted is None or wanted(e))), key=lambda e: e.key.as_text())
+    entries = {text: replace(e, baselines={}, trials=0, extra={})
+               if text in profiles.sibling_keys else e
+               for text, e in profiles.entries.items()
+               if e.key.algorithm in rank and (wanted is None or wanted(e))}
+    # coverage_order ranks algorithms, flag sets and dtypes by first appearance.
+    first = sorted(entries.values(), key=lambda e: (
+        rank[e.key.algorithm], e.key.flags != "none", e.key.dtype != "float32",
+        e.key.as_text()))
+    return [entries[key.as_text()] for key in coverage_order([e.key for e in first])]
 
 
 def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,

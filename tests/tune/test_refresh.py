@@ -332,6 +332,28 @@ def test_a_sibling_gpus_entries_are_refreshed_without_their_evidence(monkeypatch
     assert got["gae|none|float32|env|N=16|T=16"].trials == 4  # this GPU's own: as stored
 
 
+def test_a_refresh_cut_short_has_covered_every_algorithms_plain_keys_first():
+    """Entries come plain float32 first, for every algorithm at a shape before the next
+    shape (coarse to fine), in the order the algorithms were asked for; flag sets and
+    other dtypes after them."""
+    shapes = [(8, 8), (4096, 4096), (64, 512)]
+    keys = [ProblemKey(alg, n, t, dtype, "env", flags)
+            for alg in ("gae", "vtrace") for n, t in shapes
+            for dtype in ("float32", "bfloat16") for flags in ("none", "last_value")]
+    record(device_fingerprint(CPU), [Entry(k, "torch", dict(FAST), 1.0) for k in keys])
+    got = [e.key.as_text() for e in refresh_module.entries_to_refresh(CPU, ["vtrace", "gae"])]
+    assert sorted(got) == sorted(k.as_text() for k in keys)
+    assert got[:6] == [ProblemKey(alg, n, t).as_text()
+                       for n, t in [(8, 8), (4096, 4096), (64, 512)]
+                       for alg in ("vtrace", "gae")]
+    later = got[6:]
+    assert all("|none|float32|" not in text for text in later)
+    # the keys differing in the flag set or the dtype alone come before those in both
+    both = [i for i, text in enumerate(later) if "last_value|bfloat16" in text]
+    assert both == list(range(len(later) - len(both), len(later)))
+    assert refresh_module.entries_to_refresh(CPU, ["retrace"]) == []
+
+
 class RecordingPool:
     """A compile pool that passes every candidate and notes which keys it gated."""
 
