@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from rltriton_tune.call import ProblemKey
+from rltriton_tune.algorithms import ALGORITHMS
+from rltriton_tune.call import ProblemKey, flags_string
 from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
 from rltriton_tune.kernels.launch import tile_order_space
@@ -108,10 +109,14 @@ def entries_to_refresh(device: torch.device, algorithms: Iterable[str],
                if text in profiles.sibling_keys else e
                for text, e in profiles.entries.items()
                if e.key.algorithm in rank and (wanted is None or wanted(e))}
-    # coverage_order ranks algorithms, flag sets and dtypes by first appearance.
+    # coverage_order ranks algorithms, flag sets and dtypes by first appearance; an
+    # algorithm's plain flag set is its required flags (Retrace's truncations).
+    def plain(algorithm: str) -> str:
+        return flags_string(ALGORITHMS[algorithm].required_flags)
+
     first = sorted(entries.values(), key=lambda e: (
-        rank[e.key.algorithm], e.key.flags != "none", e.key.dtype != "float32",
-        e.key.as_text()))
+        rank[e.key.algorithm], e.key.flags != plain(e.key.algorithm),
+        e.key.dtype != "float32", e.key.as_text()))
     return [entries[key.as_text()] for key in coverage_order([e.key for e in first])]
 
 

@@ -354,6 +354,16 @@ def test_a_refresh_cut_short_has_covered_every_algorithms_plain_keys_first():
     assert refresh_module.entries_to_refresh(CPU, ["retrace"]) == []
 
 
+def test_retraces_plain_key_in_a_refresh_is_its_truncations_key():
+    """Retrace's plain flag set is ``trunc`` (its required flag): it comes before the
+    bootstrap one, which sorts first by name."""
+    keys = [ProblemKey("retrace", n, 16, "float32", "env", flags, 4)
+            for n in (8, 64) for flags in ("bootstrap+trunc", "trunc")]
+    record(device_fingerprint(CPU), [Entry(k, "torch", dict(FAST), 1.0) for k in keys])
+    got = [e.key.flags for e in refresh_module.entries_to_refresh(CPU, ["retrace"])]
+    assert got == ["trunc", "trunc", "bootstrap+trunc", "bootstrap+trunc"]
+
+
 class RecordingPool:
     """A compile pool that passes every candidate and notes which keys it gated."""
 
