@@ -144,18 +144,26 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     its companions (``others``, default :func:`neighbourhood`) best (see the module doc).
     ``evaluator_for(key)`` makes an evaluator for another key (closed here). ``floor``:
     the index of the finalist no choice may be slower than by more than
-    :data:`FLOOR_MARGIN` anywhere it was timed (rl-triton's config), or None. With one
+    :data:`FLOOR_MARGIN` anywhere it was timed (rl-triton's config), or None. Only the
+    finalists that can be chosen and the floor are timed at the companions. With one
     finalist or no companion timed, the fastest at ``key`` is chosen."""
     fastest = min(range(len(finalists)), key=lambda i: key_us[i])
     if len(finalists) < 2:
         return Choice(fastest, floor_held=floor is not None)
+    best_key = min(key_us)
+    # Only the finalists that can be chosen (the fastest, and those within KEY_MARGIN of
+    # it at the key) and the floor, which bounds them, are timed at the companions: the
+    # others' times there would decide nothing, and each costs a compile and a timing.
+    # The fastest is timed there even alone: the entry keeps its companion times.
+    contenders = [i for i in range(len(finalists))
+                  if i == fastest or i == floor or key_us[i] <= best_key * (1 + KEY_MARGIN)]
     timed, times = [], []
     for other in (neighbourhood(key) if others is None else others):
-        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for)
+        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for,
+                          set(contenders))
         if there is not None:
             timed.append(other.as_text())
             times.append(there)
-    best_key = min(key_us)
     best_there = [min(t for t in there if t is not None) for there in times]
 
     def cost(i: int) -> float:
@@ -189,11 +197,15 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
 
 def _times_at(key: ProblemKey, other: ProblemKey, finalists: Sequence[Any],
               usable: dict[str, Any], budget_s: float | None,
-              evaluator_for: Any) -> tuple[float | None, ...] | None:
+              evaluator_for: Any, timing: set[int]) -> tuple[float | None, ...] | None:
     """Each finalist's device time at ``other``, moved there as dispatch would (None where
-    it cannot move or failed); None where no finalist ran there."""
+    it cannot move or failed, or its index is not in ``timing``); None where no finalist
+    ran there."""
     moved = []
-    for cand in finalists:
+    for i, cand in enumerate(finalists):
+        if i not in timing:
+            moved.append(None)
+            continue
         impl = usable.get(cand.strategy)
         name, params = (None, None) if impl is None else lookup.moved(
             impl, key, other, dict(cand.params), usable)

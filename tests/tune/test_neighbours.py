@@ -99,7 +99,9 @@ def test_the_config_serving_the_neighbourhood_best_wins_over_a_near_tie_at_the_k
     assert choice.index == 1
     assert [other.as_text() for other, _ in made] == [BELOW, ABOVE]
     assert all(evaluator.closed for _, evaluator in made)
-    assert [c.params["mode"] for c in seen] == list(MODES) * 2  # moved there, all timed
+    # moved there and timed: the two within KEY_MARGIN at the key; the third, 50% slower
+    # there, could not be chosen whatever its companion times
+    assert [c.params["mode"] for c in seen] == list(MODES[:2]) * 2
     assert choice.extra() == {"companions": {BELOW: 1.0}}
 
 
@@ -139,6 +141,30 @@ def test_a_config_without_a_companion_time_is_judged_without_it():
     assert choice.index == 2
     choice, _, _ = _choose([1.00, 1.01, 1.50], [None, None, None])
     assert choice.index == 0 and choice.extra() == {}
+
+
+def test_only_finalists_that_can_be_chosen_and_the_floor_are_timed_at_companions():
+    """A finalist past KEY_MARGIN at the key is not moved to the companions, unless it is
+    the floor, whose times there bound the others; the fastest is timed there even
+    alone, for the entry's record of its companion times."""
+    seen = []
+
+    def evaluator_for(other):
+        return FakeEvaluator(dict(zip(MODES, [1.0, 1.0, 1.0], strict=True)), seen)
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    companions = neighbours.companions(KEY)
+    choice = neighbours.choose(KEY, cands, [1.0, 1.5, 1.6], CPU, USABLE, 0.01,
+                               evaluator_for, companions, floor=2)
+    assert [c.params["mode"] for c in seen] == [MODES[0], MODES[2]] * len(companions)
+    assert choice.index == 0 and choice.floor_held
+    assert all(us[1] is None for us in choice.companion_us)
+    seen.clear()
+    choice = neighbours.choose(KEY, cands, [1.0, 1.5, 1.6], CPU, USABLE, 0.01,
+                               evaluator_for, companions)
+    assert [c.params["mode"] for c in seen] == [MODES[0]] * len(companions)
+    assert choice.index == 0 and choice.extra() == {
+        "companions": {other.as_text(): 1.0 for other in companions}}
 
 
 def test_one_finalist_or_no_companion_needs_no_companion_timing():

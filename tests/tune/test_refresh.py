@@ -119,8 +119,9 @@ def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
     assert done.replaced and done.new.params == FAST
     assert done.new.runner_up["params"] == SLOW
     assert _current().params == FAST and _current().extra.get("refreshed") is True
-    # both configs were also timed at the key's off-grid companions and with the other
-    # flag sets real calls carry, which are recorded
+    # the chosen config was also timed at the key's off-grid companions and with the
+    # other flag sets real calls carry, which are recorded (the slow one, far slower at
+    # the key, could not be chosen: it is not timed there)
     times = _current().extra["companions"]
     assert sorted(times) == ["gae|bootstrap+trunc|float32|env|N=8|T=16",
                              "gae|last_value|float32|env|N=8|T=16",
