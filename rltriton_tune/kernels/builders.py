@@ -72,16 +72,18 @@ def _is_set(ptr, rows, ts, sn, st, mask):
 
 @triton.jit
 def _flag(ptr, rows, ts, sn, st, mask):
-    """Load a flag input as float32 0/1 (see :func:`_is_set`)."""
-    return _is_set(ptr, rows, ts, sn, st, mask).to(tl.float32)
+    """Load a flag input as float32 0/1 (see :func:`_is_set`). A select, not a cast of
+    the bool: the same values, and Triton's interpreter casts the bool of a 16-bit float
+    comparison with the wrong element size."""
+    return tl.where(_is_set(ptr, rows, ts, sn, st, mask), 1.0, 0.0)
 
 
 @triton.jit
 def _unless(flag, value):
-    """``value * (1 - flag)`` for a bool ``flag`` and a scalar ``value``: one select per
-    element instead of a subtraction and a product. ``value * 0.0`` is computed once a
-    program and keeps the product's float where the flag is set (NaN for an infinite
-    scalar, as the recurrence says)."""
+    """``value * (1 - flag)`` for a bool ``flag`` and a scalar or tensor ``value``: one
+    select per element instead of a subtraction and a product. ``value * 0.0`` (once a
+    program for a scalar) keeps the product's float where the flag is set (NaN for an
+    infinite value, as the recurrence says)."""
     return tl.where(flag, value * 0.0, value)
 
 
@@ -206,8 +208,8 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
     else:
         nv = tl.where(cut, b, v_next)
     delta = rho * (r + _unless(term, S0) * nv - v)
-    # c is data (an overflowing ratio is inf): the product keeps inf * 0 = NaN.
-    beta = S0 * c * (1.0 - done.to(tl.float32))
+    # c is data (an overflowing ratio is inf): _unless keeps inf * 0 = NaN.
+    beta = _unless(done, S0 * c)
     delta = tl.where(m, delta, 0.0)
     beta = tl.where(m, beta, 0.0)
     return delta, beta, rho, r, v, v_next, term, b, cut, m
@@ -291,8 +293,8 @@ def _retrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, A, sn, st, sa
                                 BLOCK_A)
     c_next = tl.where(m_next, S1 * _clip(ratio_next, S2), 0.0)     # c[T] = 0
     delta = tl.where(m, r + _unless(term, S0) * eq - q, 0.0)
-    # c_next is data (mu = 0 makes it inf): the product keeps inf * 0 = NaN.
-    beta = tl.where(m, S0 * c_next * (1.0 - done.to(tl.float32)), 0.0)
+    # c_next is data (mu = 0 makes it inf): _unless keeps inf * 0 = NaN.
+    beta = tl.where(m, _unless(done, S0 * c_next), 0.0)
     return delta, beta, q, r, term, m
 
 

@@ -30,8 +30,10 @@ FLAGS = {"gae": "trunc", "vtrace": "trunc", "retrace": "trunc", "lambda_returns"
          "discounted_returns": "trunc", "eligibility_traces": "none",
          "episodic_prefix_sum": "starts_at"}
 
-#: Values a set flag takes, per flag dtype (cycled over the set positions).
-ODD_VALUES = {torch.float32: (-1.0, 2.0, 0.5), torch.int32: (2, -3), torch.bool: (True,)}
+#: Values a set flag takes, per flag dtype (cycled over the set positions). 16-bit float
+#: flags come from a rollout buffer cast to half precision as a whole.
+ODD_VALUES = {torch.float32: (-1.0, 2.0, 0.5), torch.float16: (-1.0, 2.0, 0.5),
+              torch.bfloat16: (-1.0, 2.0, 0.5), torch.int32: (2, -3), torch.bool: (True,)}
 
 
 def _keys() -> list[ProblemKey]:
@@ -73,12 +75,24 @@ def _paths():
 @pytest.mark.parametrize("dtype", list(ODD_VALUES), ids=str)
 @pytest.mark.parametrize("key", _keys(), ids=lambda k: k.algorithm)
 def test_non_zero_flags_mean_true_on_every_path(key, dtype):
+    _check_every_path(key, dtype, DEVICE)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", list(ODD_VALUES), ids=str)
+@pytest.mark.parametrize("key", _keys(), ids=lambda k: k.algorithm)
+def test_non_zero_flags_mean_true_on_every_path_on_gpu(key, dtype):
+    """The same on the GPU's compiled kernels (the suite's ``-m gpu`` run)."""
+    _check_every_path(key, dtype, "cuda")
+
+
+def _check_every_path(key: ProblemKey, dtype: torch.dtype, device: str) -> None:
     plain, odd = _inputs(key, dtype)
     want = _as_tuple(reference(key.algorithm, **plain))
     got_ref = _as_tuple(reference(key.algorithm, **odd))
     for w, g in zip(want, got_ref, strict=True):
         torch.testing.assert_close(g, w, msg=lambda m: f"reference: {m}")
-    call = prepare_call(key.algorithm, **{k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v
+    call = prepare_call(key.algorithm, **{k: v.to(device) if isinstance(v, torch.Tensor) else v
                                           for k, v in odd.items()})
     for label, strategy in _paths():
         params = ({"mode": label.removeprefix("torch-")} if label.startswith("torch-")
