@@ -100,7 +100,7 @@ def reset(settings: Settings | None = None) -> RuntimeState:
     tuner = STATE.online_tuner
     recorder = STATE.recorder
     if recorder is not None:
-        recorder.flush()
+        recorder.close()
     with STATE.lock:
         overlay = STATE.overlay
         STATE.__init__(settings)

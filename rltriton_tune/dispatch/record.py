@@ -8,12 +8,14 @@ A key is recorded when its decision did not come from its own profile entry
 (borrowed, rules, fallback). Its calls are counted by a thin wrapper around its
 launcher, so keys that hit the database pay nothing and recorded ones one
 increment a call. Counts are merged into FILE (summed with what is there, under
-a file lock, written atomically) when a new key is recorded, at most every
-:data:`FLUSH_EVERY_S` seconds, and at exit. The file holds at most
-:data:`MAX_KEYS` keys; the least-called are dropped beyond that. A forked child
-starts counting from zero, so nothing is counted twice. A path that exists and is
-not a regular file (a FIFO, device or folder) is never opened: recording stops, with
-one warning naming the variable, and the run goes on.
+a file lock, written atomically) every :data:`FLUSH_EVERY_S` seconds by a daemon
+thread, so a run stopped without its exit handlers (SIGTERM, SIGKILL: how clusters
+preempt) loses at most that much; at exit; and, in a ``multiprocessing`` child,
+which ends without the exit handlers, when the child's work returns. The file
+holds at most :data:`MAX_KEYS` keys; the least-called are dropped beyond that. A
+forked child starts counting from zero, so nothing is counted twice. A path that
+exists and is not a regular file (a FIFO, device or folder) is never opened:
+recording stops, with one warning naming the variable, and the run goes on.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import json
 import os
 import stat
 import threading
-import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +57,14 @@ class Recorder:
         self.lock = threading.Lock()
         #: (key text, fingerprint JSON) -> [calls since the last flush, decision origin]
         self.counts: dict[tuple[str, str], list] = {}
-        self.last_flush = 0.0
         self.warned = False
         #: Set when the path is not a regular file: nothing is counted or written any more.
         self.refused = False
+        #: Whether this process has its flusher thread and child-exit flush (see
+        #: :meth:`_arm`); cleared in a forked child, which has neither.
+        self.armed = False
+        #: Set by :meth:`close`: the flusher thread ends.
+        self.closed = threading.Event()
         atexit.register(self.flush)
 
     def wrap(self, launcher: Callable, key: ProblemKey, fingerprint: dict[str, Any],
@@ -73,14 +79,39 @@ class Recorder:
 
         def counted(call: Any) -> Any:
             cell[0] += 1
+            if not self.armed:  # a forked child's first call
+                self._arm()
             return launcher(call)
 
-        if time.monotonic() - self.last_flush >= FLUSH_EVERY_S:
-            self.flush()
+        if not self.armed:
+            self._arm()
         return counted
+
+    def _arm(self) -> None:
+        """Start this process's flusher thread, and have a ``multiprocessing`` child flush
+        when its work returns (it ends with ``os._exit``, past the exit handlers). Done on
+        first use in each process: a child's start-up clears the finalizers registered
+        before it."""
+        from multiprocessing import util
+
+        self.armed = True
+        util.Finalize(self, Recorder.flush, args=(self,), exitpriority=10)
+        threading.Thread(target=self._flush_every, args=(self.closed,),
+                         name="rltriton-tune-record", daemon=True).start()
+
+    def _flush_every(self, closed: threading.Event) -> None:
+        while not closed.wait(FLUSH_EVERY_S) and not self.refused:
+            self.flush()
+
+    def close(self) -> None:
+        """Flush, and end the flusher thread (the process state is being replaced)."""
+        self.closed.set()
+        self.flush()
 
     def after_fork_in_child(self) -> None:
         self.lock = threading.Lock()
+        self.closed = threading.Event()
+        self.armed = False
         for cell in self.counts.values():
             cell[0] = 0
 
@@ -91,8 +122,7 @@ class Recorder:
             origins = {k: c[1] for k, c in self.counts.items()}
             for cell in self.counts.values():
                 cell[0] = 0
-            self.last_flush = time.monotonic()
-        if not pending:
+        if not any(pending.values()):
             return
         try:
             merge_into(self.path, pending, origins)
@@ -188,6 +218,9 @@ def merge_into(path: Path, counts: dict[tuple[str, str], int],
     path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(f"{path}.lock", timeout=10):
         check_regular(path)  # again under the lock, right before the read
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):
+            with suppress(OSError):  # left by a writer that died: only writers make these
+                stale.unlink()
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         if path.exists():
             for row in read_record(path):

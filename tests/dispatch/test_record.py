@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
+import textwrap
 import threading
+import time
 import warnings
 
 import pytest
@@ -179,3 +183,66 @@ def test_record_tune_replay_round_trip(recording, tmp_path):
     gae(4, 9)
     dispatch.reset()
     assert json.loads(recording.read_text()) == before
+
+
+def _calls_recorded(path) -> int:
+    try:
+        return sum(r["calls"] for r in record.read_record(path))
+    except (OSError, record.RecordError):
+        return 0
+
+
+def test_a_steady_loop_is_flushed_without_waiting_for_exit(recording, monkeypatch):
+    """Once the keys stop changing, the flusher thread still merges the counts every
+    FLUSH_EVERY_S: a run stopped without its exit handlers loses at most that much."""
+    monkeypatch.setattr(record, "FLUSH_EVERY_S", 0.05)
+    for _ in range(6):
+        gae(4, 9)
+    deadline = time.monotonic() + 10
+    while _calls_recorded(recording) < 6 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _calls_recorded(recording) == 6
+
+
+def test_a_killed_run_keeps_the_counts_flushed_before_the_kill(recording):
+    """SIGKILL (a preempted job) runs no exit handler; the periodic flush has the calls."""
+    code = textwrap.dedent("""
+        import os, signal, time, torch, rltriton_tune as R
+        from rltriton_tune.dispatch import record
+        record.FLUSH_EVERY_S = 0.05
+        for _ in range(40):
+            R.compute_gae(torch.randn(4, 9), torch.randn(4, 9), torch.zeros(4, 9))
+        time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    done = subprocess.run([sys.executable, "-c", code],
+                          env={**os.environ, "RLTRITON_TUNE_RECORD": str(recording)})
+    assert done.returncode == -signal.SIGKILL
+    assert _calls_recorded(recording) == 40
+
+
+def _calls_in_child(n: int) -> None:
+    for _ in range(n):
+        gae(4, 9)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_multiprocessing_child_flushes_when_its_work_returns(recording):
+    """A forked multiprocessing child ends with os._exit, past atexit: its counts are
+    flushed when its target returns, and the parent's are not counted twice."""
+    gae(4, 9)  # memoised and counted in the parent before the fork
+    child = mp.get_context("fork").Process(target=_calls_in_child, args=(20,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    STATE.recorder.flush()
+    assert _calls_recorded(recording) == 21
+
+
+def test_a_killed_writers_temp_files_are_cleared(recording):
+    stale = recording.parent / f".{recording.name}.abc123.tmp"
+    stale.write_text("partial")
+    record.merge_into(recording, {(ProblemKey("gae", 4, 9).as_text(),
+                                   json.dumps(device_fingerprint("cpu"))): 3}, {})
+    assert not stale.exists()
+    assert _calls_recorded(recording) == 3
