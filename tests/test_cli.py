@@ -162,6 +162,38 @@ def test_interrupted_tune_resumes_to_the_budget(capsys):
     assert show_json(capsys)[0]["trials"] == 6
 
 
+def test_sigterm_ends_a_verb_like_ctrl_c_and_restores_the_default(capsys, monkeypatch):
+    """SIGTERM (a scheduler stopping the job) raises in the verb as Ctrl-C does, so its
+    clean-up runs (a tuning run's compile workers are killed, what it measured kept); the
+    process's own default is back afterwards, and a handler the host set is left alone."""
+    import signal
+
+    from rltriton_tune import cli
+
+    seen = []
+
+    def stopped_midway(args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        seen.append("not reached")
+        return 0
+
+    monkeypatch.setitem(cli.VERBS, "doctor", stopped_midway)
+    code, _, err = run(capsys, "doctor")
+    assert code == 143 and "terminated" in err and seen == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+    def host(signum, frame):
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, host)
+    try:
+        assert run(capsys, "doctor")[0] == 0
+        assert seen == [signal.SIGTERM, "not reached"]  # the host handled it, the verb went on
+        assert signal.getsignal(signal.SIGTERM) is host
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_bench_on_cpu_writes_markdown_json_and_png(tmp_path, capsys):
     out_dir = tmp_path / "bench"
     code, out, _ = run(capsys, "bench", "--algorithms", "gae,vtrace", "--shapes", "8x8,16x8",

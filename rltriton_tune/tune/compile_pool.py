@@ -8,7 +8,9 @@ config to time it, it loads the binary instead of compiling it again. Timing
 stays in the tuning process, with the workers idle, so it is not disturbed.
 
 A worker that dies (a config that faults the GPU) or hangs fails the
-candidates it held; the pool is replaced and the run goes on.
+candidates it held; the pool is replaced and the run goes on. A run that ends by an
+exception (Ctrl-C, SIGTERM in the CLI) kills its workers rather than waiting for their
+compiles, and a worker whose tuning process is gone (SIGKILL) ends by itself.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -70,10 +73,25 @@ def check_in_worker(key_text: str, device_text: str, strategy: str,
     return None
 
 
-def _one_thread() -> None:
-    """Worker start-up: one CPU thread for torch; the pool's processes are the parallelism
-    (a torch thread per core in every worker would oversubscribe the cores)."""
+#: Seconds between a worker's checks that its tuning process is still there.
+PARENT_POLL_S = 1.0
+
+
+def _worker_start(parent: int) -> None:
+    """Worker start-up: one CPU thread for torch (the pool's processes are the parallelism;
+    a torch thread per core in every worker would oversubscribe the cores), and a watchdog
+    that ends the worker once ``parent``, the tuning process, is gone: a worker busy with a
+    long or hung compile would otherwise outlive a killed run. (Not ``PR_SET_PDEATHSIG``:
+    it fires when the thread that started the worker ends, and a feeder thread does.)"""
     torch.set_num_threads(1)
+    threading.Thread(target=_exit_without, args=(parent,), name="rltriton-tune-watchdog",
+                     daemon=True).start()
+
+
+def _exit_without(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def _forget_keys() -> None:
@@ -110,7 +128,8 @@ class CompilePool:
     def _executor(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
             self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                                initializer=_one_thread)
+                                                initializer=_worker_start,
+                                                initargs=(os.getpid(),))
         return self._pool
 
     def _discard(self) -> None:
@@ -148,6 +167,7 @@ class CompilePool:
         return PendingChecks(self, key, device, candidates, limit)
 
     def close(self) -> None:
+        """Let the workers finish what they hold, then end them."""
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -155,8 +175,13 @@ class CompilePool:
     def __enter__(self) -> CompilePool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        # Leaving on an exception (an interrupt, say): kill the workers, whose compiles
+        # may take minutes, rather than wait for them.
+        if exc_type is not None:
+            self._discard()
+        else:
+            self.close()
 
 
 class PendingChecks:
@@ -256,8 +281,5 @@ def compile_pool_for(device: torch.device, workers: int | None = None, isolate: 
     if not usable:
         yield None
         return
-    pool = CompilePool(workers or default_workers(share))
-    try:
+    with CompilePool(workers or default_workers(share)) as pool:
         yield pool
-    finally:
-        pool.close()

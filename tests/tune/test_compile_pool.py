@@ -1,7 +1,11 @@
 """The compile pool: candidates gated in worker processes; dead workers fail only their own."""
 
 import multiprocessing as mp
+import os
+import subprocess
+import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -167,3 +171,83 @@ def test_a_worker_frees_a_big_keys_full_size_inputs_after_each_check(monkeypatch
     assert evaluator.gate.small != key
     assert (evaluator.gate._full is not None) is kept
     compile_pool._forget_keys()
+
+
+@pytest.fixture
+def sleepy(tmp_path, monkeypatch):
+    """A worker task that writes its process id to ``pids/`` and sleeps a minute (a long
+    or hung compile)."""
+    (tmp_path / "pids").mkdir()
+    (tmp_path / "sleepy_task.py").write_text(textwrap.dedent(f"""
+        import os, time
+
+        def task(key, device, strategy, params):
+            open(os.path.join({str(tmp_path / "pids")!r}, str(os.getpid())), "w").close()
+            time.sleep(60)
+            return None
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import sleepy_task
+
+    return sleepy_task.task, tmp_path / "pids"
+
+
+def _busy_workers(pids_dir, count: int) -> list[int]:
+    deadline = time.monotonic() + 60
+    while len(list(pids_dir.iterdir())) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [int(p.name) for p in pids_dir.iterdir()]
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its parent to reap it does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _gone_within(pids: list[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(_alive(pid) for pid in pids)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_leaving_on_an_exception_kills_busy_workers_at_once(sleepy):
+    """An interrupt while workers compile: the pool kills them rather than wait out their
+    compiles (``close`` would wait a minute here)."""
+    task, pids_dir = sleepy
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with CompilePool(workers=2, task=task) as pool:
+            pool.start(KEY, CPU, [Candidate("a", {}), Candidate("b", {})])
+            busy = _busy_workers(pids_dir, 2)
+            raise KeyboardInterrupt
+    assert len(busy) == 2 and _gone_within(busy, 10)
+    assert time.monotonic() - start < 40
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_workers_end_once_their_tuning_process_is_killed(sleepy, tmp_path):
+    """A tuning process killed outright (SIGKILL, no clean-up) leaves no worker behind:
+    each ends within a poll or two of its parent's death."""
+    task, pids_dir = sleepy
+    code = textwrap.dedent(f"""
+        import os, sys, time, torch
+        sys.path.insert(0, {str(tmp_path)!r})
+        import sleepy_task
+        from rltriton_tune.call import ProblemKey
+        from rltriton_tune.tune.compile_pool import CompilePool
+        from rltriton_tune.tune.space import Candidate
+        pool = CompilePool(workers=1, task=sleepy_task.task)
+        pool.start(ProblemKey("gae", 16, 24), torch.device("cpu"), [Candidate("a", {{}})])
+        while not os.listdir({str(pids_dir)!r}):
+            time.sleep(0.05)
+        os._exit(0)
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    busy = [int(p.name) for p in pids_dir.iterdir()]
+    assert len(busy) == 1 and _gone_within(busy, 15)
