@@ -55,7 +55,9 @@ class Recorder:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.lock = threading.Lock()
-        #: (key text, fingerprint JSON) -> [calls since the last flush, decision origin]
+        #: (key text, fingerprint JSON) -> [calls counted in this process, decision origin,
+        #: calls already merged into the file]. Only the calls write the count; a flush
+        #: (the flusher thread's too) moves the merged mark, so no call is lost to it.
         self.counts: dict[tuple[str, str], list] = {}
         self.warned = False
         #: Set when the path is not a regular file: nothing is counted or written any more.
@@ -74,7 +76,7 @@ class Recorder:
             return launcher
         fp_text = json.dumps(fingerprint, sort_keys=True)
         with self.lock:
-            cell = self.counts.setdefault((key.as_text(), fp_text), [0, origin])
+            cell = self.counts.setdefault((key.as_text(), fp_text), [0, origin, 0])
             cell[0] += 1  # the call that missed
 
         def counted(call: Any) -> Any:
@@ -113,15 +115,15 @@ class Recorder:
         self.closed = threading.Event()
         self.armed = False
         for cell in self.counts.values():
-            cell[0] = 0
+            cell[2] = cell[0]  # the parent's calls are the parent's to merge
 
     def flush(self) -> None:
         """Merge the counts into the file; on failure warn once and keep counting."""
         with self.lock:
-            pending = {k: c[0] for k, c in self.counts.items()}
-            origins = {k: c[1] for k, c in self.counts.items()}
-            for cell in self.counts.values():
-                cell[0] = 0
+            pending, origins = {}, {}
+            for k, cell in self.counts.items():
+                calls = cell[0]
+                pending[k], origins[k], cell[2] = calls - cell[2], cell[1], calls
         if not any(pending.values()):
             return
         try:
@@ -131,7 +133,7 @@ class Recorder:
         except (OSError, RecordError, ValueError) as exc:
             with self.lock:  # give the counts back for the next try
                 for k, n in pending.items():
-                    self.counts[k][0] += n
+                    self.counts[k][2] -= n
             if not self.warned:
                 self.warned = True
                 from rltriton_tune.state import warn_once
