@@ -151,16 +151,16 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     if len(finalists) < 2:
         return Choice(fastest, floor_held=floor is not None)
     best_key = min(key_us)
-    # Only the finalists that can be chosen (the fastest, and those within KEY_MARGIN of
-    # it at the key) and the floor, which bounds them, are timed at the companions: the
-    # others' times there would decide nothing, and each costs a compile and a timing.
-    # The fastest is timed there even alone: the entry keeps its companion times.
-    contenders = [i for i in range(len(finalists))
-                  if i == fastest or i == floor or key_us[i] <= best_key * (1 + KEY_MARGIN)]
+    # The finalists that can be chosen: the fastest, and those within KEY_MARGIN of it at
+    # the key. Only they and the floor, which bounds them, are timed at the companions:
+    # the others' times there would decide nothing, and each costs a compile and a
+    # timing. The fastest is timed there even alone: the entry keeps its companion times.
+    choosable = [i for i in range(len(finalists))
+                 if i == fastest or key_us[i] <= best_key * (1 + KEY_MARGIN)]
+    timing = {*choosable, *([] if floor is None else [floor])}
     timed, times = [], []
     for other in (neighbourhood(key) if others is None else others):
-        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for,
-                          set(contenders))
+        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for, timing)
         if there is not None:
             timed.append(other.as_text())
             times.append(there)
@@ -176,9 +176,8 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
 
     # Another than the fastest must have run at every companion timed: one that failed at
     # a companion must not win through the others (dispatch would borrow it there).
-    eligible = [i for i in range(len(finalists))
-                if i == fastest or (times and all(there[i] is not None for there in times)
-                                    and key_us[i] <= best_key * (1 + KEY_MARGIN))]
+    eligible = [i for i in choosable
+                if i == fastest or (times and all(there[i] is not None for there in times))]
 
     def above_floor(i: int) -> bool:
         limit = 1 + FLOOR_MARGIN
