@@ -97,7 +97,7 @@ class Recorder:
         from multiprocessing import util
 
         self.armed = True
-        util.Finalize(self, Recorder.flush, args=(self,), exitpriority=10)
+        util.Finalize(None, self.flush, exitpriority=10)
         threading.Thread(target=self._flush_every, args=(self.closed,),
                          name="rltriton-tune-record", daemon=True).start()
 
