@@ -7,16 +7,20 @@ cell (the call runs on CPU tensors up to the launch, which is intercepted), comp
 both kernels for sm_90 with this machine's Triton and disassembles them, and counts
 what each thread executes: instructions, global loads and stores, shuffles, barriers,
 selects, and how many instructions run before the first global load (the prologue on
-every program's critical path). The counts are static: a difference here is a place to
+every program's critical path), and the registers and stack bytes (spilled registers)
+the assembler gave each thread. The counts are static: a difference here is a place to
 look and to A/B on a GPU, not a timing.
 
     python benchmarks/kernel_sass.py                       # the default cells
     python benchmarks/kernel_sass.py --cells "gae|none|float32|env|N=333|T=150" \\
         --descend 0 --dump /tmp/sass                       # write both SASS listings
+    python benchmarks/kernel_sass.py --cells "gae|bootstrap+trunc|float32|time|N=4096|T=512" \\
+        --params BLOCK_N=16,num_warps=4,num_stages=1    # does this config spill?
     python benchmarks/kernel_sass.py --smoke --output /tmp/k   # CPU check, seconds
 
-Ours runs at rl-triton's config (one row a program, its warps for next_pow2(T)) with
-``DESCEND`` as asked (1, rl-triton's tile order, by default where the key offers it).
+Ours runs at rl-triton's config (one row a program, its warps for next_pow2(T)), or at
+``--params`` where given, with ``DESCEND`` as asked (1, rl-triton's tile order, by
+default where the key offers it).
 rl-triton 0.1.3 is optional: without it, ours alone is compiled. The Triton
 interpreter must be off (``TRITON_INTERPRET`` unset): it replaces the kernels.
 """
@@ -53,6 +57,9 @@ CELLS = ("gae|none|float32|env|N=333|T=150", "gae|last_value|float32|env|N=450|T
 SMOKE_CELLS = ("gae|none|float32|env|N=5|T=6",)
 #: Opcodes counted apart (the rest count in ``instructions`` only).
 COUNTED = ("LDG", "STG", "SHFL", "BAR", "FSEL", "ISETP")
+#: Per-thread resources of the binary (``cuobjdump -res-usage``): STACK holds spilled
+#: registers (the scan cores use no stack otherwise).
+RESOURCES = ("registers", "stack_bytes")
 POINTER_TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16",
                  torch.float64: "*fp64", torch.bool: "*i1", torch.uint8: "*u8",
                  torch.int8: "*i8", torch.int32: "*i32", torch.int64: "*i64"}
@@ -141,6 +148,29 @@ def sass_of(compiled: Any) -> str:
     return get_sass(compiled.asm["cubin"])
 
 
+def resources(cubin: bytes) -> dict[str, int]:
+    """Registers and stack bytes per thread of the one kernel in ``cubin``."""
+    import subprocess
+    import tempfile
+
+    from triton.tools.disasm import path_to_cuobjdump
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "kernel.cubin"
+        path.write_bytes(cubin)
+        text = subprocess.run([path_to_cuobjdump(), "-res-usage", str(path)], check=True,
+                              capture_output=True, text=True).stdout
+    return parse_resources(text)
+
+
+def parse_resources(text: str) -> dict[str, int]:
+    """``cuobjdump -res-usage`` output of one kernel to :data:`RESOURCES`."""
+    found = re.search(r"REG:(\d+) STACK:(\d+)", text)
+    if found is None:
+        raise RuntimeError(f"no resource usage in cuobjdump's output: {text[:200]!r}")
+    return {"registers": int(found.group(1)), "stack_bytes": int(found.group(2))}
+
+
 def counts(sass: str) -> dict[str, int]:
     """Instructions of a SASS listing, per counted opcode, and before the first load."""
     opcodes = []
@@ -156,10 +186,26 @@ def counts(sass: str) -> dict[str, int]:
             **{op: by_op.get(op, 0) for op in COUNTED}}
 
 
-def ours(key: ProblemKey, kwargs: dict[str, Any], descend: int) -> tuple[Launch, dict]:
+def parse_params(text: str) -> dict[str, int]:
+    """``BLOCK_N=16,num_warps=4`` to a parameter dict."""
+    params = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--params: expected NAME=INT items, got {item!r}")
+        try:
+            params[name.strip()] = int(value)
+        except ValueError:
+            raise ValueError(f"--params: {name.strip()} must be an integer, "
+                             f"got {value!r}") from None
+    return params
+
+
+def ours(key: ProblemKey, kwargs: dict[str, Any], descend: int,
+         params: dict[str, int] | None = None) -> tuple[Launch, dict]:
     flat = kernel_strategies()["flat"]
-    params = dict(rl_triton_params(key.t, key.algorithm))
-    if tile_order_space(key):
+    params = dict(rl_triton_params(key.t, key.algorithm) if params is None else params)
+    if tile_order_space(key) and "DESCEND" not in params:
         params["DESCEND"] = descend
     params = flat.validate(key, params)
     call = prepare_call(key.algorithm, **kwargs)
@@ -194,18 +240,20 @@ def theirs(key: ProblemKey, kwargs: dict[str, Any]) -> Launch | None:
     return capture(lambda: function(**args))
 
 
-def measure(text: str, arch: int, descend: int, dump: Path | None) -> dict[str, Any]:
+def measure(text: str, arch: int, descend: int, dump: Path | None,
+            params: dict[str, int] | None = None) -> dict[str, Any]:
     key = ProblemKey.from_text(text)
     kwargs = as_users_pass(random_inputs(key, "cpu", seed=0))
     row: dict[str, Any] = {"cell": text, "arch": f"sm_{arch}"}
-    launch, row["params"] = ours(key, kwargs, descend)
+    launch, row["params"] = ours(key, kwargs, descend, params)
     sides = {"ours": launch, "rl_triton": theirs(key, kwargs)}
     for side, captured in sides.items():
         if captured is None:
             row[side] = None
             continue
-        sass = sass_of(compile_launch(captured, arch))
-        row[side] = counts(sass)
+        compiled = compile_launch(captured, arch)
+        sass = sass_of(compiled)
+        row[side] = {**counts(sass), **resources(compiled.asm["cubin"])}
         if dump is not None:
             dump.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^A-Za-z0-9]+", "_", text)
@@ -215,15 +263,16 @@ def measure(text: str, arch: int, descend: int, dump: Path | None) -> dict[str, 
 
 def report(rows: list[dict[str, Any]]) -> str:
     """A markdown table: ours / rl-triton per count."""
-    head = ["cell", "DESCEND", *(f"{c} ours / rl" for c in ("instructions", "before_first_load",
-                                                          *COUNTED))]
+    columns = ("instructions", "before_first_load", *COUNTED, *RESOURCES)
+    head = ["cell", "params", *(f"{c} ours / rl" for c in columns)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         mine, peer = row["ours"], row["rl_triton"]
         cells = [f"{mine[c]}" + (f" / {peer[c]}" if peer else "")
-                 for c in ("instructions", "before_first_load", *COUNTED)]
-        lines.append("| " + " | ".join([row["cell"].replace("|", "\\|"),
-                                        str(row["params"].get("DESCEND", "-")), *cells]) + " |")
+                 for c in columns]
+        params = " ".join(f"{k}={v}" for k, v in row["params"].items())
+        lines.append("| " + " | ".join([row["cell"].replace("|", "\\|"), params, *cells])
+                     + " |")
     return "\n".join(lines)
 
 
@@ -233,12 +282,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90")
     p.add_argument("--descend", type=int, choices=(0, 1), default=1,
                    help="our DESCEND where the key offers it (default 1, rl-triton's order)")
+    p.add_argument("--params", type=parse_params,
+                   help="our config, e.g. BLOCK_N=16,num_warps=4,num_stages=1 (default: "
+                        "rl-triton's); rl-triton keeps its own")
     p.add_argument("--dump", type=Path, help="write each SASS listing here")
     p.add_argument("--output", type=Path, help="write kernel_sass.json here")
     p.add_argument("--smoke", action="store_true", help="one tiny cell (CPU check)")
     args = p.parse_args(argv)
     cells = SMOKE_CELLS if args.smoke else tuple(args.cells)
-    rows = [measure(text, args.arch, args.descend, args.dump) for text in cells]
+    rows = [measure(text, args.arch, args.descend, args.dump, args.params) for text in cells]
     print(report(rows))
     if args.output is not None:
         args.output.mkdir(parents=True, exist_ok=True)

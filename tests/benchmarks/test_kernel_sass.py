@@ -1,5 +1,6 @@
 """benchmarks/kernel_sass.py: our flat kernel compiled for sm_90 on the CPU, its SASS
-counted; the counts of a hand-written listing; the interpreter refused."""
+counted; the counts of a hand-written listing and resource report; --params; the
+interpreter refused."""
 
 from __future__ import annotations
 
@@ -34,6 +35,31 @@ def test_counts_of_a_listing(script):
     assert sass.counts("Function:k\n")["before_first_load"] == 0
 
 
+RESOURCE_USAGE = """
+Resource usage:
+ Common:
+  GLOBAL:0
+ Function flat_kernel:
+  REG:255 STACK:8 SHARED:1024 LOCAL:0 CONSTANT[0]:640 TEXTURE:0 SURFACE:0 SAMPLER:0
+"""
+
+
+def test_resources_of_a_report(script):
+    sass = script("kernel_sass")
+    assert sass.parse_resources(RESOURCE_USAGE) == {"registers": 255, "stack_bytes": 8}
+    with pytest.raises(RuntimeError, match="no resource usage"):
+        sass.parse_resources("Resource usage:\n")
+
+
+def test_params_are_parsed_and_bad_items_named(script):
+    sass = script("kernel_sass")
+    assert sass.parse_params("BLOCK_N=16, num_warps=4,") == {"BLOCK_N": 16, "num_warps": 4}
+    with pytest.raises(ValueError, match="NAME=INT items, got 'BLOCK_N'"):
+        sass.parse_params("BLOCK_N")
+    with pytest.raises(ValueError, match="num_warps must be an integer, got 'four'"):
+        sass.parse_params("num_warps=four")
+
+
 def test_capture_refuses_the_interpreter(script, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
@@ -42,8 +68,9 @@ def test_capture_refuses_the_interpreter(script, monkeypatch):
 
 def test_smoke_compiles_our_kernel_for_sm90_and_counts_it(tmp_path):
     """Outside the interpreter (a process of its own): the flat kernel of a tiny GAE cell
-    is captured at its launch, compiled for sm_90 and disassembled; its counts are those
-    of a real kernel (loads of three inputs, a store, a scan's shuffles)."""
+    at the config asked for is captured at its launch, compiled for sm_90 and
+    disassembled; its counts are those of a real kernel (loads of three inputs, a store,
+    a scan's shuffles)."""
     triton = pytest.importorskip("triton")
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     if not all((tools / name).exists() for name in ("ptxas", "cuobjdump")):
@@ -51,6 +78,7 @@ def test_smoke_compiles_our_kernel_for_sm90_and_counts_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
     done = subprocess.run([sys.executable, str(BENCHMARKS / "kernel_sass.py"), "--smoke",
+                           "--params", "BLOCK_N=2,num_warps=1,num_stages=1",
                            "--output", str(tmp_path), "--dump", str(tmp_path / "sass")],
                           env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -59,6 +87,9 @@ def test_smoke_compiles_our_kernel_for_sm90_and_counts_it(tmp_path):
     assert row["cell"] == "gae|none|float32|env|N=5|T=6" and row["arch"] == "sm_90"
     assert ours["LDG"] >= 3 and ours["STG"] >= 1 and ours["SHFL"] >= 1
     assert 0 < ours["before_first_load"] < ours["instructions"]
+    # the config asked for, and the assembler's registers for it (a tiny tile: no spills)
+    assert row["params"] == {"BLOCK_N": 2, "num_warps": 1, "num_stages": 1, "DESCEND": 1}
+    assert 0 < ours["registers"] <= 255 and ours["stack_bytes"] == 0
     listing = next((tmp_path / "sass").glob("*.ours.sass")).read_text()
     assert "flat_kernel" in listing
     assert "| gae\\|none" in done.stdout
