@@ -284,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="our DESCEND where the key offers it (default 1, rl-triton's order)")
     p.add_argument("--params", type=parse_params,
                    help="our config, e.g. BLOCK_N=16,num_warps=4,num_stages=1 (default: "
-                        "rl-triton's); rl-triton keeps its own")
+                        "rl-triton's; a DESCEND here wins over --descend); rl-triton keeps "
+                        "its own")
     p.add_argument("--dump", type=Path, help="write each SASS listing here")
     p.add_argument("--output", type=Path, help="write kernel_sass.json here")
     p.add_argument("--smoke", action="store_true", help="one tiny cell (CPU check)")
