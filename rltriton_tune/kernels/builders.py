@@ -131,7 +131,19 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr):
     """(b, done, cut) at ts for the bool ``term``: done (bool) is term or trunc; cut marks
     t == T-1 or trunc[t] (nv = b there). Absent inputs add no work: no truncations, no
-    loads or ors; no bootstrap value, zeros."""
+    loads or ors; no bootstrap value, zeros.
+
+    Every caller takes ``bootstrap_values`` where cut and nowhere else (``tl.where(cut,
+    b, ...)``), so their values at other steps, NaN included, never reach a result.
+    Without truncations cut is the last step alone, and b is read there alone (0
+    elsewhere): a masked-off load fetches no memory, where a full-tile read would move a
+    whole ``[N, T]`` input for one step. (sm_90, flat GAE, 16 rows on 4 warps: the same
+    loads a thread at 4096x512 time-major and 4096x128 env-major, and at 4096x512 no
+    more 8 bytes of spilled registers.) With truncations the full tile is read: a mask
+    by them, known only from the data, would split each vector load of b into one load
+    an element (the same time-major kernel: 144 loads a thread instead of 96).
+    ``next_values`` (the same slot with F_ENV, :func:`_next_given`) is read at every
+    step."""
     last = ts == T - 1
     if F_TRUNC:
         trunc = _is_set(P_TRUNC, rows, ts, sn, st, m)
@@ -140,7 +152,9 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
     else:
         done = term
         cut = last
-    if F_BOOT:
+    if F_BOOT and not F_ENV and not F_TRUNC:
+        b = _ld(P_BOOT, rows, ts, sn, st, m & last)
+    elif F_BOOT:
         b = _ld(P_BOOT, rows, ts, sn, st, m)
     elif F_ENV:
         b = tl.where(last, _ld_env(P_LAST, rows, se, N), 0.0)

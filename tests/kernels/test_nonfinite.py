@@ -5,7 +5,9 @@ SPEC: NaN or Inf in the data propagate exactly as the recurrence says. The build
 skip the work of absent inputs (no truncations, no bootstrap values), so these cases
 check that skipping a term never drops what the term would have carried: a NaN
 bootstrap value at a step that is not truncated, an infinite gamma, and products of
-betas that overflow float32 where the carry they multiply is zero.
+betas that overflow float32 where the carry they multiply is zero. GAE and V-trace take
+a bootstrap value at the last and truncated steps alone (``nv[t] = b[t]`` there): their
+kernels read it there alone, and a NaN or Inf elsewhere reaches no result.
 """
 
 from __future__ import annotations
@@ -53,6 +55,39 @@ def test_a_nan_bootstrap_value_without_truncations_propagates(strategy, algorith
     b[1, 5] = float("inf")
     kwargs["bootstrap_values"] = b
     _run(strategy, algorithm, kwargs, f"{algorithm} NaN/Inf bootstrap values")
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace"])
+@pytest.mark.parametrize("truncated", [False, True])
+def test_a_bootstrap_value_where_no_step_takes_it_reaches_no_result(strategy, algorithm,
+                                                                    truncated):
+    """GAE and V-trace select b[t] where t is the last step or truncated, and nowhere
+    else: NaN and Inf at other steps leave every output finite and equal to the
+    reference's, while the steps that take b[t] still read the right value."""
+    g = torch.Generator().manual_seed(3)
+    n, t = 3, 33
+    kwargs = {"rewards": torch.randn(n, t, generator=g), "values": torch.randn(n, t, generator=g),
+              "terminateds": (torch.rand(n, t, generator=g) < 0.1).float(), "gamma": 0.9}
+    if algorithm == "vtrace":
+        kwargs.update(log_pi_target=torch.randn(n, t, generator=g) * 0.3,
+                      log_pi_behavior=torch.randn(n, t, generator=g) * 0.3)
+    else:
+        kwargs["lambda_"] = 0.8
+    b = torch.randn(n, t, generator=g)
+    taken = torch.zeros(n, t, dtype=torch.bool)
+    taken[:, -1] = True
+    if truncated:
+        trunc = torch.zeros(n, t)
+        trunc[0, 7] = trunc[2, 19] = 1.0
+        kwargs["truncateds"] = trunc
+        taken |= trunc.bool()
+    b[~taken] = torch.tensor([float("nan"), float("inf"), -float("inf")]).repeat(n * t)[
+        :int((~taken).sum())]
+    kwargs["bootstrap_values"] = b
+    for out in expected(algorithm, kwargs):
+        assert torch.isfinite(out).all()  # the case is what it says
+    _run(strategy, algorithm, kwargs, f"{algorithm} non-finite b where no step takes it")
 
 
 @pytest.mark.parametrize("strategy", ["flat", "tiled", "sequential"])
