@@ -57,14 +57,16 @@ def test_a_nan_bootstrap_value_without_truncations_propagates(strategy, algorith
     _run(strategy, algorithm, kwargs, f"{algorithm} NaN/Inf bootstrap values")
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize(("strategy", "time_major"),
+                         [(s, False) for s in STRATEGIES] + [("flat", True), ("columns", True)])
 @pytest.mark.parametrize("algorithm", ["gae", "vtrace"])
 @pytest.mark.parametrize("truncated", [False, True])
-def test_a_bootstrap_value_where_no_step_takes_it_reaches_no_result(strategy, algorithm,
-                                                                    truncated):
+def test_a_bootstrap_value_where_no_step_takes_it_reaches_no_result(strategy, time_major,
+                                                                    algorithm, truncated):
     """GAE and V-trace select b[t] where t is the last step or truncated, and nowhere
     else: NaN and Inf at other steps leave every output finite and equal to the
-    reference's, while the steps that take b[t] still read the right value."""
+    reference's, while the steps that take b[t] still read the right value (env-major
+    on every strategy, time-major on flat and on columns, which serves it alone)."""
     g = torch.Generator().manual_seed(3)
     n, t = 3, 33
     kwargs = {"rewards": torch.randn(n, t, generator=g), "values": torch.randn(n, t, generator=g),
@@ -87,6 +89,10 @@ def test_a_bootstrap_value_where_no_step_takes_it_reaches_no_result(strategy, al
     kwargs["bootstrap_values"] = b
     for out in expected(algorithm, kwargs):
         assert torch.isfinite(out).all()  # the case is what it says
+    if time_major:
+        kwargs = {k: v.T.contiguous() if isinstance(v, torch.Tensor) else v
+                  for k, v in kwargs.items()}
+        kwargs["time_major"] = True
     _run(strategy, algorithm, kwargs, f"{algorithm} non-finite b where no step takes it")
 
 
