@@ -139,9 +139,10 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
     elsewhere): a masked-off load fetches no memory, where a full-tile read would move a
     whole ``[N, T]`` input for one step. (sm_90, flat GAE, 16 rows on 4 warps: as many
     loads a thread as before at 4096x512 time-major and 4096x128 env-major, and at
-    4096x512 the 8 bytes of spilled registers are gone.) With truncations the full tile is read: a mask
-    by them, known only from the data, would split each vector load of b into one load
-    an element (the same time-major kernel: 144 loads a thread instead of 96).
+    4096x512 the 8 bytes of spilled registers are gone.) With truncations the full tile
+    is read: a mask by them, known only from the data, would split each vector load of b
+    into one load an element (the same time-major kernel: 144 loads a thread instead of
+    96).
     ``next_values`` (the same slot with F_ENV, :func:`_next_given`) is read at every
     step."""
     last = ts == T - 1
