@@ -137,12 +137,12 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
     b, ...)``), so their values at other steps, NaN included, never reach a result.
     Without truncations cut is the last step alone, and b is read there alone (0
     elsewhere): a masked-off load fetches no memory, where a full-tile read would move a
-    whole ``[N, T]`` input for one step. (sm_90, flat GAE, 16 rows on 4 warps: as many
-    loads a thread as before at 4096x512 time-major and 4096x128 env-major, and at
-    4096x512 the 8 bytes of spilled registers are gone.) With truncations the full tile
-    is read: a mask by them, known only from the data, would split each vector load of b
-    into one load an element (the same time-major kernel: 144 loads a thread instead of
-    96).
+    whole ``[N, T]`` input for one step (H100, the dispatched configs: GAE with bootstrap
+    values at 1.02x the flags-none time, V-trace at 1.01-1.03x, for 1.14-1.25x the bytes).
+    With truncations the full tile is read: a mask by them, known only from the data,
+    splits each vector load of b into one load an element (time-major flat GAE, 16 rows
+    on 4 warps: 144 loads a thread instead of 96) and was slower on the H100 (V-trace
+    24000x300 88.5 -> 107.2 µs, 4096x512 time-major 32.3 -> 36.3 µs).
     ``next_values`` (the same slot with F_ENV, :func:`_next_given`) is read at every
     step."""
     last = ts == T - 1
