@@ -138,7 +138,7 @@ def _bootstrap_and_done(P_TRUNC, P_BOOT, P_LAST, rows, ts, N, T, sn, st, se, ter
     Without truncations cut is the last step alone, and b is read there alone (0
     elsewhere): a masked-off load fetches no memory, where a full-tile read would move a
     whole ``[N, T]`` input for one step (H100, the dispatched configs: GAE with bootstrap
-    values at 1.02x the flags-none time, V-trace at 1.01-1.03x, for 1.14-1.25x the bytes).
+    values at 1.02-1.04x the flags-none time, V-trace at 1.00-1.03x, for 1.14-1.25x the bytes).
     With truncations the full tile is read: a mask by them, known only from the data,
     splits each vector load of b into one load an element (time-major flat GAE, 16 rows
     on 4 warps: 144 loads a thread instead of 96) and was slower on the H100 (V-trace
