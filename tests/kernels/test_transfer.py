@@ -72,6 +72,33 @@ def test_flat_moves_its_row_tile(triton_strategies):
         ("flat", same)
 
 
+def test_flat_takes_one_row_a_program_at_long_odd_rows(triton_strategies):
+    # 32768x512's two rows a program on 4 warps (8 elements a thread) at 30019x275: one
+    # 512-step row a program, on 2 warps to keep 8 elements a thread.
+    two_rows = {"BLOCK_N": 2, "num_warps": 4, "num_stages": 1, **ORDER}
+    one_row = {"BLOCK_N": 1, "num_warps": 2, "num_stages": 1, **ORDER}
+    assert moved(triton_strategies, "flat", key(32768, 512), key(30019, 275), two_rows) == \
+        ("flat", one_row)
+    # A shorter span first keeps the tile (8192 steps -> two 4096-step rows), then one row.
+    assert moved(triton_strategies, "flat", key(32768, 8192), key(27665, 2425),
+                 {"BLOCK_N": 1, "num_warps": 32, "num_stages": 1, **ORDER}) == \
+        ("flat", {"BLOCK_N": 1, "num_warps": 16, "num_stages": 1, **ORDER})
+    # Rows of even length, odd rows of a span below ONE_ODD_ROW_SPAN, and an entry tuned
+    # at an odd length keep their rows.
+    assert moved(triton_strategies, "flat", key(32768, 512), key(30000, 276), two_rows) == \
+        ("flat", two_rows)
+    assert moved(triton_strategies, "flat", key(2048, 128), key(2415, 91), two_rows) == \
+        ("flat", two_rows)
+    assert moved(triton_strategies, "flat", key(30019, 275), key(24001, 301), two_rows) == \
+        ("flat", two_rows)
+    # Time-major flat configs hold columns of environments, not rows: not moved.
+    time_major = ProblemKey("gae", 30019, 275, layout="time")
+    columns = {"BLOCK_N": 2, "num_warps": 4, "num_stages": 1}
+    assert triton_strategies["flat"].transfer(
+        ProblemKey("gae", 32768, 512, layout="time"), time_major, columns) == \
+        ("flat", columns)
+
+
 def test_one_tile_tiled_config_becomes_flat(triton_strategies):
     # 4096x32's tiled (16 rows x 32 steps, 4 warps) moved to T=8: the flat kernel with
     # 16 rows of 8 steps (N=4096 leaves 16 rows for 256 programs).
