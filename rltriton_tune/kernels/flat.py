@@ -19,6 +19,7 @@ from rltriton_tune.kernels.launch import (
     Packer,
     TritonStrategy,
     next_pow2,
+    one_row_at_odd_length,
     packed_launcher,
     pow2_range,
     require,
@@ -86,18 +87,6 @@ def rl_triton_params(t: int, algorithm: str = "gae") -> dict[str, int]:
     return {"BLOCK_N": 1, "num_warps": warps, "num_stages": stages}
 
 
-#: From this span (next_pow2(T)) on, a config of several rows a program moved to
-#: env-major rows of odd length takes one row a program: every row but a program's first
-#: starts off a vector boundary there. On an H100 (float32, against rl-triton 0.1.3, which
-#: runs one row a program; ``benchmarks/results/h100/peers.jsonl``), such configs moved
-#: from even lengths ran 9 of 10 cells of spans 512 and 4096 below 0.97x (V-trace
-#: 30019x275 at 0.41-0.56x from 32768x512; eligibility traces and episodic prefix sums
-#: 27665x2425 at 0.60-0.74x from 32768x8192), against 2 of 69 cells of spans 32 to 128
-#: (geomean 1.03-1.25x per span; V-trace 2415x91 0.80x). One row a program at odd lengths
-#: of span 512 ran 38 cells at 0.97x or better.
-ONE_ODD_ROW_SPAN = 256
-
-
 class FlatStrategy(TritonStrategy):
     name = "flat"
 
@@ -132,18 +121,13 @@ class FlatStrategy(TritonStrategy):
         """A row is one next_pow2(T) tile: keep the tile's size as T moves (see
         :func:`rescale_tile`). ``DESCEND`` goes only where the target offers it. A config
         of several rows a program moved from rows of even length to env-major rows of odd
-        length of :data:`ONE_ODD_ROW_SPAN` steps' span or more takes one row a program,
-        with the same elements per thread. An entry tuned at an odd length keeps its rows."""
+        length takes one row a program (see :func:`one_row_at_odd_length`)."""
         if "DESCEND" in params and not tile_order_space(target):
             params = {k: v for k, v in params.items() if k != "DESCEND"}
         span_from, span_to = next_pow2(source.t), next_pow2(target.t)
         moved = dict(params) if span_from == span_to else \
             rescale_tile(params, span_from, span_to, target)
-        if (moved["BLOCK_N"] > 1 and not target.time_major and target.t % 2 == 1
-                and source.t % 2 == 0 and span_to >= ONE_ODD_ROW_SPAN):
-            moved = {**moved, "BLOCK_N": 1,
-                     "num_warps": max(1, moved["num_warps"] // moved["BLOCK_N"])}
-        return self.name, moved
+        return self.name, one_row_at_odd_length(moved, source, target)
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)

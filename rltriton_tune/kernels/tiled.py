@@ -23,6 +23,7 @@ from rltriton_tune.kernels.launch import (
     Packer,
     TritonStrategy,
     next_pow2,
+    one_row_at_odd_length,
     packed_launcher,
     pow2_range,
     require,
@@ -126,10 +127,13 @@ class TiledStrategy(TritonStrategy):
         target's row (the same tile without the chunk loop: in the H200 exhaustive tables
         one-tile tiled configs run 7-35% (median per table) slower than the flat config
         with the same tile and warps); a shorter one stays a chunk loop, cut to the row if
-        longer. The tile's size is kept as its span changes (see :func:`rescale_tile`)."""
+        longer. The tile's size is kept as its span changes (see :func:`rescale_tile`), and
+        a flat tile of several rows takes one at long odd rows (see
+        :func:`one_row_at_odd_length`)."""
         span_from = params["BLOCK_T"]
         if span_from >= next_pow2(source.t):
-            moved = rescale_tile(params, span_from, next_pow2(target.t), target)
+            moved = one_row_at_odd_length(
+                rescale_tile(params, span_from, next_pow2(target.t), target), source, target)
             return "flat", {k: moved[k] for k in ("BLOCK_N", "num_warps", "num_stages",
                                                   "REDUCE_A") if k in moved}
         span_to = max(8, min(span_from, next_pow2(target.t)))

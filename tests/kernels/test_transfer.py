@@ -91,6 +91,11 @@ def test_flat_takes_one_row_a_program_at_long_odd_rows(triton_strategies):
         ("flat", two_rows)
     assert moved(triton_strategies, "flat", key(30019, 275), key(24001, 301), two_rows) == \
         ("flat", two_rows)
+    # A one-tile tiled config (4 rows of 256 steps on 8 warps, 4 elements a thread)
+    # becoming flat at 301-step rows: 2 rows of the 512-step span, then one row on 4 warps.
+    assert moved(triton_strategies, "tiled", key(4096, 256), key(5001, 301),
+                 {"BLOCK_N": 4, "BLOCK_T": 256, "num_warps": 8, "num_stages": 1}) == \
+        ("flat", {"BLOCK_N": 1, "num_warps": 4, "num_stages": 1, **ORDER})
     # Time-major flat configs hold columns of environments, not rows: not moved.
     time_major = ProblemKey("gae", 30019, 275, layout="time")
     columns = {"BLOCK_N": 2, "num_warps": 4, "num_stages": 1}
