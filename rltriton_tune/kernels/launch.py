@@ -99,26 +99,32 @@ def rescale_tile(params: Params, span_from: int, span_to: int, target: ProblemKe
 
 
 #: From this span (next_pow2(T)) on, a config of several rows a program moved to
-#: env-major rows of odd length takes one row a program: every row but a program's first
-#: starts off a vector boundary there. On an H100 (float32, against rl-triton 0.1.3, which
-#: runs one row a program; ``benchmarks/results/h100/peers.jsonl``), such configs moved
-#: from even lengths ran 9 of 10 cells of spans 512 and 4096 below 0.97x (V-trace
-#: 30019x275 at 0.41-0.56x from 32768x512; eligibility traces and episodic prefix sums
-#: 27665x2425 at 0.60-0.74x from 32768x8192), against 2 of 69 cells of spans 32 to 128
-#: (geomean 1.03-1.25x per span; V-trace 2415x91 0.80x). One row a program at odd lengths
-#: of span 512 ran 38 cells at 0.97x or better.
+#: env-major rows of odd length takes one row a program. This is observed, not derived:
+#: at odd lengths no row but the tensor's first is vector aligned, one row a program or
+#: several. On an H100 (float32, against rl-triton 0.1.3, which runs one row a program;
+#: ``benchmarks/results/h100/peers.jsonl``), several rows a program moved from even
+#: lengths ran 9 of 10 cells of spans 512 and 4096 below 0.97x (V-trace 30019x275 at
+#: 0.41-0.56x from 32768x512; eligibility traces and episodic prefix sums 27665x2425 at
+#: 0.60-0.74x from 32768x8192; GAE 30019x275 at 0.87-1.41x), against 2 of 69 cells of
+#: spans 32 to 128 (geomean 1.03-1.25x per span; V-trace 2415x91 0.80x); one row a
+#: program at odd lengths of span 512 ran 38 cells at 0.97x or better. No such cell of
+#: span 256 was measured: the threshold lies between the spans that were. Retrace's
+#: action tile grows as its rows shrink, and no Retrace cell was measured: it keeps its
+#: rows.
 ONE_ODD_ROW_SPAN = 256
 
 
 def one_row_at_odd_length(params: Params, source: ProblemKey, target: ProblemKey) -> Params:
     """``params`` of a whole-row tile (``BLOCK_N`` rows, ``num_warps``) moved from
-    ``source`` to ``target``: one row a program, with the same elements per thread, where
-    several rows a program go from rows of even length to env-major rows of odd length
-    of at least :data:`ONE_ODD_ROW_SPAN` steps' span; else ``params`` unchanged. An entry
-    tuned at an odd length keeps its rows."""
+    ``source`` to ``target``: one row a program on ``num_warps / BLOCK_N`` warps (at least
+    one; the same elements per thread where there were at least as many warps as rows)
+    where several rows a program go from rows of even length to env-major rows of odd
+    length of at least :data:`ONE_ODD_ROW_SPAN` steps' span, for estimators without an
+    action axis; else ``params`` unchanged. An entry tuned at an odd length keeps its
+    rows."""
     rows = params["BLOCK_N"]
-    if (rows > 1 and not target.time_major and target.t % 2 == 1 and source.t % 2 == 0
-            and next_pow2(target.t) >= ONE_ODD_ROW_SPAN):
+    if (rows > 1 and not target.time_major and not target.a and target.t % 2 == 1
+            and source.t % 2 == 0 and next_pow2(target.t) >= ONE_ODD_ROW_SPAN):
         return {**params, "BLOCK_N": 1, "num_warps": max(1, params["num_warps"] // rows)}
     return params
 

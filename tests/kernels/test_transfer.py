@@ -83,8 +83,11 @@ def test_flat_takes_one_row_a_program_at_long_odd_rows(triton_strategies):
     assert moved(triton_strategies, "flat", key(32768, 8192), key(27665, 2425),
                  {"BLOCK_N": 1, "num_warps": 32, "num_stages": 1, **ORDER}) == \
         ("flat", {"BLOCK_N": 1, "num_warps": 16, "num_stages": 1, **ORDER})
-    # Rows of even length, odd rows of a span below ONE_ODD_ROW_SPAN, and an entry tuned
-    # at an odd length keep their rows.
+    # From ONE_ODD_ROW_SPAN (256) on: a 201-step row takes one row a program.
+    assert moved(triton_strategies, "flat", key(4096, 256), key(5000, 201), two_rows) == \
+        ("flat", one_row)
+    # Rows of even length, odd rows of a span below ONE_ODD_ROW_SPAN, an entry tuned at
+    # an odd length, and Retrace (its action tile grows as rows shrink) keep their rows.
     assert moved(triton_strategies, "flat", key(32768, 512), key(30000, 276), two_rows) == \
         ("flat", two_rows)
     assert moved(triton_strategies, "flat", key(2048, 128), key(2415, 91), two_rows) == \
@@ -96,6 +99,10 @@ def test_flat_takes_one_row_a_program_at_long_odd_rows(triton_strategies):
     assert moved(triton_strategies, "tiled", key(4096, 256), key(5001, 301),
                  {"BLOCK_N": 4, "BLOCK_T": 256, "num_warps": 8, "num_stages": 1}) == \
         ("flat", {"BLOCK_N": 1, "num_warps": 4, "num_stages": 1, **ORDER})
+    retrace = {"BLOCK_N": 2, "num_warps": 4, "num_stages": 1, "REDUCE_A": 0, **ORDER}
+    assert moved(triton_strategies, "flat", ProblemKey("retrace", 4096, 512, flags="trunc", a=8),
+                 ProblemKey("retrace", 5001, 301, flags="trunc", a=8), retrace) == \
+        ("flat", retrace)
     # Time-major flat configs hold columns of environments, not rows: not moved.
     time_major = ProblemKey("gae", 30019, 275, layout="time")
     columns = {"BLOCK_N": 2, "num_warps": 4, "num_stages": 1}
