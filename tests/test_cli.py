@@ -478,6 +478,16 @@ def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
+    # With its floor, but refreshed before the profile's related configs were contenders
+    # (no ``related`` field; 0 where, as here, no other entry relates): refreshed again.
+    refreshed = show_json(capsys)[0]
+    assert refreshed["related"] == 0
+    no_related = {k: v for k, v in refreshed.items() if k in ("neighbourhood", "floor")}
+    record(device_fingerprint("cpu"),
+           [dataclasses.replace(old, extra={"refreshed": True, **no_related})], replace=True)
+    code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
+                       "--device", "cpu")
+    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
 
 
 def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):

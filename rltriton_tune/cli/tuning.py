@@ -282,15 +282,17 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
         already refreshed on this software stack and this GPU (a sibling GPU's entries
         are refreshed whatever their stack) for the key's current neighbourhood: an
         entry whose config was chosen for other companions (its ``neighbourhood`` field,
-        absent before companions existed) or without rl-triton's config as its floor
-        (``floor``, absent before the floor existed) is refreshed again."""
+        absent before companions existed), without rl-triton's config as its floor
+        (``floor``, absent before the floor existed) or without the profile's related
+        configs among its contenders (``related``, absent before they were) is refreshed
+        again."""
         borrowed = serving_profiles(device_fingerprint(device)).sibling_keys
 
         def done(entry: Any) -> bool:
             return (entry.software == here and bool(entry.extra.get("refreshed"))
                     and entry.key.as_text() not in borrowed
                     and entry.extra.get("neighbourhood") == neighbourhood_texts(entry.key)
-                    and "floor" in entry.extra)
+                    and "floor" in entry.extra and "related" in entry.extra)
 
         def wanted(entry: Any) -> bool:
             key = entry.key

@@ -4,13 +4,16 @@ Each entry's stored config is gated and timed again beside its stored runner-up,
 what dispatch chooses for the key now (the stored config, unless it no longer
 validates), the built-in rules' config for this device's multiprocessor count (what a
 kernel change may have made the better one), on CUDA rl-triton's config (the flat
-heuristic), and the stored config with each other setting of a switch parameter
-(:data:`SWITCHES`: Retrace's action pre-pass, flat's tile order), on the same inputs
-in one process, and at the key's off-grid companions (``tune.neighbours``); the config
-that serves them all best, never slower than rl-triton's config beyond a noise margin
-(``tune.neighbours.FLOOR_MARGIN``), is recorded with its fresh time and the installed
-software (so the stored config stays only if it still wins). An entry none of whose
-configs works here, or whose refresh fails, is left as it is and reported.
+heuristic), the stored config with each other setting of a switch parameter
+(:data:`SWITCHES`: Retrace's action pre-pass, flat's tile order), and the configs the
+device's related entries chose (``tune.space.related_choices``: the same shape in other
+dtypes, layouts and flag sets, other estimators at the shape, the nearest shapes), on
+the same inputs in one process, and at the key's off-grid companions
+(``tune.neighbours``); the config that serves them all best, never slower than
+rl-triton's config beyond a noise margin (``tune.neighbours.FLOOR_MARGIN``), is recorded
+with its fresh time and the installed software (so the stored config stays only if it
+still wins). An entry none of whose configs works here, or whose refresh fails, is left
+as it is and reported.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from rltriton_tune.tune.space import (
     builtin_choice,
     device_sm_count,
     heuristic_choice,
+    related_choices,
 )
 from rltriton_tune.tune.study import (
     choose_for_neighbourhood,
@@ -144,6 +148,14 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     for other in (heuristic_choice(key, device), rules, floor):
         if other is not None:
             contenders.append(other)
+    # Other strategies than the stored one's: a config within a few percent of the
+    # fastest at the key can serve its off-grid companions far better, and the stored
+    # config, its runner-up and the rules' choice are often one strategy. On the H100
+    # (torch 2.11, Triton 3.6, device time), V-trace's 4096x2048 entry kept flat (80.3
+    # µs; tiled 83.0) with no tiled config among its contenders; at 4745x1047 and
+    # 11077x2799 it ran 105 and 760 µs where tiled took 72 and 402 (rl-triton: 67, 507).
+    related = related_choices(key, device, space)
+    contenders.extend(related)
     # Completed first, so that a config stored before a parameter existed (an old
     # runner-up) and the same config with that parameter's default are timed once.
     completed = (Candidate(c.strategy, stored_params(key, c)) for c in contenders)
@@ -171,8 +183,11 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     # rl-triton's config not valid or failing here) or it was set aside (see
     # ``neighbours.choose``). Present either way, so that ``--missing-only`` refreshes
     # again an entry chosen before the floor existed.
+    # ``related``: how many of the profile's related configs were contenders; present
+    # either way, so that ``--missing-only`` refreshes again an entry refreshed before
+    # they were.
     extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": True,
-                  "neighbourhood": neighbourhood_texts(key),
+                  "neighbourhood": neighbourhood_texts(key), "related": len(related),
                   "floor": floor.label() if floor is not None and choice.floor_held else None,
                   **choice.extra()})
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),

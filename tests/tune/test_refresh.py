@@ -204,6 +204,30 @@ def test_refresh_times_the_rules_config_and_keeps_it_when_faster(monkeypatch):
     assert _current().params == FAST and _current().runner_up["params"] == SLOW
 
 
+def test_refresh_times_the_configs_of_related_entries_and_keeps_one_when_faster(monkeypatch):
+    """The configs the device's related entries chose (``related_choices``: other flag
+    sets, dtypes, estimators and shapes) are contenders: they bring strategies the
+    stored config, its runner-up and the rules never offer. The entry records how many
+    there were."""
+    from rltriton_tune.tune.space import Candidate
+
+    asked = []
+
+    def related(key, device, space):
+        asked.append((key, device))
+        return [Candidate("torch", dict(FAST)), Candidate("torch", dict(SLOW))]
+
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    monkeypatch.setattr(refresh_module, "builtin_choice", lambda *a: None)
+    monkeypatch.setattr(refresh_module, "related_choices", related)
+    _stored(SLOW, 0.001, "2026-01-01T00:00:00Z")  # no runner-up to fall back on
+    (done,) = refresh_module.refresh(CPU, ["gae"])
+    assert asked == [(KEY, CPU)]
+    assert done.replaced and done.new.params == FAST
+    assert _current().params == FAST and _current().extra["related"] == 2
+
+
 def test_refresh_times_the_stored_config_with_each_switch_setting(monkeypatch):
     """Retrace's action pre-pass came after its entries were tuned: a refresh times the
     stored config with ``REDUCE_A`` flipped too, so it finds where the pre-pass pays
@@ -240,6 +264,7 @@ def test_refresh_times_the_stored_config_with_each_switch_setting(monkeypatch):
     monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
     monkeypatch.setattr(refresh_module, "builtin_choice", lambda *a: None)
     monkeypatch.setattr(refresh_module, "rl_triton_finalist", lambda *a: None)
+    monkeypatch.setattr(refresh_module, "related_choices", lambda *a: [])
     done = refresh_module.refresh_entry(Entry(retrace, "tiled", dict(stored.params), 1.0), CPU)
     assert "no config works here" in done.error
     assert [c.params["REDUCE_A"] for c in timed] == [0, 1]
