@@ -9,7 +9,11 @@ layout, action count. The factors are the profile's own measurements (its
 ``borrowing`` section, written by ``rltriton-tune tune --borrowing``, which times
 entries' configs at their neighbours' keys), else :data:`DEFAULT_FACTORS`. The
 config is moved to the key's shape by its strategy (``Strategy.transfer``) and
-validated for the key before it is used.
+validated for the key before it is used. A call of another shape than the entry's takes
+the entry's off-grid config where it records one (``off_grid``: the config that served
+the odd-sized shapes around the key best when it was chosen, see
+``tune.neighbours.off_grid_choice``); a call at the entry's shape, with other flags or
+dtype, takes the entry's own.
 
 The layout is a partition, not a factor: entries of the key's own layout always rank
 first, and the other layout's are offered only where the algorithm has none of this
@@ -80,6 +84,7 @@ class Found:
     expected_slowdown: float = 1.0
     differs: tuple[str, ...] = ()
     tuned: tuple[str, dict[str, Any]] | None = None  # the config as tuned, when moved
+    off_grid: bool = False  # the entry's off-grid config, not its own
 
     def describe(self) -> str:
         if self.exact:
@@ -87,8 +92,9 @@ class Found:
         moved = "" if self.tuned is None else \
             f"; config moved from {self.tuned[0]} {self.tuned[1]}"
         whose = " of a sibling GPU's profile" if "gpu" in self.differs else ""
+        which = "; its off-grid config" if self.off_grid else ""
         return (f"borrowed from {self.entry}{whose} (differs in {', '.join(self.differs)}; "
-                f"expected within {self.expected_slowdown:.2f}x{moved})")
+                f"expected within {self.expected_slowdown:.2f}x{which}{moved})")
 
 
 def validated(impl: Strategy, key: ProblemKey, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -212,16 +218,33 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
     ranked.sort(key=lambda r: ("layout" in r[1], r[0], r[2], r[3]))
     for slowdown, differs, _, other_text in ranked:
         entry = profiles.entries[other_text]
-        impl = usable.get(entry.strategy)
-        if impl is None:
-            continue
-        name, params = moved(impl, entry.key, key, dict(entry.params), usable)
-        if params is None or (name, frozen_params(params)) in failed:
-            continue
-        tuned = None if (name, params) == (entry.strategy, validated(impl, key, entry.params)) \
-            else (entry.strategy, dict(entry.params))
-        yield Found(name, params, other_text, str(profiles.sources.get(other_text, "?")),
-                    False, slowdown, differs, tuned)
+        for strategy, config, off_grid in configs_for(entry, key):
+            impl = usable.get(strategy)
+            if impl is None:
+                continue
+            name, params = moved(impl, entry.key, key, dict(config), usable)
+            if params is None or (name, frozen_params(params)) in failed:
+                continue
+            tuned = None if (name, params) == (strategy, validated(impl, key, config)) \
+                else (strategy, dict(config))
+            yield Found(name, params, other_text, str(profiles.sources.get(other_text, "?")),
+                        False, slowdown, differs, tuned, off_grid)
+            break
+
+
+def configs_for(entry: Any, key: ProblemKey) -> list[tuple[str, dict[str, Any], bool]]:
+    """The configs ``entry`` offers a call of ``key``, first choice first, each as
+    (strategy, parameters, whether it is the off-grid one): at the entry's own shape its
+    config; at another shape its off-grid config first where it records a well-formed
+    one (a foreign or broken field is ignored), then its config."""
+    own = (entry.strategy, dict(entry.params), False)
+    if (key.n, key.t) == (entry.key.n, entry.key.t):
+        return [own]
+    off = entry.extra.get("off_grid") if isinstance(entry.extra, dict) else None
+    if not (isinstance(off, dict) and isinstance(off.get("strategy"), str)
+            and isinstance(off.get("params"), dict)):
+        return [own]
+    return [(off["strategy"], dict(off["params"]), True), own]
 
 
 def _siblings(profiles: Any) -> frozenset[str]:

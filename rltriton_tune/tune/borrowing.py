@@ -75,11 +75,14 @@ def measure(profiles: Any, device: torch.device, usable: dict[str, Any],
     for pair in pairs(profiles, per_dimension):
         own = profiles.entries[pair.target]
         source = profiles.entries[pair.source]
-        impl = usable.get(source.strategy)
+        key: ProblemKey = own.key
+        # The config a call of the key would take from the neighbour (its off-grid one
+        # at another shape, where it records one).
+        strategy, config, _ = lookup.configs_for(source, key)[0]
+        impl = usable.get(strategy)
         if impl is None or own.strategy not in usable:
             continue
-        key: ProblemKey = own.key
-        name, moved = lookup.moved(impl, source.key, key, dict(source.params), usable)
+        name, moved = lookup.moved(impl, source.key, key, dict(config), usable)
         mine = lookup.validated(usable[own.strategy], key, dict(own.params))
         if moved is None or mine is None:
             continue

@@ -126,14 +126,26 @@ class Choice:
     companion_us: tuple[tuple[float | None, ...], ...] = ()
     #: Whether a floor was given and the choice was held to it (see :func:`choose`).
     floor_held: bool = False
+    #: The finalist calls of other shapes take, where it is not ``index`` (see
+    #: :func:`off_grid_choice`): its index, config (strategy, parameters) and time at
+    #: each shape companion.
+    off_grid: int | None = None
+    off_grid_config: tuple[str, dict[str, Any]] | None = None
+    off_grid_us: tuple[tuple[str, float], ...] = ()
 
     def extra(self) -> dict[str, Any]:
         """What an entry records of the choice: the chosen config's time at each companion
-        where it ran."""
+        where it ran, and the off-grid config (``off_grid``) where there is one."""
         times = {text: round(float(us[self.index]), 3)
                  for text, us in zip(self.companions, self.companion_us, strict=True)
                  if us[self.index] is not None}
-        return {"companions": times} if times else {}
+        out: dict[str, Any] = {"companions": times} if times else {}
+        if self.off_grid_config is not None:
+            strategy, params = self.off_grid_config
+            out["off_grid"] = {"strategy": strategy, "params": dict(params),
+                               "companions": {text: round(us, 3)
+                                              for text, us in self.off_grid_us}}
+        return out
 
 
 def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
@@ -158,12 +170,13 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     choosable = [i for i in range(len(finalists))
                  if i == fastest or key_us[i] <= best_key * (1 + KEY_MARGIN)]
     timing = {*choosable, *([] if floor is None else [floor])}
-    timed, times = [], []
+    timed, times, timed_keys = [], [], []
     for other in (neighbourhood(key) if others is None else others):
         there = _times_at(key, other, finalists, usable, budget_s, evaluator_for, timing)
         if there is not None:
             timed.append(other.as_text())
             times.append(there)
+            timed_keys.append(other)
     best_there = [min(t for t in there if t is not None) for there in times]
 
     def cost(i: int) -> float:
@@ -190,8 +203,61 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     # eligible: failed at a companion, or far slower at the key), the floor decides nothing.
     guarded = [i for i in eligible if not above_floor(i)]
     chosen = min(guarded or eligible, key=lambda i: (cost(i), key_us[i]))
+    # The shape companions: the key's flags at other shapes (a flag companion has the
+    # key's shape and other flags).
+    shaped = [(text, there) for text, there, other in zip(timed, times, timed_keys,
+                                                         strict=True)
+              if (other.n, other.t) != (key.n, key.t)]
+    off = off_grid_choice(chosen, [there for _, there in shaped], key_us, choosable, floor)
+    if off is None:
+        return Choice(chosen, tuple(timed), tuple(times),
+                      floor_held=floor is not None and bool(guarded))
     return Choice(chosen, tuple(timed), tuple(times),
-                  floor_held=floor is not None and bool(guarded))
+                  floor_held=floor is not None and bool(guarded), off_grid=off,
+                  off_grid_config=(finalists[off].strategy, dict(finalists[off].params)),
+                  off_grid_us=tuple((text, float(there[off])) for text, there in shaped))
+
+
+def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
+                    key_us: Sequence[float], choosable: Sequence[int],
+                    floor: int | None) -> int | None:
+    """The finalist that calls of other shapes than the key's should take, where it is
+    not ``chosen``: the one with the least geometric mean of slowdowns at the shape
+    companions alone (``shape_times``: per companion, every finalist's time or None),
+    among the ``choosable`` finalists that ran at all of them, held to the floor there as
+    :func:`choose` holds its choice, and faster than ``chosen`` there by more than
+    :data:`FLOOR_MARGIN` on that mean. None where there is no such finalist.
+
+    ``chosen`` also answers to the key and to the other flag sets at the key's shape,
+    and the floor guard at the key can keep it from the config that serves the shapes
+    around the key best. On the H100 (torch 2.11, Triton 3.6, device time), V-trace at
+    4096x2048 ran flat at 80.3 µs and tiled at 83.0 (3.4% slower, past FLOOR_MARGIN of
+    rl-triton's flat config), while at the odd shapes that borrow the entry tiled took
+    47 against 59 µs (2457x1229), 72 against 105 (4745x1047) and 402 against 760
+    (11077x2799; rl-triton 507)."""
+    if not shape_times:
+        return None
+    best = [min((t for t in there if t is not None), default=None) for there in shape_times]
+    if any(b is None for b in best):
+        return None
+
+    def mean_cost(i: int) -> float:
+        return sum(math.log(there[i] / b) for there, b in zip(shape_times, best, strict=True)
+                   ) / len(shape_times)
+
+    ran = [i for i in choosable if all(there[i] is not None for there in shape_times)]
+    if not ran:
+        return None
+    limit = 1 + FLOOR_MARGIN
+    held = [i for i in ran if floor is None or i == floor or not any(
+        there[floor] is not None and there[i] > there[floor] * limit
+        for there in shape_times)]
+    off = min(held or ran, key=lambda i: (mean_cost(i), key_us[i]))
+    if off == chosen:
+        return None
+    if chosen in ran and mean_cost(chosen) - mean_cost(off) <= math.log(limit):
+        return None
+    return off
 
 
 def _times_at(key: ProblemKey, other: ProblemKey, finalists: Sequence[Any],

@@ -175,7 +175,7 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
                                       seed=seed, pool=pool, floor=floor)
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items()
-             if k not in ("companion", "companion_us", "companions", "floor")}
+             if k not in ("companion", "companion_us", "companions", "floor", "off_grid")}
     # The companions the choice was made for (``neighbours.neighbourhood_texts``), so that
     # ``--missing-only`` refreshes again an entry chosen for another neighbourhood (one
     # refreshed before flag companions existed, say).

@@ -214,6 +214,35 @@ def test_a_borrowed_config_invalid_at_the_new_shape_is_skipped(profiles, fake_gp
     assert (d.entry, d.params["BLOCK_N"]) == (key(8, 4096).as_text(), 8)
 
 
+def test_a_call_of_another_shape_takes_the_entrys_off_grid_config(profiles, fake_gpu):
+    """An entry that records an off-grid config (the one that served the odd shapes
+    around its key best) gives it to calls of other shapes; calls at its own shape, with
+    other flags, take its own config. A broken or foreign ``off_grid`` field, or an
+    off-grid config that cannot serve the call, leaves the entry's own config."""
+    from rltriton_tune import dispatch
+    from rltriton_tune.tuning_db import Entry
+
+    off = {"strategy": "tiled", "params": {"BLOCK_N": 1, "BLOCK_T": 16},
+           "companions": {key(2457, 1229).as_text(): 47.1}}
+    profiles.write(FAKE_FP, [Entry(key(4096, 2048), "flat", {"BLOCK_N": 1}, 80.3,
+                                   extra={"off_grid": off})])
+    odd = decide(key(4745, 1047), FAKE_GPU)
+    assert (odd.origin, odd.strategy, odd.params["BLOCK_T"]) == ("borrowed", "tiled", 16)
+    assert "its off-grid config" in odd.detail
+    same_shape = decide(key(4096, 2048, flags="last_value"), FAKE_GPU)
+    assert (same_shape.origin, same_shape.strategy) == ("borrowed", "flat")
+    assert "off-grid" not in same_shape.detail
+    assert decide(key(4096, 2048), FAKE_GPU).strategy == "flat"  # its own key
+    for broken in ("tiled", {"strategy": 3, "params": {}}, {"strategy": "tiled"},
+                   {"strategy": "warp_specialized", "params": {}},
+                   {"strategy": "tiled", "params": {"BLOCK_N": 99999}}):
+        profiles.write(FAKE_FP, [Entry(key(4096, 2048), "flat", {"BLOCK_N": 1}, 80.3,
+                                       extra={"off_grid": broken})])
+        dispatch.reset()
+        d = decide(key(4745, 1047), FAKE_GPU)
+        assert (d.origin, d.strategy) == ("borrowed", "flat"), broken
+
+
 def test_measured_borrowing_evidence_changes_the_ranking(fake_gpu, tmp_path, monkeypatch):
     """A profile whose measurements say flag sets move the best config (a large factor)
     makes a nearby shape of the same flag set win over the same shape of another."""

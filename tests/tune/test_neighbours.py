@@ -130,7 +130,10 @@ def test_a_config_without_a_companion_time_is_judged_without_it():
     choice, _, _ = _choose([1.00, 5.00, 9.00], [None, 1.00, 1.20])
     assert choice.index == 0
     choice, _, _ = _choose([1.00, 1.01, 1.50], [None, 1.00, 1.20])
-    assert choice.index == 0 and choice.extra() == {}
+    assert choice.index == 0
+    # calls of other shapes get the one that ran there (see off_grid_choice)
+    assert choice.extra() == {"off_grid": {"strategy": "torch", "params": {"mode": "loop"},
+                                           "companions": {BELOW: 1.0}}}
     # one that failed there cannot win through the companion
     choice, _, _ = _choose([1.00, 1.05, 1.08], [1.30, None, 1.00])
     assert choice.index == 2
@@ -250,3 +253,57 @@ def test_the_floor_decides_nothing_where_it_could_not_be_chosen():
     # at the key): every eligible one loses to it somewhere, so the guard is dropped.
     assert _choose_with_floor([1.00, 1.04, 1.15], [1.10, 1.12, 1.00], [1.00, 1.00, 1.00],
                               floor=2, held=False) == 0
+
+
+def test_calls_of_other_shapes_get_the_config_that_serves_the_shape_companions_best():
+    """rl-triton's config (the floor) is fastest at the key, and the second, 3.4% slower
+    there, is past the floor's margin: the entry keeps the floor. At both shape
+    companions the second is over 20% faster, so the entry also records it as the config
+    calls of other shapes take (``off_grid``, with its times there)."""
+    key_us, below, above = [1.00, 1.034, 1.50], [1.27, 1.00, 1.60], [1.30, 1.00, 1.70]
+    assert _choose_with_floor(key_us, below, above, floor=0) == 0
+
+    def evaluator_for(other):
+        return FakeEvaluator(dict(zip(MODES, below if other.as_text() == BELOW else above,
+                                      strict=True)), [])
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    choice = neighbours.choose(KEY, cands, key_us, CPU, USABLE, 0.01, evaluator_for,
+                               neighbours.companions(KEY), floor=0)
+    assert (choice.index, choice.off_grid) == (0, 1)
+    assert choice.extra()["off_grid"] == {"strategy": "torch", "params": {"mode": "loop"},
+                                          "companions": {BELOW: 1.0, ABOVE: 1.0}}
+    assert choice.extra()["companions"] == {BELOW: 1.27, ABOVE: 1.30}
+
+
+def test_an_off_grid_config_must_win_by_more_than_noise_and_hold_to_the_floor():
+    assert neighbours.off_grid_choice(0, [[1.00, 0.99]], [1.0, 1.0], [0, 1], None) is None
+    assert neighbours.off_grid_choice(0, [[1.00, 0.95]], [1.0, 1.0], [0, 1], None) == 1
+    # the floor (2) is 10% faster than the second at a companion: not the second
+    times = [[1.30, 1.00, 1.20], [1.30, 1.25, 1.10]]
+    assert neighbours.off_grid_choice(0, times, [1.0, 1.0, 1.2], [0, 1, 2], 2) == 2
+    # only the choosable ones, and only those that ran at every shape companion
+    assert neighbours.off_grid_choice(0, [[1.30, 1.00, 0.80]], [1.0, 1.0, 2.0], [0, 1],
+                                      None) == 1
+    assert neighbours.off_grid_choice(0, [[1.30, 1.00], [1.30, None]], [1.0, 1.0], [0, 1],
+                                      None) is None
+    # the chosen one failed at a shape companion: any that ran there is better
+    assert neighbours.off_grid_choice(0, [[None, 1.00]], [1.0, 1.01], [0, 1], None) == 1
+    assert neighbours.off_grid_choice(0, [], [1.0, 1.0], [0, 1], None) is None
+
+
+def test_flag_companions_do_not_choose_the_off_grid_config():
+    """Calls with other flags at the key's own shape take the entry's config; only its
+    shape companions weigh in the config of other shapes."""
+    seen = []
+
+    def evaluator_for(other):
+        if other.flags != KEY.flags:  # the second is far slower with flags
+            return FakeEvaluator(dict(zip(MODES, [1.00, 3.00, 1.50], strict=True)), seen)
+        return FakeEvaluator(dict(zip(MODES, [1.30, 1.00, 1.50], strict=True)), seen)
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    choice = neighbours.choose(KEY, cands, [1.00, 1.01, 1.50], CPU, USABLE, 0.01,
+                               evaluator_for)
+    assert choice.index == 0 and choice.off_grid == 1
+    assert set(choice.extra()["off_grid"]["companions"]) == {BELOW, ABOVE}

@@ -469,3 +469,26 @@ def test_rl_tritons_config_is_the_floor_of_the_neighbourhood_choice(monkeypatch,
         finalize(_study_that_found(FAST), KEY, CPU, evaluator=_evaluator(),
                  measure_baselines=False, record=False)
     assert floors == [None]
+
+
+def test_a_refresh_records_the_off_grid_config_and_drops_a_stale_one(monkeypatch):
+    """The choice's off-grid config (``neighbours.off_grid_choice``) is recorded with the
+    entry; a later refresh whose choice has none leaves none behind."""
+    from rltriton_tune.tune.neighbours import Choice
+
+    below = "gae|none|float32|env|N=5|T=9"
+    choices = [Choice(0, (below,), ((1.3, 1.0),), off_grid=1,
+                      off_grid_config=("torch", dict(SLOW)), off_grid_us=((below, 1.0),)),
+               Choice(0, (below,), ((1.0, 1.3),))]
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    monkeypatch.setattr(refresh_module, "choose_for_neighbourhood",
+                        lambda *a, **k: choices.pop(0))
+    record(device_fingerprint(CPU), [Entry(KEY, "torch", FAST, 1.0, runner_up={
+        "strategy": "torch", "params": SLOW}, date="2026-01-01T00:00:00Z")])
+    invalidate_cache()
+    refresh_module.refresh(CPU, ["gae"])
+    assert _current().extra["off_grid"] == {"strategy": "torch", "params": SLOW,
+                                            "companions": {below: 1.0}}
+    refresh_module.refresh(CPU, ["gae"])
+    assert "off_grid" not in _current().extra
