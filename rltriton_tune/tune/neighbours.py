@@ -27,7 +27,9 @@ On the H100 (torch 2.11, Triton 3.6, device time), the config chosen for V-trace
 ran V-trace with bootstrap values and truncations at 700x120 at 0.63x of rl-triton.
 A flag set that has an entry of its own is a companion all the same: which entries a
 profile holds changes as it is tuned, and :data:`KEY_MARGIN` bounds what serving it can
-cost the key.
+cost the key. The companion below with each of those flag sets is a companion too
+(:func:`flagged_companions`): calls of other shapes take the entry's off-grid config
+where it records one (:func:`off_grid_choice`), whatever their flags.
 
 The geometric mean can trade a loss at one companion for a gain at another. Where the
 finalists include a *floor*, the config of the peer users would call instead
@@ -104,9 +106,24 @@ def flag_companions(key: ProblemKey) -> list[ProblemKey]:
             for flags in COMMON_FLAGS.get(key.algorithm, ()) if flags != key.flags]
 
 
+def flagged_companions(key: ProblemKey) -> list[ProblemKey]:
+    """The companion below ``key`` (the first of :func:`companions`) with each other flag
+    set real calls carry: a call of another shape and another flag set borrows the
+    entry's off-grid config (see :func:`off_grid_choice`), which must hold with flags as
+    well. One shape of the two: how a config fares with a flag set off the grid is seen
+    at either, and each companion costs a compile and a timing of every finalist."""
+    shapes = companions(key)
+    if not shapes:
+        return []
+    below = shapes[0]
+    return [ProblemKey(key.algorithm, below.n, below.t, key.dtype, key.layout, other.flags,
+                       key.a) for other in flag_companions(key)]
+
+
 def neighbourhood(key: ProblemKey) -> list[ProblemKey]:
-    """Every companion ``key``'s entry is chosen for: off-grid shapes, then flag sets."""
-    return companions(key) + flag_companions(key)
+    """Every companion ``key``'s entry is chosen for: off-grid shapes, flag sets at the
+    key's shape, then flag sets off the grid."""
+    return companions(key) + flag_companions(key) + flagged_companions(key)
 
 
 def neighbourhood_texts(key: ProblemKey) -> list[str]:
@@ -203,8 +220,8 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     # eligible: failed at a companion, or far slower at the key), the floor decides nothing.
     guarded = [i for i in eligible if not above_floor(i)]
     chosen = min(guarded or eligible, key=lambda i: (cost(i), key_us[i]))
-    # The shape companions: the key's flags at other shapes (a flag companion has the
-    # key's shape and other flags).
+    # The companions of other shapes than the key's, with its flags or others (a flag
+    # companion at the key's shape serves calls that take the entry's own config).
     shaped = [(text, there) for text, there, other in zip(timed, times, timed_keys,
                                                          strict=True)
               if (other.n, other.t) != (key.n, key.t)]
@@ -222,8 +239,8 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
                     key_us: Sequence[float], choosable: Sequence[int],
                     floor: int | None) -> int | None:
     """The finalist that calls of other shapes than the key's should take, where it is
-    not ``chosen``: the one with the least geometric mean of slowdowns at the shape
-    companions alone (``shape_times``: per companion, every finalist's time or None),
+    not ``chosen``: the one with the least geometric mean of slowdowns at the companions
+    of other shapes alone (``shape_times``: per companion, every finalist's time or None),
     among the ``choosable`` finalists that ran at all of them, held to the floor there as
     :func:`choose` holds its choice, and faster than ``chosen`` there by more than
     :data:`FLOOR_MARGIN` on that mean. None where there is no such finalist.

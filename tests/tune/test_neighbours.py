@@ -197,8 +197,11 @@ def test_the_other_flag_sets_real_calls_carry_are_companions_too():
     assert [k.flags for k in neighbours.flag_companions(KEY)] == ["last_value",
                                                                    "bootstrap+trunc"]
     assert neighbours.flag_companions(ProblemKey("retrace", 64, 32, flags="trunc", a=8)) == []
+    assert [(k.n, k.t, k.flags) for k in neighbours.flagged_companions(KEY)] == [
+        (77, 19, "last_value"), (77, 19, "bootstrap+trunc")]
     assert neighbours.neighbourhood(KEY) == [*neighbours.companions(KEY),
-                                             *neighbours.flag_companions(KEY)]
+                                             *neighbours.flag_companions(KEY),
+                                             *neighbours.flagged_companions(KEY)]
     slow_with_flags = {"bootstrap+trunc": [1.60, 1.00, 1.70]}
     seen = []
 
@@ -210,7 +213,7 @@ def test_the_other_flag_sets_real_calls_carry_are_companions_too():
     choice = neighbours.choose(KEY, cands, [1.00, 1.03, 1.50], CPU, USABLE, 0.01,
                                evaluator_for)
     assert choice.index == 1
-    assert len(choice.companions) == 4
+    assert len(choice.companions) == 6
     assert "gae|bootstrap+trunc|float32|env|N=128|T=32" in choice.extra()["companions"]
 
 
@@ -292,18 +295,28 @@ def test_an_off_grid_config_must_win_by_more_than_noise_and_hold_to_the_floor():
     assert neighbours.off_grid_choice(0, [], [1.0, 1.0], [0, 1], None) is None
 
 
-def test_flag_companions_do_not_choose_the_off_grid_config():
-    """Calls with other flags at the key's own shape take the entry's config; only its
-    shape companions weigh in the config of other shapes."""
-    seen = []
+def test_flag_sets_off_the_grid_weigh_in_the_off_grid_config_and_at_the_key_do_not():
+    """Calls with other flags at the key's own shape take the entry's config, so those
+    companions do not weigh in the off-grid config; calls of other shapes with other
+    flags take the off-grid config, so the flagged companion off the grid does."""
+    def run(flagged_off_grid):
+        def evaluator_for(other):
+            if (other.n, other.t) == (KEY.n, KEY.t):  # flags at the key's shape
+                times = [1.00, 3.00, 1.50]
+            elif other.flags != KEY.flags:
+                times = flagged_off_grid
+            else:
+                times = [1.30, 1.00, 1.50]
+            return FakeEvaluator(dict(zip(MODES, times, strict=True)), [])
 
-    def evaluator_for(other):
-        if other.flags != KEY.flags:  # the second is far slower with flags
-            return FakeEvaluator(dict(zip(MODES, [1.00, 3.00, 1.50], strict=True)), seen)
-        return FakeEvaluator(dict(zip(MODES, [1.30, 1.00, 1.50], strict=True)), seen)
+        cands = [Candidate("torch", {"mode": m}) for m in MODES]
+        return neighbours.choose(KEY, cands, [1.00, 1.01, 1.50], CPU, USABLE, 0.01,
+                                 evaluator_for)
 
-    cands = [Candidate("torch", {"mode": m}) for m in MODES]
-    choice = neighbours.choose(KEY, cands, [1.00, 1.01, 1.50], CPU, USABLE, 0.01,
-                               evaluator_for)
+    choice = run([1.30, 1.00, 1.50])
     assert choice.index == 0 and choice.off_grid == 1
-    assert set(choice.extra()["off_grid"]["companions"]) == {BELOW, ABOVE}
+    off_grid_keys = set(choice.extra()["off_grid"]["companions"])
+    assert off_grid_keys == {k.as_text() for k in (*neighbours.companions(KEY),
+                                                   *neighbours.flagged_companions(KEY))}
+    # far slower with flags off the grid: no off-grid config
+    assert run([1.00, 3.00, 1.50]).off_grid is None

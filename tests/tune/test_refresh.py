@@ -123,7 +123,9 @@ def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
     # other flag sets real calls carry, which are recorded (the slow one, far slower at
     # the key, could not be chosen: it is not timed there)
     times = _current().extra["companions"]
-    assert sorted(times) == ["gae|bootstrap+trunc|float32|env|N=8|T=16",
+    assert sorted(times) == ["gae|bootstrap+trunc|float32|env|N=5|T=9",
+                             "gae|bootstrap+trunc|float32|env|N=8|T=16",
+                             "gae|last_value|float32|env|N=5|T=9",
                              "gae|last_value|float32|env|N=8|T=16",
                              "gae|none|float32|env|N=11|T=15", "gae|none|float32|env|N=5|T=9"]
     assert all(us > 0 for us in times.values())
