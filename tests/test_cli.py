@@ -488,6 +488,17 @@ def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
+    # With both, but refreshed before the off-grid choice existed (no ``off_grid`` field;
+    # null where, as here, there is none): refreshed again.
+    refreshed = show_json(capsys)[0]
+    assert "off_grid" in refreshed and refreshed["off_grid"] is None
+    no_off_grid = {k: v for k, v in refreshed.items()
+                   if k in ("neighbourhood", "floor", "related")}
+    record(device_fingerprint("cpu"),
+           [dataclasses.replace(old, extra={"refreshed": True, **no_off_grid})], replace=True)
+    code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
+                       "--device", "cpu")
+    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
 
 
 def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
@@ -601,10 +612,17 @@ def test_entries_that_cannot_serve_here_are_named_by_doctor_and_warned_about(cap
         Entry(ProblemKey("gae", 4096, 128), "torch", {"mode": "loop"}, 5.0),
         Entry(refused, "torch", {"mode": "no-such-mode"}, 5.0),
         Entry(ProblemKey("gae", 5, 7), "torch", {"mode": "no-such-mode"}, 5.0),
-        Entry(ProblemKey("vtrace", 6, 7), "warp9", {}, 5.0)])
+        Entry(ProblemKey("vtrace", 6, 7), "warp9", {}, 5.0),
+        Entry(ProblemKey("gae", 64, 64), "torch", {"mode": "loop"}, 5.0,
+              extra={"off_grid": {"strategy": "warp9", "params": {}}}),
+        Entry(ProblemKey("gae", 64, 8), "torch", {"mode": "loop"}, 5.0,
+              extra={"off_grid": "tiled"})])
     code, out, _ = run(capsys, "doctor")
     assert code == 0
     assert "of which 3 cannot serve a call here" in out
+    assert "of which 2 record an off-grid config that cannot serve here" in out
+    assert "gae|none|float32|env|N=64|T=64: off-grid strategy 'warp9' cannot run here" in out
+    assert "gae|none|float32|env|N=64|T=8: malformed off_grid field 'tiled'" in out
     assert "gae|none|float32|env|N=6|T=7: torch refuses config {'mode': 'no-such-mode'}" in out
     assert "vtrace|none|float32|env|N=6|T=7: strategy 'warp9' cannot run here" in out
     x, y = torch.zeros(6, 7), torch.zeros(5, 7)

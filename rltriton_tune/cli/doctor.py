@@ -113,14 +113,20 @@ def _skipped_report(profiles: Any, device: Any, shown: int = 5) -> list[str]:
     """Lines naming the entries dispatch skips on ``device`` (a strategy that cannot run
     here, a config its strategy refuses), the first ``shown`` of them with the reason."""
     from rltriton_tune.dispatch.decide import usable_strategies
-    from rltriton_tune.dispatch.lookup import unusable_entries
+    from rltriton_tune.dispatch.lookup import unusable_entries, unusable_off_grid
 
-    skipped = unusable_entries(profiles, usable_strategies(device)[0])
-    if not skipped:
-        return []
-    lines = [f"  of which {len(skipped)} cannot serve a call here (dispatch skips them):"]
-    lines += [f"    {cell(text, 120)}: {cell(why, 160)}"
-              for text, why in list(skipped.items())[:shown]]
-    if len(skipped) > shown:
-        lines.append(f"    ... and {len(skipped) - shown} more")
+    usable = usable_strategies(device)[0]
+    lines: list[str] = []
+    for found, head in ((unusable_entries(profiles, usable),
+                         "cannot serve a call here (dispatch skips them)"),
+                        (unusable_off_grid(profiles, usable),
+                         "record an off-grid config that cannot serve here (calls of other "
+                         "shapes take their own config)")):
+        if not found:
+            continue
+        lines.append(f"  of which {len(found)} {head}:")
+        lines += [f"    {cell(text, 120)}: {cell(why, 160)}"
+                  for text, why in list(found.items())[:shown]]
+        if len(found) > shown:
+            lines.append(f"    ... and {len(found) - shown} more")
     return lines

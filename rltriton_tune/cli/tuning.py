@@ -258,6 +258,9 @@ def _refresh_progress(done: Any) -> None:
     """One line on stderr per entry refreshed (a run cut short still shows its work)."""
     what = "no config works" if done.new is None else (
         "replaced" if done.replaced else "kept")
+    off = None if done.new is None else done.new.extra.get("off_grid")
+    if isinstance(off, dict):
+        what += f"; other shapes: {off.get('strategy')}({params_text(off.get('params', {}))})"
     print(f"refreshed {done.key.as_text()}: {what}", file=sys.stderr, flush=True)
 
 
@@ -284,15 +287,16 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
         entry whose config was chosen for other companions (its ``neighbourhood`` field,
         absent before companions existed), without rl-triton's config as its floor
         (``floor``, absent before the floor existed) or without the profile's related
-        configs among its contenders (``related``, absent before they were) is refreshed
-        again."""
+        configs among its contenders (``related``, absent before they were) or without an
+        off-grid choice (``off_grid``, null where there is none; absent before it
+        existed) is refreshed again."""
         borrowed = serving_profiles(device_fingerprint(device)).sibling_keys
 
         def done(entry: Any) -> bool:
             return (entry.software == here and bool(entry.extra.get("refreshed"))
                     and entry.key.as_text() not in borrowed
                     and entry.extra.get("neighbourhood") == neighbourhood_texts(entry.key)
-                    and "floor" in entry.extra and "related" in entry.extra)
+                    and all(name in entry.extra for name in ("floor", "related", "off_grid")))
 
         def wanted(entry: Any) -> bool:
             key = entry.key

@@ -197,6 +197,24 @@ def unusable_entries(profiles: Any, usable: dict[str, Strategy]) -> dict[str, st
     return skipped
 
 
+def unusable_off_grid(profiles: Any, usable: dict[str, Strategy]) -> dict[str, str]:
+    """The entries whose recorded off-grid config cannot serve with ``usable`` strategies
+    (calls of other shapes then take the entry's own config), by key text: why (the
+    field is malformed, its strategy cannot run here, or refuses it)."""
+    out = {}
+    for text, entry in profiles.entries.items():
+        if not isinstance(entry.extra, dict) or entry.extra.get("off_grid") is None:
+            continue
+        off = off_grid_config(entry)
+        if off is None:
+            out[text] = f"malformed off_grid field {entry.extra['off_grid']!r}"
+        elif off[0] not in usable:
+            out[text] = f"off-grid strategy {off[0]!r} cannot run here"
+        elif validated(usable[off[0]], entry.key, off[1]) is None:
+            out[text] = f"{off[0]} refuses off-grid config {off[1]}"
+    return out
+
+
 def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
              failed: frozenset = frozenset()) -> Iterator[Found]:
     """Other entries of ``key``'s algorithm, those of its layout first, then the least
@@ -238,13 +256,20 @@ def configs_for(entry: Any, key: ProblemKey) -> list[tuple[str, dict[str, Any], 
     config; at another shape its off-grid config first where it records a well-formed
     one (a foreign or broken field is ignored), then its config."""
     own = (entry.strategy, dict(entry.params), False)
-    if (key.n, key.t) == (entry.key.n, entry.key.t):
+    off = off_grid_config(entry)
+    if off is None or (key.n, key.t) == (entry.key.n, entry.key.t):
         return [own]
+    return [(*off, True), own]
+
+
+def off_grid_config(entry: Any) -> tuple[str, dict[str, Any]] | None:
+    """``entry``'s off-grid config (strategy, parameters), or None where it records none
+    or a malformed one."""
     off = entry.extra.get("off_grid") if isinstance(entry.extra, dict) else None
     if not (isinstance(off, dict) and isinstance(off.get("strategy"), str)
             and isinstance(off.get("params"), dict)):
-        return [own]
-    return [(off["strategy"], dict(off["params"]), True), own]
+        return None
+    return off["strategy"], dict(off["params"])
 
 
 def _siblings(profiles: Any) -> frozenset[str]:

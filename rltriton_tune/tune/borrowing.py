@@ -4,9 +4,10 @@ Dispatch serves a key without an entry of its own with the config of the entry
 expected to cost the least (``dispatch.lookup``), from one factor per key
 dimension. This module measures those factors on this device: for pairs of
 entries that differ in exactly one dimension (flag set, dtype, layout, action
-count) or only in shape (within :data:`MAX_SHAPE_DISTANCE`), it times the
-neighbour's config, moved to the key as dispatch would move it, head to head with
-the key's own config on the same inputs. A dimension's factor is the mean
+count) or only in shape (within :data:`MAX_SHAPE_DISTANCE`), it times the config
+dispatch would take from the neighbour (its off-grid one at another shape, where it
+records one that serves), moved to the key as dispatch would move it, head to head
+with the key's own config on the same inputs. A dimension's factor is the mean
 slowdown over its pairs, the expected cost of borrowing across it (for shape,
 per unit of log2 distance). ``rltriton-tune
 tune --borrowing`` stores them in the profile, where the lookup reads them.
@@ -76,14 +77,18 @@ def measure(profiles: Any, device: torch.device, usable: dict[str, Any],
         own = profiles.entries[pair.target]
         source = profiles.entries[pair.source]
         key: ProblemKey = own.key
-        # The config a call of the key would take from the neighbour (its off-grid one
-        # at another shape, where it records one).
-        strategy, config, _ = lookup.configs_for(source, key)[0]
-        impl = usable.get(strategy)
-        if impl is None or own.strategy not in usable:
+        if own.strategy not in usable:
             continue
-        name, moved = lookup.moved(impl, source.key, key, dict(config), usable)
         mine = lookup.validated(usable[own.strategy], key, dict(own.params))
+        # The config a call of the key takes from the neighbour, as dispatch picks it: its
+        # off-grid one at another shape where it records one that serves, else its own.
+        name = moved = None
+        for strategy, config, _ in lookup.configs_for(source, key):
+            impl = usable.get(strategy)
+            if impl is not None:
+                name, moved = lookup.moved(impl, source.key, key, dict(config), usable)
+                if moved is not None:
+                    break
         if moved is None or mine is None:
             continue
         evaluator = Evaluator(key, device, usable, workers=1)

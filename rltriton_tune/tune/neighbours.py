@@ -225,7 +225,10 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     shaped = [(text, there) for text, there, other in zip(timed, times, timed_keys,
                                                          strict=True)
               if (other.n, other.t) != (key.n, key.t)]
-    off = off_grid_choice(chosen, [there for _, there in shaped], key_us, choosable, floor)
+    # The floor competes for it: only other shapes take the off-grid config, so its time
+    # at the key does not bar it.
+    off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
+                          sorted(timing), floor)
     if off is None:
         return Choice(chosen, tuple(timed), tuple(times),
                       floor_held=floor is not None and bool(guarded))
@@ -241,9 +244,12 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
     """The finalist that calls of other shapes than the key's should take, where it is
     not ``chosen``: the one with the least geometric mean of slowdowns at the companions
     of other shapes alone (``shape_times``: per companion, every finalist's time or None),
-    among the ``choosable`` finalists that ran at all of them, held to the floor there as
-    :func:`choose` holds its choice, and faster than ``chosen`` there by more than
-    :data:`FLOOR_MARGIN` on that mean. None where there is no such finalist.
+    among the ``choosable`` finalists that ran at all of them (:func:`choose` passes the
+    floor among them), held to the floor there as :func:`choose` holds its choice (where
+    every one loses to the floor somewhere and the floor did not run at all of them, it
+    is set aside), and faster than ``chosen`` there by more than :data:`FLOOR_MARGIN` on
+    that mean, or ``chosen`` did not run at all of them. None where there is no such
+    finalist.
 
     ``chosen`` also answers to the key and to the other flag sets at the key's shape,
     and the floor guard at the key can keep it from the config that serves the shapes

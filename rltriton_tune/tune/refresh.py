@@ -27,6 +27,7 @@ import torch
 
 from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.call import ProblemKey, flags_string
+from rltriton_tune.dispatch.lookup import off_grid_config
 from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
 from rltriton_tune.kernels.launch import tile_order_space
@@ -42,6 +43,7 @@ from rltriton_tune.tune.space import (
     related_choices,
 )
 from rltriton_tune.tune.study import (
+    choice_extra,
     choose_for_neighbourhood,
     chosen_and_runner_up,
     fingerprint_of,
@@ -140,6 +142,9 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     if entry.runner_up:
         contenders.append(Candidate(entry.runner_up["strategy"],
                                     dict(entry.runner_up.get("params", {}))))
+    off_grid = off_grid_config(entry)  # calls of other shapes take it: it defends its place
+    if off_grid is not None:
+        contenders.append(Candidate(*off_grid))
     space = SearchSpace(key, device)
     rules = builtin_choice(key, space, device_sm_count(device))
     floor = rl_triton_finalist(key, device, space)
@@ -155,11 +160,15 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     # µs; tiled 83.0) with no tiled config among its contenders; at 4745x1047 and
     # 11077x2799 it ran 105 and 760 µs where tiled took 72 and 402 (rl-triton: 67, 507).
     related = related_choices(key, device, space)
-    contenders.extend(related)
     # Completed first, so that a config stored before a parameter existed (an old
     # runner-up) and the same config with that parameter's default are timed once.
-    completed = (Candidate(c.strategy, stored_params(key, c)) for c in contenders)
-    contenders = list({c.label(): c for c in completed}.values())
+    def completed(candidates: list[Candidate]) -> dict[str, Candidate]:
+        return {c.label(): c for c in (Candidate(c.strategy, stored_params(key, c))
+                                       for c in candidates)}
+
+    own = completed(contenders)
+    added = {label: c for label, c in completed(related).items() if label not in own}
+    contenders = [*own.values(), *added.values()]
     evaluator = make_evaluator(key, device, space, isolate=isolate, seed=seed, pool=pool)
     try:
         budget = budget_s if budget_s is not None else 2 * getattr(evaluator, "time_budget_s",
@@ -175,7 +184,7 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
                                       seed=seed, pool=pool, floor=floor)
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items()
-             if k not in ("companion", "companion_us", "companions", "floor", "off_grid")}
+             if k not in ("companion", "companion_us", "companions", "floor")}
     # The companions the choice was made for (``neighbours.neighbourhood_texts``), so that
     # ``--missing-only`` refreshes again an entry chosen for another neighbourhood (one
     # refreshed before flag companions existed, say).
@@ -183,13 +192,14 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     # rl-triton's config not valid or failing here) or it was set aside (see
     # ``neighbours.choose``). Present either way, so that ``--missing-only`` refreshes
     # again an entry chosen before the floor existed.
-    # ``related``: how many of the profile's related configs were contenders; present
-    # either way, so that ``--missing-only`` refreshes again an entry refreshed before
-    # they were.
+    # ``related``: how many of the profile's related configs joined the contenders;
+    # ``off_grid``: the config calls of other shapes take, None where they take the
+    # entry's own. Both present either way, so that ``--missing-only`` refreshes again an
+    # entry refreshed before they existed.
     extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": True,
-                  "neighbourhood": neighbourhood_texts(key), "related": len(related),
+                  "neighbourhood": neighbourhood_texts(key), "related": len(added),
                   "floor": floor.label() if floor is not None and choice.floor_held else None,
-                  **choice.extra()})
+                  "off_grid": None, **choice_extra(key, choice)})
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3),
                   runner_up=runner_up_record(runner, key),

@@ -469,7 +469,21 @@ def make_entry(result: StudyResult) -> Any:
                  baselines=dict(result.baselines), trials=result.trials, date=utc_now(),
                  software=software_versions(),
                  extra={"host_us": round(best.timing.host_us, 3), "method": "optuna",
-                        **(result.choice.extra() if result.choice is not None else {})})
+                        **(choice_extra(result.key, result.choice)
+                           if result.choice is not None else {})})
+
+
+def choice_extra(key: ProblemKey, choice: Choice) -> dict[str, Any]:
+    """What an entry records of a neighbourhood choice (``Choice.extra``), its off-grid
+    config completed with its strategy's defaults for ``key`` as the entry's own config
+    is (:func:`stored_params`), so that a later change of a default does not change
+    what it runs."""
+    extra = choice.extra()
+    off = extra.get("off_grid")
+    if off is not None:
+        completed = stored_params(key, Candidate(off["strategy"], dict(off["params"])))
+        extra["off_grid"] = {**off, "params": completed}
+    return extra
 
 
 def tune(key: ProblemKey, device: torch.device | str, *, trials: int,

@@ -233,6 +233,12 @@ def test_a_call_of_another_shape_takes_the_entrys_off_grid_config(profiles, fake
     assert (same_shape.origin, same_shape.strategy) == ("borrowed", "flat")
     assert "off-grid" not in same_shape.detail
     assert decide(key(4096, 2048), FAKE_GPU).strategy == "flat"  # its own key
+    # an off-grid config that failed in this process: the entry's own config serves
+    decide_module.mark_failed(FAKE_GPU, odd.strategy, odd.params, "fake compile error")
+    again = decide(key(4745, 1047), FAKE_GPU)
+    assert (again.origin, again.entry, again.strategy) == (
+        "borrowed", key(4096, 2048).as_text(), "flat")
+    assert "off-grid" not in again.detail
     for broken in ("tiled", {"strategy": 3, "params": {}}, {"strategy": "tiled"},
                    {"strategy": "warp_specialized", "params": {}},
                    {"strategy": "tiled", "params": {"BLOCK_N": 99999}}):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import torch
 
@@ -69,3 +70,39 @@ def test_cli_borrowing_stores_factors(tmp_path):
     assert "mean slowdown" in out.stdout
     dispatch.reset()
     assert load_profiles(CPU).borrowing
+
+
+def test_a_shape_pair_times_the_config_dispatch_would_borrow(monkeypatch):
+    """Across shapes dispatch takes the neighbour's off-grid config where it serves, else
+    its own: the measured pair times the same one."""
+    timed = []
+
+    class Recording:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def evaluate(self, candidates, budget_s=None):
+            timed.append([c.params["mode"] for c in candidates])
+            return [SimpleNamespace(ok=True, timing=SimpleNamespace(device_us=1.0))
+                    for _ in candidates]
+
+        def close(self):
+            pass
+
+    from rltriton_tune.tune import evaluate
+
+    monkeypatch.setattr(evaluate, "Evaluator", Recording)
+    loop, doubling = {"mode": "loop"}, {"mode": "doubling"}
+    chunked = {"mode": "chunked", "chunk": 8}
+    usable, _ = usable_strategies(torch.device("cpu"))
+    for off_grid, borrowed in (({"strategy": "torch", "params": chunked}, "chunked"),
+                               ({"strategy": "warp9", "params": {}}, "loop")):
+        record(CPU, [Entry(ProblemKey("gae", 8, 16), "torch", doubling, 1.0),
+                     Entry(ProblemKey("gae", 8, 32), "torch", loop, 1.0,
+                           extra={"off_grid": off_grid})])
+        dispatch.reset()
+        timed.clear()
+        borrowing.measure(load_profiles(CPU), torch.device("cpu"), usable, budget_s=0.002)
+        # 8x16's own config against what 8x32 lends it (its off-grid config where that
+        # can serve, else its own), and 8x32's own against 8x16's
+        assert sorted(timed) == [["doubling", borrowed], ["loop", "doubling"]]

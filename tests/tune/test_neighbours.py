@@ -320,3 +320,17 @@ def test_flag_sets_off_the_grid_weigh_in_the_off_grid_config_and_at_the_key_do_n
                                                    *neighbours.flagged_companions(KEY))}
     # far slower with flags off the grid: no off-grid config
     assert run([1.00, 3.00, 1.50]).off_grid is None
+
+
+def test_the_floor_competes_for_the_off_grid_config_whatever_its_time_at_the_key():
+    """rl-triton's config, 20% slower at the key (it cannot be the entry's config), is
+    the fastest at both shape companions: calls of other shapes take it."""
+    def evaluator_for(other):
+        times = [1.30, 1.20, 1.00] if other.flags == KEY.flags else [1.00, 1.00, 1.00]
+        return FakeEvaluator(dict(zip(MODES, times, strict=True)), [])
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    choice = neighbours.choose(KEY, cands, [1.00, 1.05, 1.20], CPU, USABLE, 0.01,
+                               evaluator_for, neighbours.companions(KEY), floor=2)
+    assert choice.index != 2 and choice.off_grid == 2
+    assert choice.extra()["off_grid"]["params"] == {"mode": "chunked"}

@@ -227,7 +227,8 @@ def test_refresh_times_the_configs_of_related_entries_and_keeps_one_when_faster(
     (done,) = refresh_module.refresh(CPU, ["gae"])
     assert asked == [(KEY, CPU)]
     assert done.replaced and done.new.params == FAST
-    assert _current().params == FAST and _current().extra["related"] == 2
+    # the stored config is among them: one joined the contenders
+    assert _current().params == FAST and _current().extra["related"] == 1
 
 
 def test_refresh_times_the_stored_config_with_each_switch_setting(monkeypatch):
@@ -493,4 +494,29 @@ def test_a_refresh_records_the_off_grid_config_and_drops_a_stale_one(monkeypatch
     assert _current().extra["off_grid"] == {"strategy": "torch", "params": SLOW,
                                             "companions": {below: 1.0}}
     refresh_module.refresh(CPU, ["gae"])
-    assert "off_grid" not in _current().extra
+    assert _current().extra["off_grid"] is None
+
+
+def test_a_refresh_times_the_stored_off_grid_config(monkeypatch):
+    """Calls of other shapes take the off-grid config: a refresh times it beside the
+    others, so that it can keep its place (or win the key)."""
+    timed = []
+
+    class Recording:
+        time_budget_s = 0.01
+
+        def evaluate(self, contenders, budget_s=None, gate=True):
+            timed.extend(c.params.get("mode") for c in contenders)
+            return []
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: Recording())
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    monkeypatch.setattr(refresh_module, "builtin_choice", lambda *a: None)
+    monkeypatch.setattr(refresh_module, "related_choices", lambda *a: [])
+    off = {"strategy": "torch", "params": SLOW, "companions": {}}
+    refresh_module.refresh_entry(Entry(KEY, "torch", FAST, 1.0, extra={"off_grid": off}),
+                                 CPU)
+    assert timed == ["doubling", "loop"]
