@@ -231,6 +231,30 @@ def test_refresh_times_the_configs_of_related_entries_and_keeps_one_when_faster(
     assert _current().params == FAST and _current().extra["related"] == 1
 
 
+def _record_contenders(monkeypatch) -> list:
+    """Make a refresh time nothing but record its contenders (in the returned list), with
+    only the entry's own configs among them (no dispatch, rules, rl-triton or related
+    ones)."""
+    timed = []
+
+    class Recording:
+        time_budget_s = 0.01
+
+        def evaluate(self, contenders, budget_s=None, gate=True):
+            timed.extend(contenders)
+            return []
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: Recording())
+    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
+    monkeypatch.setattr(refresh_module, "builtin_choice", lambda *a: None)
+    monkeypatch.setattr(refresh_module, "rl_triton_finalist", lambda *a: None)
+    monkeypatch.setattr(refresh_module, "related_choices", lambda *a: [])
+    return timed
+
+
 def test_refresh_times_the_stored_config_with_each_switch_setting(monkeypatch):
     """Retrace's action pre-pass came after its entries were tuned: a refresh times the
     stored config with ``REDUCE_A`` flipped too, so it finds where the pre-pass pays
@@ -251,23 +275,7 @@ def test_refresh_times_the_stored_config_with_each_switch_setting(monkeypatch):
     assert refresh_module.switch_variants(KEY, Candidate("tiled", dict(stored.params))) == []
     assert refresh_module.switch_variants(retrace, Candidate("torch", FAST)) == []
 
-    timed = []
-
-    class Recording:
-        time_budget_s = 0.01
-
-        def evaluate(self, contenders, budget_s=None, gate=True):
-            timed.extend(contenders)
-            return []
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: Recording())
-    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
-    monkeypatch.setattr(refresh_module, "builtin_choice", lambda *a: None)
-    monkeypatch.setattr(refresh_module, "rl_triton_finalist", lambda *a: None)
-    monkeypatch.setattr(refresh_module, "related_choices", lambda *a: [])
+    timed = _record_contenders(monkeypatch)
     done = refresh_module.refresh_entry(Entry(retrace, "tiled", dict(stored.params), 1.0), CPU)
     assert "no config works here" in done.error
     assert [c.params["REDUCE_A"] for c in timed] == [0, 1]
@@ -500,23 +508,8 @@ def test_a_refresh_records_the_off_grid_config_and_drops_a_stale_one(monkeypatch
 def test_a_refresh_times_the_stored_off_grid_config(monkeypatch):
     """Calls of other shapes take the off-grid config: a refresh times it beside the
     others, so that it can keep its place (or win the key)."""
-    timed = []
-
-    class Recording:
-        time_budget_s = 0.01
-
-        def evaluate(self, contenders, budget_s=None, gate=True):
-            timed.extend(c.params.get("mode") for c in contenders)
-            return []
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: Recording())
-    monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
-    monkeypatch.setattr(refresh_module, "builtin_choice", lambda *a: None)
-    monkeypatch.setattr(refresh_module, "related_choices", lambda *a: [])
+    timed = _record_contenders(monkeypatch)
     off = {"strategy": "torch", "params": SLOW, "companions": {}}
     refresh_module.refresh_entry(Entry(KEY, "torch", FAST, 1.0, extra={"off_grid": off}),
                                  CPU)
-    assert timed == ["doubling", "loop"]
+    assert [c.params["mode"] for c in timed] == ["doubling", "loop"]
