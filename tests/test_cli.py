@@ -4,6 +4,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -516,6 +517,9 @@ def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
     code, out, err = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                          "--device", "cpu")
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out and "left" not in err
+    # one progress line per entry, with the seconds it took
+    assert re.search(r"refreshed gae\|none\|float32\|env\|N=8\|T=8: (kept|replaced) "
+                     r"\(\d+\.\d s\)", err)
 
 
 def test_doctor_says_when_the_profile_folder_is_not_a_folder(tmp_path, monkeypatch, capsys):

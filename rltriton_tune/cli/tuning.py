@@ -261,7 +261,8 @@ def _refresh_progress(done: Any) -> None:
     off = None if done.new is None else done.new.extra.get("off_grid")
     if isinstance(off, dict):
         what += f"; other shapes: {off.get('strategy')}({params_text(off.get('params', {}))})"
-    print(f"refreshed {done.key.as_text()}: {what}", file=sys.stderr, flush=True)
+    took = "" if done.seconds is None else f" ({done.seconds:.1f} s)"
+    print(f"refreshed {done.key.as_text()}: {what}{took}", file=sys.stderr, flush=True)
 
 
 def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:

@@ -89,6 +89,9 @@ class Refreshed:
     old: Any
     new: Any = None
     error: str | None = None
+    #: Wall time the refresh of the entry took (compiles, timings at the key and at its
+    #: companions); what a run's ``--max-seconds`` is spent on.
+    seconds: float | None = None
 
     @property
     def replaced(self) -> bool:
@@ -223,11 +226,13 @@ def refresh(device: torch.device, algorithms: Iterable[str], *, isolate: bool = 
     for entry in entries_to_refresh(device, algorithms, wanted):
         if deadline is not None and time.monotonic() > deadline:
             break
+        started = time.monotonic()
         try:
             done = refresh_entry(entry, device, isolate=isolate, seed=seed, budget_s=budget_s,
                                  pool=pool)
         except Exception as exc:  # noqa: BLE001 - one entry's failure leaves the rest to do
             done = Refreshed(entry.key, entry, error=f"refresh failed: {describe(exc)}"[:500])
+        done = replace(done, seconds=time.monotonic() - started)
         results.append(done)
         if done.new is not None:
             record(fingerprint_of(device), [done.new])

@@ -118,6 +118,7 @@ def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
     (done,) = refresh_module.refresh(CPU, ["gae"])
     assert done.replaced and done.new.params == FAST
     assert done.new.runner_up["params"] == SLOW
+    assert done.seconds is not None and done.seconds > 0
     assert _current().params == FAST and _current().extra.get("refreshed") is True
     # the chosen config was also timed at the key's off-grid companions and with the
     # other flag sets real calls carry, which are recorded (the slow one, far slower at
