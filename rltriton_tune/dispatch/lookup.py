@@ -203,7 +203,7 @@ def unusable_off_grid(profiles: Any, usable: dict[str, Strategy]) -> dict[str, s
     field is malformed, its strategy cannot run here, or refuses it)."""
     out = {}
     for text, entry in profiles.entries.items():
-        if not isinstance(entry.extra, dict) or entry.extra.get("off_grid") is None:
+        if entry.extra.get("off_grid") is None:
             continue
         off = off_grid_config(entry)
         if off is None:
@@ -235,19 +235,31 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
         ranked.append((slowdown, differs, fine_distance(key, other), other_text))
     ranked.sort(key=lambda r: ("layout" in r[1], r[0], r[2], r[3]))
     for slowdown, differs, _, other_text in ranked:
-        entry = profiles.entries[other_text]
-        for strategy, config, off_grid in configs_for(entry, key):
-            impl = usable.get(strategy)
-            if impl is None:
-                continue
-            name, params = moved(impl, entry.key, key, dict(config), usable)
-            if params is None or (name, frozen_params(params)) in failed:
-                continue
-            tuned = None if (name, params) == (strategy, validated(impl, key, config)) \
-                else (strategy, dict(config))
-            yield Found(name, params, other_text, str(profiles.sources.get(other_text, "?")),
-                        False, slowdown, differs, tuned, off_grid)
-            break
+        served = serving_config(profiles.entries[other_text], key, usable, failed)
+        if served is None:
+            continue
+        name, params, strategy, config, off_grid = served
+        tuned = None if (name, params) == (strategy, validated(usable[strategy], key, config)) \
+            else (strategy, dict(config))
+        yield Found(name, params, other_text, str(profiles.sources.get(other_text, "?")),
+                    False, slowdown, differs, tuned, off_grid)
+
+
+def serving_config(entry: Any, key: ProblemKey, usable: dict[str, Strategy],
+                   failed: frozenset = frozenset()
+                   ) -> tuple[str, dict[str, Any], str, dict[str, Any], bool] | None:
+    """The first of :func:`configs_for` that can serve a call of ``key``: its strategy
+    usable, moved to ``key`` and valid there, not ``failed``. Returns (strategy and
+    parameters as moved, strategy and parameters as the entry records them, whether it
+    is the off-grid config), or None where none can."""
+    for strategy, config, off_grid in configs_for(entry, key):
+        impl = usable.get(strategy)
+        if impl is None:
+            continue
+        name, params = moved(impl, entry.key, key, dict(config), usable)
+        if params is not None and (name, frozen_params(params)) not in failed:
+            return name, params, strategy, config, off_grid
+    return None
 
 
 def configs_for(entry: Any, key: ProblemKey) -> list[tuple[str, dict[str, Any], bool]]:

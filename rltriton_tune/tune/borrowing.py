@@ -82,15 +82,10 @@ def measure(profiles: Any, device: torch.device, usable: dict[str, Any],
         mine = lookup.validated(usable[own.strategy], key, dict(own.params))
         # The config a call of the key takes from the neighbour, as dispatch picks it: its
         # off-grid one at another shape where it records one that serves, else its own.
-        name = moved = None
-        for strategy, config, _ in lookup.configs_for(source, key):
-            impl = usable.get(strategy)
-            if impl is not None:
-                name, moved = lookup.moved(impl, source.key, key, dict(config), usable)
-                if moved is not None:
-                    break
-        if moved is None or mine is None:
+        served = lookup.serving_config(source, key, usable)
+        if served is None or mine is None:
             continue
+        name, moved = served[:2]
         evaluator = Evaluator(key, device, usable, workers=1)
         try:
             outcomes = evaluator.evaluate([Candidate(own.strategy, mine), Candidate(name, moved)],

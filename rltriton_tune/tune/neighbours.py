@@ -229,13 +229,12 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     # at the key does not bar it.
     off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
                           sorted(timing), floor)
-    if off is None:
-        return Choice(chosen, tuple(timed), tuple(times),
-                      floor_held=floor is not None and bool(guarded))
     return Choice(chosen, tuple(timed), tuple(times),
                   floor_held=floor is not None and bool(guarded), off_grid=off,
-                  off_grid_config=(finalists[off].strategy, dict(finalists[off].params)),
-                  off_grid_us=tuple((text, float(there[off])) for text, there in shaped))
+                  off_grid_config=None if off is None else (
+                      finalists[off].strategy, dict(finalists[off].params)),
+                  off_grid_us=() if off is None else tuple(
+                      (text, float(there[off])) for text, there in shaped))
 
 
 def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
