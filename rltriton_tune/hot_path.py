@@ -148,12 +148,11 @@ class HotPath:
         per_action = [i for i in given if self.entries[i][1] == ACTION]
         if per_action:
             # A is read from the first [N, T, A] input; the others must have its shape.
+            # Unpacked: a shape of another length raises, and the except below declines.
             lines += [f"        actions_shape = x{per_action[0]}.shape",
-                      "        if len(actions_shape) != 3 or actions_shape[0] != shape[0] "
-                      "or actions_shape[1] != shape[1]:",
-                      "            return None",
-                      "        a = actions_shape[2]",
-                      "        if not a:",
+                      "        lead0, lead1, a = actions_shape",
+                      f"        if lead0 != {'t' if time_major else 'n'} or "
+                      f"lead1 != {'n' if time_major else 't'} or not a:",
                       "            return None"]
         expected_shape = {SAME: "shape", ENV: "env", ACTION: "actions_shape"}
         checks = []
@@ -162,7 +161,8 @@ class HotPath:
                 if not (per_action and i == per_action[0]):  # its shape is checked above
                     checks.append(f"x{i}.shape != {expected_shape[self.entries[i][1]]}")
                 checks.append(f"x{i}.device != device")
-            checks.append(f"x{i}.dtype not in accepted{i}")
+            # Each dtype is read once: the memo key and the bound launch take it from here.
+            checks.append(f"(d{i} := x{i}.dtype) not in accepted{i}")
             checks.append(f"not x{i}.is_contiguous()")
         # The layout is read on a CPU alone: elsewhere every other layout fails a check
         # above (sparse COO is never contiguous; compressed sparse layouts and strided
@@ -171,21 +171,23 @@ class HotPath:
         layouts = " or ".join(f"x{i}.layout is not strided" for i in given)
         lines += ["        if " + " or ".join(checks) + ":",
                   "            return None",
-                  f"        if device.type == 'cpu' and ({layouts}):",
+                  "        on_cpu = device.type == 'cpu'",
+                  f"        if on_cpu and ({layouts}):",
                   "            return None",
                   "    except Exception:",
                   "        return None",
                   "    if grad_enabled() and (" +
                   " or ".join(f"x{i}.requires_grad" for i in given) + "):",
                   "        return None"]
-        lines += [f"    s{j} = scalar_values[{j}]" for j in range(len(self.scalars))]
         if self.scalars:
-            lines += ["    if " + " or ".join(f"type(s{j}) is not float or s{j} != s{j}"
+            # One unpacking: every caller gathers scalar_values from the plan's scalars.
+            lines += [f"    {''.join(f's{j}, ' for j in range(len(self.scalars)))}= scalar_values",
+                      "    if " + " or ".join(f"type(s{j}) is not float or s{j} != s{j}"
                                              for j in range(len(self.scalars))) + ":",
                       "        return None"]
         if self.actions is not None and per_action:
             # The general path's range check, which it makes on CPU tensors only.
-            lines += ["    if device.type == 'cpu':",
+            lines += ["    if on_cpu:",
                       f"        low, high = aminmax(x{self.actions})",
                       "        if int(low) < 0 or int(high) >= a:",
                       "            return None"]
@@ -193,9 +195,13 @@ class HotPath:
         names = [self.entries[i][0] for i in given]
         tensors = ", ".join(f"{name!r}: x{i}" for name, i in zip(names, given, strict=True))
         scalars = ", ".join(f"{name!r}: s{j}" for j, name in enumerate(self.scalars))
+        # The bound launch's arguments: the tensors, the scalars, then the dtypes read
+        # above of every tensor but the first float one (the key's dtype, which the bound
+        # launch knows), so that it reads none of them again.
         inputs = ", ".join([*(f"x{i}" for i in given),
-                            *(f"s{j}" for j in range(len(self.scalars)))])
-        lines += [f"    dtype = x{self.first_float}.dtype",
+                            *(f"s{j}" for j in range(len(self.scalars))),
+                            *(f"d{i}" for i in given if i != self.first_float)])
+        lines += [f"    dtype = d{self.first_float}",
                   # dispatch.run's memo key
                   f"    key = ({self.algorithm!r}, n, t, dtype, {time_major}, {a}, "
                   f"{starts_at}, {''.join(f'{name!r}, ' for name in names)}device, forced())",

@@ -21,7 +21,7 @@ import torch
 from triton.runtime import driver
 
 from rltriton_tune.algorithms import AlgorithmSpec
-from rltriton_tune.call import Call, ProblemKey
+from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
 from rltriton_tune.codegen import generated_function
 from rltriton_tune.kernels.actions import ActionPass
 from rltriton_tune.kernels.builders import BUILDERS
@@ -662,16 +662,19 @@ class FastLaunch:
         calls need more than ``pack`` (an action pre-pass, a boundary gradient, arguments
         of its own).
 
-        ``go(*tensors, *scalars)`` takes the call's tensors in the order ``tensors`` names
-        them and its float scalars in the order of ``scalars``, already validated for this
-        launcher's key. It allocates the outputs (``empty_like`` of the ``[N, T]`` input
-        ``like``, which has the outputs' dtype and shape; None where ``like`` is another
-        kind of input) and launches through a kept binary, returning the
-        outputs (the one output where ``single``), or returns None before anything is
-        launched where the direct path cannot serve (see :meth:`_generate`): the caller
-        then makes a ``Call`` and calls the launcher. No ``Call``, argument list or
-        intermediate frame is made, which is most of the host time left around the
-        launch itself."""
+        ``go(*tensors, *scalars, *dtypes)`` takes the call's tensors in the order
+        ``tensors`` names them and its float scalars in the order of ``scalars``, already
+        validated for this launcher's key, and optionally (the fast path passes them) the
+        dtypes of those tensors but ``like``, in the same order, as the fast path read
+        them: then it reads no dtype itself. ``like``'s dtype is the key's, as are the
+        outputs': constants here (without ``dtypes``, ``like`` of another dtype declines).
+        It allocates the outputs (``empty_like`` of the ``[N, T]`` input ``like``, which
+        has the outputs' dtype and shape; None where ``like`` is another kind of input)
+        and launches through a kept binary, returning the outputs (the one output where
+        ``single``), or returns None before anything is launched where the direct path
+        cannot serve (see :meth:`_generate`): the caller then makes a ``Call`` and calls
+        the launcher. No ``Call``, argument list or intermediate frame is made, which is
+        most of the host time left around the launch itself."""
         if (pack._action_pass is not None or pack.boundary_shape is not None
                 or self._leading != POINTER_ARGS or not self._direct):
             return None
@@ -691,11 +694,23 @@ class FastLaunch:
         spec = pack.key.spec
         if like in spec.per_action or like in spec.per_env:  # outputs are [N, T]
             return None
+        # Each tensor's dtype: a parameter (the fast path's reading), or for ``like`` the
+        # key's dtype, which the outputs have too.
+        dtype = {name: f"d{i}" for i, name in enumerate(tensors) if name != like}
+        others = list(dtype.items())
+        dtype[like] = "out_dtype"
         like = position[like]
-        parameters = [*position.values(), *(f"s{j}" for j in range(len(scalars)))]
+        parameters = [*position.values(), *(f"s{j}" for j in range(len(scalars))),
+                      *(f"{d}=None" for _, d in others)]
+        # Called without the dtypes (not from the fast path): read them, and check
+        # ``like``'s, which the fast path's memo key has checked otherwise.
+        check_like = [f"if {like}.dtype is not out_dtype:", "    return None"]
+        read = [*check_like, *(f"{d} = {position[name]}.dtype" for name, d in others)]
         lines = [f"def go({', '.join(parameters)}):",
                  "    if not kernel._direct:",
                  "        return None",
+                 *((f"    if {others[0][1]} is None:", *(f"        {x}" for x in read))
+                   if others else (f"    {x}" for x in check_like)),
                  *(f"    {address[name]} = {position[name]}.data_ptr()" for name in inputs),
                  f"    if ({' | '.join(address.values()) or '0'}) & 15:",
                  "        return None",
@@ -706,15 +721,16 @@ class FastLaunch:
                  *(f"    b{i} = {o}.data_ptr()" for i, o in enumerate(outputs)),
                  f"    if ({' | '.join(f'b{i}' for i in range(len(outputs)))}) & 15:",
                  "        return None",
-                 *_launch_lines("".join(f"{position[name]}.dtype, " for name in inputs)
-                                + f"{like}.dtype, " * pack.n_outputs,
+                 *_launch_lines("".join(f"{dtype[name]}, " for name in inputs)
+                                + "out_dtype, " * pack.n_outputs,
                                 "".join(f"{x}, " for x in [*slots,
                                                            *pack.after_pointers(value.get)]),
                                 "None"),
                  f"    return {outputs[0] if single else '(' + ', '.join(outputs) + ',)'}"]
         namespace = {"kernel": self, "compiled": self._compiled, "knobs": self._knobs,
                      "tail": self._tail, "current_device": current_device,
-                     "current_stream": current_stream, "empty_like": torch.empty_like}
+                     "current_stream": current_stream, "empty_like": torch.empty_like,
+                     "out_dtype": DTYPES_BY_NAME[pack.key.dtype]}
         return generated_function(lines, "go", f"<rltriton_tune FastLaunch.bind "
                                   f"{pack.key.as_text()}>", namespace)
 
