@@ -433,7 +433,7 @@ def test_tune_refresh_retimes_stored_entries(capsys):
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
     assert out.split()[-1] in ("kept", "replaced")
     after = show_json(capsys)[0]
-    assert after["refreshed"] is True and after["date"] >= before["date"]
+    assert after["refreshed"] >= 2 and after["date"] >= before["date"]
     # --missing-only resumes: the entry was refreshed on this stack
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
@@ -469,37 +469,27 @@ def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
     assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
-    # Refreshed for the key's neighbourhood, but before rl-triton's config was the floor
-    # (no ``floor`` field; None where, as here, there is none): refreshed again.
+    # Refreshed for the key's neighbourhood with every field the refresh writes, but by an
+    # earlier version of it (``true``, as files written before versions hold): refreshed
+    # again, and then skipped.
+    from rltriton_tune.tune.refresh import REFRESH_VERSION
+
     refreshed = show_json(capsys)[0]
-    assert "floor" in refreshed and refreshed["floor"] is None
-    no_floor = {"refreshed": True, "neighbourhood": refreshed["neighbourhood"]}
-    record(device_fingerprint("cpu"), [dataclasses.replace(old, extra=no_floor)],
-           replace=True)
-    code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
-                       "--device", "cpu")
-    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
-    # With its floor, but refreshed before the profile's related configs were contenders
-    # (no ``related`` field; 0 where, as here, no other entry relates): refreshed again.
-    refreshed = show_json(capsys)[0]
-    assert refreshed["related"] == 0
-    no_related = {k: v for k, v in refreshed.items() if k in ("neighbourhood", "floor")}
-    record(device_fingerprint("cpu"),
-           [dataclasses.replace(old, extra={"refreshed": True, **no_related})], replace=True)
-    code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
-                       "--device", "cpu")
-    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
-    # With both, but refreshed before the off-grid choice existed (no ``off_grid`` field;
-    # null where, as here, there is none): refreshed again.
-    refreshed = show_json(capsys)[0]
+    assert refreshed["refreshed"] == REFRESH_VERSION
+    assert refreshed["floor"] is None and refreshed["related"] == 0
     assert "off_grid" in refreshed and refreshed["off_grid"] is None
-    no_off_grid = {k: v for k, v in refreshed.items()
-                   if k in ("neighbourhood", "floor", "related")}
-    record(device_fingerprint("cpu"),
-           [dataclasses.replace(old, extra={"refreshed": True, **no_off_grid})], replace=True)
+    fields = {k: v for k, v in refreshed.items()
+              if k in ("neighbourhood", "floor", "related", "off_grid")}
+    for earlier in (True, REFRESH_VERSION - 1):
+        record(device_fingerprint("cpu"),
+               [dataclasses.replace(old, extra={**fields, "refreshed": earlier})],
+               replace=True)
+        code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms",
+                           "gae", "--device", "cpu")
+        assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
-    assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
+    assert code == 0 and "no stored entries to refresh" in out
 
 
 def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):

@@ -272,7 +272,7 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.compile_pool import compile_pool_for
     from rltriton_tune.tune.neighbours import neighbourhood_texts
-    from rltriton_tune.tune.refresh import entries_to_refresh, refresh
+    from rltriton_tune.tune.refresh import REFRESH_VERSION, entries_to_refresh, refresh
     from rltriton_tune.tuning_db.fingerprint import software_versions
     from rltriton_tune.tuning_db.siblings import serving_profiles
 
@@ -284,20 +284,18 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     def wanted_on(device: Any) -> Callable[[Any], bool]:
         """--shapes (with --dtypes, --layouts) picks entries; --missing-only skips those
         already refreshed on this software stack and this GPU (a sibling GPU's entries
-        are refreshed whatever their stack) for the key's current neighbourhood: an
-        entry whose config was chosen for other companions (its ``neighbourhood`` field,
-        absent before companions existed), without rl-triton's config as its floor
-        (``floor``, absent before the floor existed) or without the profile's related
-        configs among its contenders (``related``, absent before they were) or without an
-        off-grid choice (``off_grid``, null where there is none; absent before it
-        existed) is refreshed again."""
+        are refreshed whatever their stack) by the current refresh for the key's current
+        neighbourhood: an entry refreshed by an earlier version of the refresh (its
+        ``refreshed`` field below ``tune.refresh.REFRESH_VERSION``; ``true`` before
+        versions) or whose config was chosen for other companions (its ``neighbourhood``
+        field, absent before companions existed) is refreshed again."""
         borrowed = serving_profiles(device_fingerprint(device)).sibling_keys
 
         def done(entry: Any) -> bool:
-            return (entry.software == here and bool(entry.extra.get("refreshed"))
-                    and entry.key.as_text() not in borrowed
-                    and entry.extra.get("neighbourhood") == neighbourhood_texts(entry.key)
-                    and all(name in entry.extra for name in ("floor", "related", "off_grid")))
+            version = entry.extra.get("refreshed")
+            return (entry.software == here and isinstance(version, int)
+                    and version >= REFRESH_VERSION and entry.key.as_text() not in borrowed
+                    and entry.extra.get("neighbourhood") == neighbourhood_texts(entry.key))
 
         def wanted(entry: Any) -> bool:
             key = entry.key

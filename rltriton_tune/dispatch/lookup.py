@@ -9,11 +9,11 @@ layout, action count. The factors are the profile's own measurements (its
 ``borrowing`` section, written by ``rltriton-tune tune --borrowing``, which times
 entries' configs at their neighbours' keys), else :data:`DEFAULT_FACTORS`. The
 config is moved to the key's shape by its strategy (``Strategy.transfer``) and
-validated for the key before it is used. A call of another shape than the entry's takes
-the entry's off-grid config where it records one (``off_grid``: the config that served
-the odd-sized shapes around the key best when it was chosen, see
-``tune.neighbours.off_grid_choice``); a call at the entry's shape, with other flags or
-dtype, takes the entry's own.
+validated for the key before it is used. A call of another shape than the entry's whose
+steps fill part of their power-of-two span (:func:`partial_span`) takes the entry's
+off-grid config where it records one (``off_grid``: the config that served such shapes
+below the key best when it was chosen, see ``tune.neighbours.off_grid_choice``); other
+calls, at the entry's shape or with steps that fill their span, take the entry's own.
 
 The layout is a partition, not a factor: entries of the key's own layout always rank
 first, and the other layout's are offered only where the algorithm has none of this
@@ -51,6 +51,23 @@ DEFAULT_FACTORS: dict[str, float] = {
 }
 
 DIMENSIONS = tuple(DEFAULT_FACTORS)
+
+#: Calls whose steps fill less than this share of their power-of-two span take an entry's
+#: off-grid config (see :func:`partial_span`). It lies midway between the shares of the
+#: two companions an entry is chosen for (``tune.neighbours.COMPANION_FRACTIONS``): the
+#: one below fills about 0.6 of the key's span, the one above 0.9, as the key fills it all.
+PARTIAL_SPAN = 0.75
+
+
+def partial_span(t: int) -> bool:
+    """Whether ``t`` steps fill less than :data:`PARTIAL_SPAN` of their power-of-two span.
+
+    A one-tile kernel (``flat``) holds next_pow2(T) steps a row and idles the rest, so such
+    calls can want another config than the full-span key their entry was tuned at. On the
+    H100 (torch 2.11, Triton 3.6, device time, float32), GAE's 32768x2048 entry chose
+    flat (344 µs); at 19661x1229 (0.6 of the span) its config took 209 µs and tiled 155,
+    at 40961x1843 (0.9) 472 and 476."""
+    return t < PARTIAL_SPAN * next_pow2(t)
 
 
 def sibling_factor(factors: dict[str, float]) -> float:
@@ -264,12 +281,14 @@ def serving_config(entry: Any, key: ProblemKey, usable: dict[str, Strategy],
 
 def configs_for(entry: Any, key: ProblemKey) -> list[tuple[str, dict[str, Any], bool]]:
     """The configs ``entry`` offers a call of ``key``, first choice first, each as
-    (strategy, parameters, whether it is the off-grid one): at the entry's own shape its
-    config; at another shape its off-grid config first where it records a well-formed
-    one (a foreign or broken field is ignored), then its config."""
+    (strategy, parameters, whether it is the off-grid one): at another shape whose steps
+    fill part of their span (:func:`partial_span`), its off-grid config first where it
+    records a well-formed one (a foreign or broken field is ignored), then its config;
+    elsewhere its config."""
     own = (entry.strategy, dict(entry.params), False)
     off = off_grid_config(entry)
-    if off is None or (key.n, key.t) == (entry.key.n, entry.key.t):
+    if off is None or (key.n, key.t) == (entry.key.n, entry.key.t) \
+            or not partial_span(key.t):
         return [own]
     return [(*off, True), own]
 

@@ -28,8 +28,9 @@ ran V-trace with bootstrap values and truncations at 700x120 at 0.63x of rl-trit
 A flag set that has an entry of its own is a companion all the same: which entries a
 profile holds changes as it is tuned, and :data:`KEY_MARGIN` bounds what serving it can
 cost the key. The companion below with each of those flag sets is a companion too
-(:func:`flagged_companions`): calls of other shapes take the entry's off-grid config
-where it records one (:func:`off_grid_choice`), whatever their flags.
+(:func:`flagged_companions`): calls of other shapes whose steps fill part of their
+power-of-two span take the entry's off-grid config where it records one
+(:func:`off_grid_choice`), whatever their flags.
 
 The geometric mean can trade a loss at one companion for a gain at another. Where the
 finalists include a *floor*, the config of the peer users would call instead
@@ -108,10 +109,11 @@ def flag_companions(key: ProblemKey) -> list[ProblemKey]:
 
 def flagged_companions(key: ProblemKey) -> list[ProblemKey]:
     """The companion below ``key`` (the first of :func:`companions`) with each other flag
-    set real calls carry: a call of another shape and another flag set borrows the
-    entry's off-grid config (see :func:`off_grid_choice`), which must hold with flags as
-    well. One shape of the two: how a config fares with a flag set off the grid is seen
-    at either, and each companion costs a compile and a timing of every finalist."""
+    set real calls carry: a call of another shape whose steps fill part of their span,
+    with another flag set, borrows the entry's off-grid config (see
+    :func:`off_grid_choice`), which must hold with flags as well. The companion below is
+    the one whose steps fill part of their span, and each companion costs a compile and
+    a timing of every finalist."""
     shapes = companions(key)
     if not shapes:
         return []
@@ -143,9 +145,9 @@ class Choice:
     companion_us: tuple[tuple[float | None, ...], ...] = ()
     #: Whether a floor was given and the choice was held to it (see :func:`choose`).
     floor_held: bool = False
-    #: The finalist calls of other shapes take, where it is not ``index`` (see
-    #: :func:`off_grid_choice`): its index, config (strategy, parameters) and time at
-    #: each shape companion.
+    #: The finalist that calls of other shapes filling part of their span of steps take,
+    #: where it is not ``index`` (see :func:`off_grid_choice`): its index, config
+    #: (strategy, parameters) and time at each companion it was chosen at.
     off_grid: int | None = None
     off_grid_config: tuple[str, dict[str, Any]] | None = None
     off_grid_us: tuple[tuple[str, float], ...] = ()
@@ -220,12 +222,13 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     # eligible: failed at a companion, or far slower at the key), the floor decides nothing.
     guarded = [i for i in eligible if not above_floor(i)]
     chosen = min(guarded or eligible, key=lambda i: (cost(i), key_us[i]))
-    # The companions of other shapes than the key's, with its flags or others (a flag
-    # companion at the key's shape serves calls that take the entry's own config).
+    # The companions of other shapes than the key's whose steps fill part of their span,
+    # with its flags or others: the calls that take the off-grid config
+    # (``dispatch.lookup.configs_for``). The others serve calls that take the entry's own.
     shaped = [(text, there) for text, there, other in zip(timed, times, timed_keys,
                                                          strict=True)
-              if (other.n, other.t) != (key.n, key.t)]
-    # The floor competes for it: only other shapes take the off-grid config, so its time
+              if (other.n, other.t) != (key.n, key.t) and lookup.partial_span(other.t)]
+    # The floor competes for it: only those calls take the off-grid config, so its time
     # at the key does not bar it.
     off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
                           sorted(timing), floor)
@@ -240,9 +243,10 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
 def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
                     key_us: Sequence[float], choosable: Sequence[int],
                     floor: int | None) -> int | None:
-    """The finalist that calls of other shapes than the key's should take, where it is
+    """The finalist that calls of other shapes than the key's whose steps fill part of
+    their power-of-two span (``dispatch.lookup.partial_span``) should take, where it is
     not ``chosen``: the one with the least geometric mean of slowdowns at the companions
-    of other shapes alone (``shape_times``: per companion, every finalist's time or None),
+    of such shapes alone (``shape_times``: per companion, every finalist's time or None),
     among the ``choosable`` finalists that ran at all of them (:func:`choose` passes the
     floor among them), held to the floor there as :func:`choose` holds its choice (where
     every one loses to the floor somewhere and the floor did not run at all of them, it
@@ -250,13 +254,13 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
     that mean, or ``chosen`` did not run at all of them. None where there is no such
     finalist.
 
-    ``chosen`` also answers to the key and to the other flag sets at the key's shape,
-    and the floor guard at the key can keep it from the config that serves the shapes
-    around the key best. On the H100 (torch 2.11, Triton 3.6, device time), V-trace at
-    4096x2048 ran flat at 80.3 µs and tiled at 83.0 (3.4% slower, past FLOOR_MARGIN of
-    rl-triton's flat config), while at the odd shapes that borrow the entry tiled took
-    47 against 59 µs (2457x1229), 72 against 105 (4745x1047) and 402 against 760
-    (11077x2799; rl-triton 507)."""
+    ``chosen`` also answers to the key, to the other flag sets at the key's shape and to
+    the companion above, all of which fill their span, and the floor guard at the key can
+    keep it from the config that serves the partly filled shapes best. On the H100
+    (torch 2.11, Triton 3.6, device time), V-trace at 4096x2048 ran flat at 80.3 µs and
+    tiled at 83.0 (3.4% slower, past FLOOR_MARGIN of rl-triton's flat config), while at
+    the odd shapes that borrow the entry tiled took 47 against 59 µs (2457x1229), 72
+    against 105 (4745x1047) and 402 against 760 (11077x2799; rl-triton 507)."""
     if not shape_times:
         return None
     best = [min((t for t in there if t is not None), default=None) for there in shape_times]

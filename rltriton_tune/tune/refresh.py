@@ -53,6 +53,13 @@ from rltriton_tune.tune.study import (
     stored_params,
 )
 
+#: What an entry's ``refreshed`` field records: the version of the refresh that re-timed
+#: it, so that ``tune --refresh --missing-only`` refreshes again an entry an earlier one
+#: chose (``true`` in files written before versions: 1). 2: the related contenders
+#: include the nearest entry on each side of the key (``tune.space.related_choices``),
+#: and the off-grid config is chosen for calls whose steps fill part of their span.
+REFRESH_VERSION = 2
+
 #: Parameters that turn a kernel path on or off, by the function giving a key's settings:
 #: a refresh times the stored config with each other setting, so it finds where a path
 #: added after the entry was tuned pays without a new search.
@@ -196,10 +203,9 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     # ``neighbours.choose``). Present either way, so that ``--missing-only`` refreshes
     # again an entry chosen before the floor existed.
     # ``related``: how many of the profile's related configs joined the contenders;
-    # ``off_grid``: the config calls of other shapes take, None where they take the
-    # entry's own. Both present either way, so that ``--missing-only`` refreshes again an
-    # entry refreshed before they existed.
-    extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": True,
+    # ``off_grid``: the config calls of other shapes filling part of their span take,
+    # None where they take the entry's own.
+    extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": REFRESH_VERSION,
                   "neighbourhood": neighbourhood_texts(key), "related": len(added),
                   "floor": floor.label() if floor is not None and choice.floor_held else None,
                   "off_grid": None, **choice_extra(key, choice)})

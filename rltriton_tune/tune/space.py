@@ -243,9 +243,6 @@ def builtin_choice(key: ProblemKey, space: SearchSpace,
     return None if decision is None else Candidate(decision.strategy, dict(decision.params))
 
 
-#: Most seeds a study takes from the same estimator's entries at the nearest other shapes
-#: (see :func:`related_choices`).
-MAX_NEIGHBOUR_SEEDS = 2
 #: Most seeds a study takes from other estimators' entries (see :func:`related_choices`):
 #: enqueued configs spend the trial budget before the sampler does.
 MAX_SIBLING_SEEDS = 3
@@ -266,13 +263,17 @@ def related_choices(key: ProblemKey, device: torch.device,
       estimator runs the same scan cores, so the best tile for one is a good guess for
       another: on the H200, time-major 128x2048 V-trace found a look-back config
       (8.6 µs) where four estimators' 12-trial studies stopped at flat (9.5-10.9 µs);
-    * winners of the same key at the nearest other shapes (at most
-      :data:`MAX_NEIGHBOUR_SEEDS` distinct configs, nearest in log N + log T first): a
-      shape between two tuned ones often wants one of their strategies, where the
-      borrowed config (one neighbour's, rescaled) may be the other's. On the H200,
-      time-major GAE 1024x8192 borrowed ``tiled`` from 2048x8192 (117.7 µs) while its
-      512x32768 neighbour's ``lookback`` family held the best config found there
-      (63.3 µs).
+    * winners of the same key at the nearest shape on each side (fewer environments,
+      more, fewer steps, more: :func:`nearest_on_each_side`; distinct configs, nearest
+      in log N + log T first): a shape between two tuned ones often wants one of their
+      strategies, where the borrowed config (one neighbour's, rescaled) may be the
+      other's. On the H200, time-major GAE 1024x8192 borrowed ``tiled`` from 2048x8192
+      (117.7 µs) while its 512x32768 neighbour's ``lookback`` family held the best
+      config found there (63.3 µs). The nearest two shapes can lie on one side: on the
+      H100, V-trace's 4096x2048 had them at 4096x512 (flat) and 4096x8192 (tiled, 1024
+      steps a tile), while the config that served the odd shapes below it (tiled, 256
+      steps a tile on 4 warps: 72 against 105 µs at 4745x1047) was 32768x2048's, the
+      nearest with more environments.
     """
     try:
         from rltriton_tune.dispatch.devices import device_fingerprint
@@ -313,7 +314,8 @@ def related_choices(key: ProblemKey, device: torch.device,
             siblings.append((likeness, Candidate(e.strategy, dict(e.params))))
     out = [c for c in map(checked, out) if c is not None]
     seen = {c.label() for c in out}
-    for ranked, most in ((siblings, MAX_SIBLING_SEEDS), (neighbours, MAX_NEIGHBOUR_SEEDS)):
+    nearest = nearest_on_each_side(key, neighbours)
+    for ranked, most in ((siblings, MAX_SIBLING_SEEDS), (nearest, len(nearest))):
         added = 0
         for _, raw in sorted(ranked, key=lambda item: item[0]):
             if added == most:
@@ -324,6 +326,23 @@ def related_choices(key: ProblemKey, device: torch.device,
                 out.append(candidate)
                 added += 1
     return out
+
+
+def nearest_on_each_side(key: ProblemKey, ranked: list[tuple[tuple[float, int, int], Any]]
+                         ) -> list[tuple[tuple[float, int, int], Any]]:
+    """Of ``ranked`` ((distance, N, T), item) at other shapes than ``key``'s, the nearest
+    with fewer environments, with more, with fewer steps and with more (an item can be
+    the nearest on two sides: it is kept once), nearest first."""
+    sides = (lambda n, t: n < key.n, lambda n, t: n > key.n,
+             lambda n, t: t < key.t, lambda n, t: t > key.t)
+    out = []
+    for on_side in sides:
+        there = [item for item in ranked if on_side(item[0][1], item[0][2])]
+        if there:
+            best = min(there, key=lambda item: item[0])
+            if best not in out:
+                out.append(best)
+    return sorted(out, key=lambda item: item[0])
 
 
 def heuristic_choice(key: ProblemKey, device: torch.device) -> Candidate | None:

@@ -216,9 +216,11 @@ def test_a_borrowed_config_invalid_at_the_new_shape_is_skipped(profiles, fake_gp
 
 def test_a_call_of_another_shape_takes_the_entrys_off_grid_config(profiles, fake_gpu):
     """An entry that records an off-grid config (the one that served the odd shapes
-    around its key best) gives it to calls of other shapes; calls at its own shape, with
-    other flags, take its own config. A broken or foreign ``off_grid`` field, or an
-    off-grid config that cannot serve the call, leaves the entry's own config."""
+    below its key best) gives it to calls of other shapes whose steps fill less than
+    three quarters of their power-of-two span; calls at its own shape, with other flags,
+    and calls whose steps fill their span take its own config. A broken or foreign
+    ``off_grid`` field, or an off-grid config that cannot serve the call, leaves the
+    entry's own config."""
     from rltriton_tune import dispatch
     from rltriton_tune.tuning_db import Entry
 
@@ -233,6 +235,9 @@ def test_a_call_of_another_shape_takes_the_entrys_off_grid_config(profiles, fake
     assert (same_shape.origin, same_shape.strategy) == ("borrowed", "flat")
     assert "off-grid" not in same_shape.detail
     assert decide(key(4096, 2048), FAKE_GPU).strategy == "flat"  # its own key
+    for t, partial in ((1535, True), (1536, False), (1843, False)):  # 0.75 of 2048: 1536
+        d = decide(key(5121, t), FAKE_GPU)
+        assert (d.strategy == "tiled") is partial, t
     # an off-grid config that failed in this process: the entry's own config serves
     decide_module.mark_failed(FAKE_GPU, odd.strategy, odd.params, "fake compile error")
     again = decide(key(4745, 1047), FAKE_GPU)

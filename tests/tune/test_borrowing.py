@@ -73,8 +73,9 @@ def test_cli_borrowing_stores_factors(tmp_path):
 
 
 def test_a_shape_pair_times_the_config_dispatch_would_borrow(monkeypatch):
-    """Across shapes dispatch takes the neighbour's off-grid config where it serves, else
-    its own: the measured pair times the same one."""
+    """Across shapes dispatch takes the neighbour's off-grid config where it serves (at
+    steps that fill part of their span: 20 of 32), else its own: the measured pair times
+    the same one."""
     timed = []
 
     class Recording:
@@ -97,7 +98,7 @@ def test_a_shape_pair_times_the_config_dispatch_would_borrow(monkeypatch):
     usable, _ = usable_strategies(torch.device("cpu"))
     for off_grid, borrowed in (({"strategy": "torch", "params": chunked}, "chunked"),
                                ({"strategy": "warp9", "params": {}}, "loop")):
-        record(CPU, [Entry(ProblemKey("gae", 8, 16), "torch", doubling, 1.0),
+        record(CPU, [Entry(ProblemKey("gae", 8, 20), "torch", doubling, 1.0),
                      Entry(ProblemKey("gae", 8, 32), "torch", loop, 1.0,
                            extra={"off_grid": off_grid})])
         dispatch.reset()

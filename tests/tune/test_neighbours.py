@@ -262,7 +262,8 @@ def test_calls_of_other_shapes_get_the_config_that_serves_the_shape_companions_b
     """rl-triton's config (the floor) is fastest at the key, and the second, 3.4% slower
     there, is past the floor's margin: the entry keeps the floor. At both shape
     companions the second is over 20% faster, so the entry also records it as the config
-    calls of other shapes take (``off_grid``, with its times there)."""
+    calls of other shapes whose steps fill part of their span take (``off_grid``, with
+    its times at the companion below, the one of such steps)."""
     key_us, below, above = [1.00, 1.034, 1.50], [1.27, 1.00, 1.60], [1.30, 1.00, 1.70]
     assert _choose_with_floor(key_us, below, above, floor=0) == 0
 
@@ -275,8 +276,30 @@ def test_calls_of_other_shapes_get_the_config_that_serves_the_shape_companions_b
                                neighbours.companions(KEY), floor=0)
     assert (choice.index, choice.off_grid) == (0, 1)
     assert choice.extra()["off_grid"] == {"strategy": "torch", "params": {"mode": "loop"},
-                                          "companions": {BELOW: 1.0, ABOVE: 1.0}}
+                                          "companions": {BELOW: 1.0}}
     assert choice.extra()["companions"] == {BELOW: 1.27, ABOVE: 1.30}
+
+
+def test_the_off_grid_config_is_chosen_where_steps_fill_part_of_their_span():
+    """The companion below fills about 0.6 of the key's span of steps, the one above 0.9:
+    only the one below, with the calls like it that take the off-grid config, weighs in
+    it. A config far faster below and far slower above is recorded; the entry's own
+    config answers to the key and the companion above."""
+    from rltriton_tune.dispatch import lookup
+
+    below_key, above_key = neighbours.companions(KEY)
+    assert lookup.partial_span(below_key.t) and not lookup.partial_span(above_key.t)
+    assert not lookup.partial_span(KEY.t)
+
+    def evaluator_for(other):
+        times = [1.30, 1.00, 1.50] if other.as_text() == BELOW else [1.00, 1.60, 1.50]
+        return FakeEvaluator(dict(zip(MODES, times, strict=True)), [])
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    choice = neighbours.choose(KEY, cands, [1.00, 1.01, 1.50], CPU, USABLE, 0.01,
+                               evaluator_for, neighbours.companions(KEY))
+    assert (choice.index, choice.off_grid) == (0, 1)
+    assert choice.extra()["off_grid"]["companions"] == {BELOW: 1.0}
 
 
 def test_an_off_grid_config_must_win_by_more_than_noise_and_hold_to_the_floor():
@@ -316,7 +339,7 @@ def test_flag_sets_off_the_grid_weigh_in_the_off_grid_config_and_at_the_key_do_n
     choice = run([1.30, 1.00, 1.50])
     assert choice.index == 0 and choice.off_grid == 1
     off_grid_keys = set(choice.extra()["off_grid"]["companions"])
-    assert off_grid_keys == {k.as_text() for k in (*neighbours.companions(KEY),
+    assert off_grid_keys == {k.as_text() for k in (neighbours.companions(KEY)[0],
                                                    *neighbours.flagged_companions(KEY))}
     # far slower with flags off the grid: no off-grid config
     assert run([1.00, 3.00, 1.50]).off_grid is None

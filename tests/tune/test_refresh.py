@@ -119,7 +119,8 @@ def test_refresh_retimes_and_keeps_or_replaces_by_head_to_head(monkeypatch):
     assert done.replaced and done.new.params == FAST
     assert done.new.runner_up["params"] == SLOW
     assert done.seconds is not None and done.seconds > 0
-    assert _current().params == FAST and _current().extra.get("refreshed") is True
+    assert _current().params == FAST
+    assert _current().extra.get("refreshed") == refresh_module.REFRESH_VERSION
     # the chosen config was also timed at the key's off-grid companions and with the
     # other flag sets real calls carry, which are recorded (the slow one, far slower at
     # the key, could not be chosen: it is not timed there)
@@ -144,7 +145,7 @@ def test_refresh_starts_no_entry_past_its_deadline(monkeypatch):
     assert refresh_module.refresh(CPU, ["gae"], deadline=time.monotonic() - 1) == []
     assert _current().params == SLOW and not _current().extra.get("refreshed")
     (done,) = refresh_module.refresh(CPU, ["gae"], deadline=time.monotonic() + 600)
-    assert _current().extra.get("refreshed") is True
+    assert _current().extra.get("refreshed") == refresh_module.REFRESH_VERSION
 
 
 def test_refresh_with_no_working_config_leaves_the_entry(monkeypatch):

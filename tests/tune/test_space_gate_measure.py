@@ -262,27 +262,41 @@ def test_studies_are_seeded_with_sibling_estimators_winners_at_the_same_shape():
 
 def test_studies_are_seeded_with_the_nearest_shapes_winners_after_the_siblings():
     """Neighbour seeds: the same estimator, dtype, layout and flags at other shapes, the
-    nearest (log N + log T) first, at most MAX_NEIGHBOUR_SEEDS distinct configs, after
-    the sibling estimators' seeds; another flag set or layout gives none."""
-    from rltriton_tune.tune.space import MAX_NEIGHBOUR_SEEDS, related_choices
+    nearest (log N + log T) on each side of the key (fewer environments, more, fewer
+    steps, more), distinct configs, nearest first, after the sibling estimators' seeds;
+    a farther shape on a side already served, another flag set or layout gives none."""
+    from rltriton_tune.tune.space import related_choices
 
     def at(params, n, t, algorithm="gae", layout="time", flags="none"):
         return ProblemKey(algorithm, n, t, "float32", layout, flags), params
 
     _record_tuned("torch", [
-        at({"mode": "chunked", "chunk": 8}, 2048, 8192),     # 1 octave away
-        at({"mode": "chunked", "chunk": 16}, 512, 32768),    # 3 octaves away
+        at({"mode": "chunked", "chunk": 8}, 2048, 8192),     # 1 octave: more envs
+        at({"mode": "chunked", "chunk": 16}, 512, 32768),    # 3 octaves: the only fewer envs
         at({"mode": "chunked", "chunk": 8}, 1024, 16384),    # 1 octave, the same config
-        at({"mode": "chunked", "chunk": 32}, 1024, 2048),    # 2 octaves
+        at({"mode": "chunked", "chunk": 32}, 1024, 2048),    # 2 octaves: fewer steps
+        at({"mode": "chunked", "chunk": 128}, 4096, 8192),   # 2 octaves: more envs, farther
         at({"mode": "loop"}, 1024, 8192, flags="last_value"),  # another flag set: same shape
         at({"mode": "chunked", "chunk": 64}, 2048, 8192, layout="env"),  # another layout
         at({"mode": "doubling"}, 1024, 8192, algorithm="vtrace"),         # a sibling
     ])
     key = ProblemKey("gae", 1024, 8192, "float32", "time")
     seeds = [c.label() for c in related_choices(key, torch.device("cpu"))]
-    assert MAX_NEIGHBOUR_SEEDS == 2
     assert seeds == ["torch(mode=loop)", "torch(mode=doubling)",
-                     "torch(chunk=8, mode=chunked)", "torch(chunk=32, mode=chunked)"]
+                     "torch(chunk=8, mode=chunked)", "torch(chunk=32, mode=chunked)",
+                     "torch(chunk=16, mode=chunked)"]
+
+
+def test_nearest_on_each_side_keeps_an_entry_once_and_orders_by_distance():
+    """An entry nearest on two sides (fewer environments and more steps) is kept once;
+    a side without entries gives none."""
+    from rltriton_tune.tune.space import nearest_on_each_side
+
+    key = ProblemKey("gae", 1024, 1024, "float32", "env")
+    diagonal = ((2.0, 512, 2048), "diagonal")
+    ranked = [diagonal, ((3.0, 1024, 128), "fewer steps"), ((4.0, 256, 4096), "far")]
+    assert nearest_on_each_side(key, ranked) == [diagonal, ((3.0, 1024, 128), "fewer steps")]
+    assert nearest_on_each_side(key, []) == []
 
 
 def test_sibling_seeds_are_compared_as_the_study_would_run_them():
