@@ -172,9 +172,13 @@ def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: i
         fns["pack_us"] = lambda: pack.args(call)
         fns["launch_us"] = lambda: kernel(args)
         given = [x for x in values if x is not None]
+        # The fast path hands the bound launch the dtypes it read, all but the first
+        # float input's (``hot_path``): so does this stage, to time what it runs.
+        dtypes = [x.dtype for i, x in enumerate(values)
+                  if x is not None and i != plan.first_float]
         bound = STATE.bound.get(mk)
-        if bound and bound(*given, *scalars) is not None:
-            fns["bound_us"] = lambda: bound(*given, *scalars)
+        if bound and bound(*given, *scalars, *dtypes) is not None:
+            fns["bound_us"] = lambda: bound(*given, *scalars, *dtypes)
     row = interleaved(fns, device, reps, rounds)
     if kernel is not None:
         row["direct_launch"] = kernel.direct and kernel.binaries > 0

@@ -121,7 +121,7 @@ def _skipped_report(profiles: Any, device: Any, shown: int = 5) -> list[str]:
                          "cannot serve a call here (dispatch skips them)"),
                         (unusable_off_grid(profiles, usable),
                          "record an off-grid config that cannot serve here (calls of other "
-                         "shapes take their own config)")):
+                         "shapes with partly filled spans of steps take their own config)")):
         if not found:
             continue
         lines.append(f"  of which {len(found)} {head}:")

@@ -260,7 +260,8 @@ def _refresh_progress(done: Any) -> None:
         "replaced" if done.replaced else "kept")
     off = None if done.new is None else done.new.extra.get("off_grid")
     if isinstance(off, dict):
-        what += f"; other shapes: {off.get('strategy')}({params_text(off.get('params', {}))})"
+        what += (f"; partly filled spans: {off.get('strategy')}"
+                 f"({params_text(off.get('params', {}))})")
     took = "" if done.seconds is None else f" ({done.seconds:.1f} s)"
     print(f"refreshed {done.key.as_text()}: {what}{took}", file=sys.stderr, flush=True)
 

@@ -54,8 +54,9 @@ DIMENSIONS = tuple(DEFAULT_FACTORS)
 
 #: Calls whose steps fill less than this share of their power-of-two span take an entry's
 #: off-grid config (see :func:`partial_span`). It lies midway between the shares of the
-#: two companions an entry is chosen for (``tune.neighbours.COMPANION_FRACTIONS``): the
-#: one below fills about 0.6 of the key's span, the one above 0.9, as the key fills it all.
+#: two companions an entry is chosen for (``tune.neighbours.COMPANION_FRACTIONS``) where
+#: the key's steps are a power of two and fill their span: the one below fills about 0.6
+#: of it, the one above 0.9.
 PARTIAL_SPAN = 0.75
 
 

@@ -5,12 +5,12 @@ expected to cost the least (``dispatch.lookup``), from one factor per key
 dimension. This module measures those factors on this device: for pairs of
 entries that differ in exactly one dimension (flag set, dtype, layout, action
 count) or only in shape (within :data:`MAX_SHAPE_DISTANCE`), it times the config
-dispatch would take from the neighbour (its off-grid one at another shape, where it
-records one that serves), moved to the key as dispatch would move it, head to head
-with the key's own config on the same inputs. A dimension's factor is the mean
-slowdown over its pairs, the expected cost of borrowing across it (for shape,
-per unit of log2 distance). ``rltriton-tune
-tune --borrowing`` stores them in the profile, where the lookup reads them.
+dispatch would take from the neighbour (its off-grid one at another shape whose steps
+fill part of their span, where it records one that serves), moved to the key as
+dispatch would move it, head to head with the key's own config on the same inputs. A
+dimension's factor is the mean slowdown over its pairs, the expected cost of borrowing
+across it (for shape, per unit of log2 distance). ``rltriton-tune tune --borrowing``
+stores them in the profile, where the lookup reads them.
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def measure(profiles: Any, device: torch.device, usable: dict[str, Any],
             continue
         mine = lookup.validated(usable[own.strategy], key, dict(own.params))
         # The config a call of the key takes from the neighbour, as dispatch picks it: its
-        # off-grid one at another shape where it records one that serves, else its own.
+        # off-grid one at another shape whose steps fill part of their span, where it
+        # records one that serves, else its own.
         served = lookup.serving_config(source, key, usable)
         if served is None or mine is None:
             continue

@@ -108,17 +108,17 @@ def flag_companions(key: ProblemKey) -> list[ProblemKey]:
 
 
 def flagged_companions(key: ProblemKey) -> list[ProblemKey]:
-    """The companion below ``key`` (the first of :func:`companions`) with each other flag
-    set real calls carry: a call of another shape whose steps fill part of their span,
-    with another flag set, borrows the entry's off-grid config (see
-    :func:`off_grid_choice`), which must hold with flags as well. The companion below is
-    the one whose steps fill part of their span, and each companion costs a compile and
-    a timing of every finalist."""
+    """The first of :func:`companions` whose steps fill part of their span
+    (``dispatch.lookup.partial_span``; the one below where the key's steps are a power of
+    two), else the first, with each other flag set real calls carry: a call of another
+    shape whose steps fill part of their span, with another flag set, borrows the entry's
+    off-grid config (see :func:`off_grid_choice`), which must hold with flags as well.
+    One shape: each companion costs a compile and a timing of every finalist."""
     shapes = companions(key)
     if not shapes:
         return []
-    below = shapes[0]
-    return [ProblemKey(key.algorithm, below.n, below.t, key.dtype, key.layout, other.flags,
+    base = next((c for c in shapes if lookup.partial_span(c.t)), shapes[0])
+    return [ProblemKey(key.algorithm, base.n, base.t, key.dtype, key.layout, other.flags,
                        key.a) for other in flag_companions(key)]
 
 
@@ -255,8 +255,9 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
     finalist.
 
     ``chosen`` also answers to the key, to the other flag sets at the key's shape and to
-    the companion above, all of which fill their span, and the floor guard at the key can
-    keep it from the config that serves the partly filled shapes best. On the H100
+    the companions that fill their span (the one above, where the key's steps are a power
+    of two), and the floor guard at the key can keep it from the config that serves the
+    partly filled shapes best. On the H100
     (torch 2.11, Triton 3.6, device time), V-trace at 4096x2048 ran flat at 80.3 µs and
     tiled at 83.0 (3.4% slower, past FLOOR_MARGIN of rl-triton's flat config), while at
     the odd shapes that borrow the entry tiled took 47 against 59 µs (2457x1229), 72
