@@ -257,11 +257,11 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
     ``chosen`` also answers to the key, to the other flag sets at the key's shape and to
     the companions that fill their span (the one above, where the key's steps are a power
     of two), and the floor guard at the key can keep it from the config that serves the
-    partly filled shapes best. On the H100
-    (torch 2.11, Triton 3.6, device time), V-trace at 4096x2048 ran flat at 80.3 µs and
-    tiled at 83.0 (3.4% slower, past FLOOR_MARGIN of rl-triton's flat config), while at
-    the odd shapes that borrow the entry tiled took 47 against 59 µs (2457x1229), 72
-    against 105 (4745x1047) and 402 against 760 (11077x2799; rl-triton 507)."""
+    partly filled shapes best. On the H100 (torch 2.11, Triton 3.6, device time),
+    V-trace at 4096x2048 ran flat at 80.3 µs and tiled at 83.0 (3.4% slower, past
+    FLOOR_MARGIN of rl-triton's flat config), while at the odd shapes that borrow the
+    entry tiled took 47 against 59 µs (2457x1229), 72 against 105 (4745x1047) and 402
+    against 760 (11077x2799; rl-triton 507)."""
     if not shape_times:
         return None
     best = [min((t for t in there if t is not None), default=None) for there in shape_times]
