@@ -27,7 +27,8 @@ On the H100 (torch 2.11, Triton 3.6, device time), the config chosen for V-trace
 ran V-trace with bootstrap values and truncations at 700x120 at 0.63x of rl-triton.
 A flag set that has an entry of its own is a companion all the same: which entries a
 profile holds changes as it is tuned, and :data:`KEY_MARGIN` bounds what serving it can
-cost the key. The companion below with each of those flag sets is a companion too
+cost the key. An off-grid shape whose steps fill part of their span (the companion below,
+where the key's steps are a power of two) with each of those flag sets is a companion too
 (:func:`flagged_companions`): calls of other shapes whose steps fill part of their
 power-of-two span take the entry's off-grid config where it records one
 (:func:`off_grid_choice`), whatever their flags.
@@ -212,11 +213,9 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
                 if i == fastest or (times and all(there[i] is not None for there in times))]
 
     def above_floor(i: int) -> bool:
-        limit = 1 + FLOOR_MARGIN
         return floor is not None and i != floor and (
-            key_us[i] > key_us[floor] * limit
-            or any(there[i] is not None and there[floor] is not None
-                   and there[i] > there[floor] * limit for there in times))
+            key_us[i] > key_us[floor] * (1 + FLOOR_MARGIN)
+            or _slower_than_floor(i, floor, times))
 
     # Where every eligible config loses to the floor somewhere (the floor itself not
     # eligible: failed at a companion, or far slower at the key), the floor decides nothing.
@@ -275,16 +274,25 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
     ran = [i for i in choosable if all(there[i] is not None for there in shape_times)]
     if not ran:
         return None
-    limit = 1 + FLOOR_MARGIN
-    held = [i for i in ran if floor is None or i == floor or not any(
-        there[floor] is not None and there[i] > there[floor] * limit
-        for there in shape_times)]
+    held = [i for i in ran if floor is None or i == floor
+            or not _slower_than_floor(i, floor, shape_times)]
     off = min(held or ran, key=lambda i: (mean_cost(i), key_us[i]))
     if off == chosen:
         return None
-    if chosen in ran and mean_cost(chosen) - mean_cost(off) <= math.log(limit):
+    if chosen in ran and mean_cost(chosen) - mean_cost(off) <= math.log(1 + FLOOR_MARGIN):
         return None
     return off
+
+
+def _slower_than_floor(i: int, floor: int,
+                       times: Sequence[Sequence[float | None]]) -> bool:
+    """Whether finalist ``i`` is slower than the ``floor`` finalist by more than
+    :data:`FLOOR_MARGIN` at any companion of ``times`` (per companion, every finalist's
+    time or None) where both ran: the guard :func:`choose` and :func:`off_grid_choice`
+    hold their choices to."""
+    limit = 1 + FLOOR_MARGIN
+    return any(there[i] is not None and there[floor] is not None
+               and there[i] > there[floor] * limit for there in times)
 
 
 def _times_at(key: ProblemKey, other: ProblemKey, finalists: Sequence[Any],

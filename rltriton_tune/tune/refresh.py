@@ -202,8 +202,7 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     # refreshed before flag companions existed, say).
     # ``floor``: the config the choice was held to; None where there was none (off CUDA,
     # rl-triton's config not valid or failing here) or it was set aside (see
-    # ``neighbours.choose``). Present either way, so that ``--missing-only`` refreshes
-    # again an entry chosen before the floor existed.
+    # ``neighbours.choose``).
     # ``related``: how many of the profile's related configs joined the contenders;
     # ``off_grid``: the config calls of other shapes filling part of their span take,
     # None where they take the entry's own.

@@ -314,8 +314,9 @@ def related_choices(key: ProblemKey, device: torch.device,
             siblings.append((likeness, Candidate(e.strategy, dict(e.params))))
     out = [c for c in map(checked, out) if c is not None]
     seen = {c.label() for c in out}
-    nearest = nearest_on_each_side(key, neighbours)
-    for ranked, most in ((siblings, MAX_SIBLING_SEEDS), (nearest, len(nearest))):
+    # The neighbours are bounded by their sides (at most four), the siblings by a count.
+    for ranked, most in ((siblings, MAX_SIBLING_SEEDS),
+                         (nearest_on_each_side(key, neighbours), None)):
         added = 0
         for _, raw in sorted(ranked, key=lambda item: item[0]):
             if added == most:
