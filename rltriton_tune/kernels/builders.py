@@ -18,10 +18,8 @@ The cores compute ``y[t] = alpha[t] + beta[t] * y[t+1]`` (backward) or
 ``y_next``. (A shifted recurrence ``E[t] = D[t+1]``, coefficients read at ``t + 1``,
 would need no neighbour value, but its loads start one element past a vector boundary:
 scalar loads, which left bfloat16 V-trace issue-bound; Retrace's ``delta`` sums
-``pi * next_q`` over the ``[N, T, A]`` rows, which it would read twice.) A builder may
-also offer a ``reload_finish`` that reads its neighbour's value back from its stored
-first output after a barrier (V-trace, a flat config's ``RELOAD_NEXT``); the core then
-scans one pair. ``finish`` re-reads the per-step inputs it needs (cache hits).
+``pi * next_q`` over the ``[N, T, A]`` rows, which it would read twice.) ``finish``
+re-reads the per-step inputs it needs (cache hits).
 
 Pointer slots ``P0..P9`` hold the algorithm's tensors in the order of
 ``ALGORITHMS[name].tensors``, and ``O0..O3`` its outputs; ``S0..S3`` its scalars in
@@ -255,29 +253,6 @@ def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, 
     nvs = tl.where(cut, b, v_next + y_next)        # vs[t+1] = values[t+1] + D[t+1]
     adv = rho * (r + _unless(term, S0) * nvs - v)
     _store(O0, rows, ts, osn, ost, vs, m)
-    _store(O1, rows, ts, osn, ost, adv, m)
-
-
-@triton.jit
-def vtrace_reload_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y,
-                         y_next, N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
-                         F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
-                         F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
-    """:func:`vtrace_finish` that reads ``vs[t+1]`` back from the stored ``vs`` instead of
-    taking ``D[t+1]`` from the scan (``y_next`` is unused): the core scans one pair, not
-    two, and the tile's threads meet at a barrier between the store and the load, as
-    rl-triton 0.1.3 does. For cores whose program writes every step of its rows before
-    the reload (``flat``: one tile a row), and 32-bit outputs (``vs`` as stored is ``vs``
-    as computed)."""
-    _, _, rho, r, v, _, term, b, cut, m = _vtrace_parts(
-        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
-        F_TRUNC, F_BOOT, F_ENV)
-    _store(O0, rows, ts, osn, ost, v + y, m)
-    tl.debug_barrier()
-    # vs[t+1] where the step is not cut (cut holds the last step, whose successor is b)
-    vs_next = tl.load(O0 + ost + rows * osn + ts * ost, mask=m & (ts < T - 1), other=0)
-    nvs = tl.where(cut, b, vs_next.to(tl.float32))
-    adv = rho * (r + _unless(term, S0) * nvs - v)
     _store(O1, rows, ts, osn, ost, adv, m)
 
 
@@ -851,16 +826,11 @@ class Builder:
     #: Grad algorithms: the finish that also writes a boundary input's gradient to ``O2``
     #: (:attr:`rltriton_tune.algorithms.AlgorithmSpec.boundary_grads`).
     boundary_finish: object = None
-    #: A ``next_value`` builder's finish that reads its neighbour's value back from its
-    #: stored output (a config's ``RELOAD_NEXT``, :func:`rltriton_tune.kernels.launch.
-    #: reload_next_space`): the core then scans without ``y_next``.
-    reload_finish: object = None
 
 
 BUILDERS: dict[str, Builder] = {
     "gae": Builder(gae_coeffs, store_finish, True),
-    "vtrace": Builder(vtrace_coeffs, vtrace_finish, True, next_value=True,
-                      reload_finish=vtrace_reload_finish),
+    "vtrace": Builder(vtrace_coeffs, vtrace_finish, True, next_value=True),
     "retrace": Builder(retrace_coeffs, retrace_finish, True, next_value=True),
     "lambda_returns": Builder(lambda_returns_coeffs, store_finish, True),
     "discounted_returns": Builder(discounted_returns_coeffs, store_finish, True),

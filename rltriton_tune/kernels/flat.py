@@ -22,8 +22,6 @@ from rltriton_tune.kernels.launch import (
     one_row_at_odd_length,
     packed_launcher,
     pow2_range,
-    reload_next_default,
-    reload_next_space,
     require,
     rescale_tile,
     tile_order_default,
@@ -103,7 +101,6 @@ class FlatStrategy(TritonStrategy):
             "num_stages": [1],
             **reduce_actions_space(key),
             **tile_order_space(key),
-            **reload_next_space(key),
         }
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
@@ -117,18 +114,16 @@ class FlatStrategy(TritonStrategy):
 
     def default_params(self, key: ProblemKey) -> Params:
         return {**rl_triton_params(key.t, key.algorithm), **reduce_actions_default(key),
-                **tile_order_default(key), **reload_next_default(key)}
+                **tile_order_default(key)}
 
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:
         """A row is one next_pow2(T) tile: keep the tile's size as T moves (see
         :func:`rescale_tile`). ``DESCEND`` goes only where the target offers it. A config
         of several rows a program moved from rows of even length to env-major rows of odd
-        length takes one row a program (see :func:`one_row_at_odd_length`).
-        ``RELOAD_NEXT`` likewise goes only where the target offers it."""
-        for name, offered in (("DESCEND", tile_order_space), ("RELOAD_NEXT", reload_next_space)):
-            if name in params and not offered(target):
-                params = {k: v for k, v in params.items() if k != name}
+        length takes one row a program (see :func:`one_row_at_odd_length`)."""
+        if "DESCEND" in params and not tile_order_space(target):
+            params = {k: v for k, v in params.items() if k != "DESCEND"}
         span_from, span_to = next_pow2(source.t), next_pow2(target.t)
         moved = dict(params) if span_from == span_to else \
             rescale_tile(params, span_from, span_to, target)
@@ -137,7 +132,7 @@ class FlatStrategy(TritonStrategy):
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)
         pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0),
-                      params.get("DESCEND", 0), params.get("RELOAD_NEXT", 0))
+                      params.get("DESCEND", 0))
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])

@@ -164,26 +164,6 @@ def tile_order_default(key: ProblemKey) -> dict[str, int]:
     return {"DESCEND": 0} if tile_order_space(key) else {}
 
 
-def reload_next_space(key: ProblemKey) -> dict[str, list[int]]:
-    """The ``RELOAD_NEXT`` choices of a one-tile (flat) config: ``[0, 1]`` for estimators
-    whose second output needs the scan value at the next step (V-trace's ``vs[t+1]``)
-    and have a finish that reads it back from the stored first output
-    (``Builder.reload_finish``), in float32 (a 16-bit ``vs`` as stored is not ``vs`` as
-    computed); none otherwise. 0 scans a second pair of values for it
-    (``scan.scan_pairs_next``); 1 scans one pair and reloads after a barrier, as
-    rl-triton 0.1.3 does. At rl-triton's config (sm_90, Triton 3.6, V-trace 11077x2799)
-    the two-pair scan took 1,232 instructions and 122 registers a thread against
-    rl-triton's 1,064 and 90, and ran at 760 µs against its 507 on the H100."""
-    if BUILDERS[key.algorithm].reload_finish is not None and key.dtype == "float32":
-        return {"RELOAD_NEXT": [0, 1]}
-    return {}
-
-
-def reload_next_default(key: ProblemKey) -> dict[str, int]:
-    """``RELOAD_NEXT`` off where a key offers it: the scan gives the next value."""
-    return {"RELOAD_NEXT": 0} if reload_next_space(key) else {}
-
-
 def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int,
                   always: bool = False) -> bool:
     """Whether a backward scan's tiles hold their steps last to first, so that the cores
@@ -245,11 +225,10 @@ class Packer:
     """Precomputed argument plan for one problem key."""
 
     def __init__(self, key: ProblemKey, tile_elems: int, num_warps: int,
-                 reduce_actions: int = 0, descend: int = 0, reload_next: int = 0) -> None:
+                 reduce_actions: int = 0, descend: int = 0) -> None:
         """``reduce_actions``: a strategy's ``REDUCE_A`` (Retrace keys): run the action
         pre-pass (:mod:`rltriton_tune.kernels.actions`) before the scan. ``descend``: a
-        config's ``DESCEND`` (:func:`tile_order_space`). ``reload_next``: a one-tile
-        config's ``RELOAD_NEXT`` (:func:`reload_next_space`)."""
+        config's ``DESCEND`` (:func:`tile_order_space`)."""
         spec = key.spec
         self.key = key
         self.builder = BUILDERS[key.algorithm]
@@ -346,10 +325,9 @@ class Packer:
             block_a = 0  # the builders' sign that the pre-pass reduced the action axis
         self.constexprs: dict[str, Any] = dict(
             COEFFS=self.builder.coeffs,
-            FINISH=(self.builder.reload_finish if reload_next else self.builder.finish
-                    if boundary is None else self.builder.boundary_finish),
+            FINISH=(self.builder.finish if boundary is None else self.builder.boundary_finish),
             REVERSE=self.builder.reverse,
-            NEXT=self.builder.next_value and not reload_next,
+            NEXT=self.builder.next_value,
             F_TRUNC="trunc" in flags,
             F_BOOT="bootstrap" in flags or "next" in flags,
             F_ENV=_env_flag(spec, flags, boundary),
@@ -519,7 +497,7 @@ class TritonStrategy:
 
 
 #: Parameters that turn a kernel path on (1) or off (0).
-SWITCH_PARAMS = frozenset({"REDUCE_A", "DESCEND", "RELOAD_NEXT"})
+SWITCH_PARAMS = frozenset({"REDUCE_A", "DESCEND"})
 
 
 def _empty_launcher(key: ProblemKey) -> Launcher:

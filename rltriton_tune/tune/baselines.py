@@ -26,18 +26,17 @@ def best_compile(baselines: dict[str, float]) -> float | None:
 
 
 def flat_heuristic(key: ProblemKey, strategies: dict[str, Strategy]) -> Candidate | None:
-    """The flat kernel with rl-triton 0.1.3's parameters for ``key.t``, its tile order (a
-    backward scan's tiles descend: ``DESCEND``) and its next value read back from the
-    stored output (V-trace: ``RELOAD_NEXT``), None if unavailable."""
+    """The flat kernel with rl-triton 0.1.3's parameters for ``key.t`` and its tile order
+    (a backward scan's tiles descend: ``DESCEND``), None if unavailable."""
     flat = strategies.get("flat")
     if flat is None:
         return None
     try:
         from rltriton_tune.kernels.flat import rl_triton_params
-        from rltriton_tune.kernels.launch import reload_next_space, tile_order_space
+        from rltriton_tune.kernels.launch import tile_order_space
 
         params = {**rl_triton_params(key.t, key.algorithm),
-                  **{name: 1 for name in (*tile_order_space(key), *reload_next_space(key))}}
+                  **{name: 1 for name in tile_order_space(key)}}
         return Candidate("flat", dict(flat.validate(key, params)))
     except Exception:  # noqa: BLE001 - no baseline rather than no result
         return None

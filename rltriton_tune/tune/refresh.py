@@ -5,12 +5,11 @@ what dispatch chooses for the key now (the stored config, unless it no longer
 validates), the built-in rules' config for this device's multiprocessor count (what a
 kernel change may have made the better one), on CUDA rl-triton's config (the flat
 heuristic), the stored config with each other setting of a switch parameter
-(:data:`SWITCHES`: Retrace's action pre-pass, flat's tile order and V-trace's
-next-value reload), and the configs the device's related entries chose
-(``tune.space.related_choices``: the same shape in other dtypes, layouts and flag
-sets, other estimators at the shape, the nearest shape on each side), on the same
-inputs in one process, and at the key's off-grid companions
-(``tune.neighbours``); the config that serves them all best, never slower than
+(:data:`SWITCHES`: Retrace's action pre-pass and flat's tile order), and the configs
+the device's related entries chose (``tune.space.related_choices``: the same shape in
+other dtypes, layouts and flag sets, other estimators at the shape, the nearest shape
+on each side), on the same inputs in one process, and at the key's off-grid
+companions (``tune.neighbours``); the config that serves them all best, never slower than
 rl-triton's config beyond a noise margin (``tune.neighbours.FLOOR_MARGIN``), is recorded
 with its fresh time and the installed software (so the stored config stays only if it
 still wins). An entry none of whose configs works here, or whose refresh fails, is left
@@ -31,7 +30,7 @@ from rltriton_tune.call import ProblemKey, flags_string
 from rltriton_tune.dispatch.lookup import off_grid_config
 from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
-from rltriton_tune.kernels.launch import reload_next_space, tile_order_space
+from rltriton_tune.kernels.launch import tile_order_space
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import describe
 from rltriton_tune.tune.neighbours import neighbourhood_texts
@@ -67,7 +66,6 @@ REFRESH_VERSION = 2
 SWITCHES: dict[str, Callable[[ProblemKey], dict[str, list[int]]]] = {
     "REDUCE_A": reduce_actions_space,
     "DESCEND": tile_order_space,
-    "RELOAD_NEXT": reload_next_space,
 }
 
 

@@ -14,18 +14,13 @@ def test_smoke_times_every_variant_and_writes_them(script, tmp_path):
     data = json.loads((tmp_path / "switches.json").read_text())
     assert [r["cell"] for r in data["rows"]] == list(switches.SMOKE_CELLS)
     for row in data["rows"]:
-        # every variant computes what the built kernel computes, so every one is timed;
-        # the config variants run where the key offers their parameters (V-trace's
-        # RELOAD_NEXT, float32)
-        reloads = row["cell"].startswith("vtrace")
-        assert set(row["device_us"]) == set(switches.VARIANTS) | (
-            {"next reloaded"} if reloads else set())
+        # every variant computes what the built kernel computes, so every one is timed
+        assert set(row["device_us"]) == set(switches.VARIANTS)
         assert all(us > 0 for us in row["device_us"].values())
         assert row["params"]["BLOCK_N"] == 1          # rl-triton's config: a row a program
         assert "rl_triton" in row["errors"]          # no CUDA here: the peer is skipped
     table = switches.report(data["rows"])
     assert "gae\\|none" in table and table.count("\n") == 1 + len(data["rows"])
-    assert "next reloaded" in table.splitlines()[0]
 
 
 def test_switches_are_restored_after_a_failure(script):

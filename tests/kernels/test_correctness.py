@@ -236,33 +236,6 @@ def test_a_flat_config_asks_for_descending_tiles(algorithm):
             flat.validate(other, {**params, "DESCEND": 1})
 
 
-@pytest.mark.parametrize("flags", FLAG_SETS["vtrace"])
-@pytest.mark.parametrize(("layout", "n", "t", "block_n", "descend"), [
-    ("env", 3, 7, 1, 0), ("env", 5, 33, 2, 1), ("time", 6, 12, 4, 0), ("env", 1, 1, 1, 0)])
-def test_a_flat_vtrace_config_reads_the_next_value_back(flags, layout, n, t, block_n, descend):
-    """``RELOAD_NEXT=1``: V-trace scans one pair and reads ``vs[t+1]`` back from the
-    stored ``vs`` after a barrier, giving the reference's numbers for every flag set and
-    layout, several rows a program and one step; the kernel then scans without the next
-    value. The parameter exists for float32 V-trace alone, as a 0/1 switch."""
-    key = ProblemKey("vtrace", n, t, "float32", layout, flags)
-    flat = type(strategies()["flat"])()
-    params = {"BLOCK_N": block_n, "num_warps": 1, "num_stages": 1,
-              **({"DESCEND": descend} if layout == "env" else {})}
-    pack = launch.Packer(key, block_n * launch.next_pow2(t), 1, 0, descend, 1)
-    assert pack.constexprs["NEXT"] is False
-    assert pack.constexprs["FINISH"] is launch.BUILDERS["vtrace"].reload_finish
-    call, kwargs = make_call(key, seed=13)
-    outs = flat.prepare(key, {**params, "RELOAD_NEXT": 1})(call)
-    check_outputs(outs, expected("vtrace", kwargs), call, f"flat RELOAD_NEXT=1 {key.as_text()}")
-    assert flat.validate(key, params)["RELOAD_NEXT"] == 0
-    with pytest.raises(launch.InvalidConfig, match="RELOAD_NEXT=2 must be 0 or 1"):
-        flat.validate(key, {**params, "RELOAD_NEXT": 2})
-    for other in (ProblemKey("vtrace", n, t, "bfloat16", layout, flags),
-                  ProblemKey("gae", n, t, "float32", layout)):
-        with pytest.raises(launch.InvalidConfig, match="unknown parameter"):
-            flat.validate(other, {**params, "RELOAD_NEXT": 1})
-
-
 def test_scan_runs_only_for_env_major_backward_scans(monkeypatch):
     def run(algorithm, layout="env", dtype="bfloat16", a=0, tile=2048, warps=4):
         return launch.scan_run(ProblemKey(algorithm, 4, 64, dtype, layout, "none", a),

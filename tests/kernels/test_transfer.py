@@ -207,15 +207,3 @@ def test_a_flat_tile_order_goes_only_where_the_target_offers_it(triton_strategie
     to, moved_params = moved(triton_strategies, "flat", env,
                              ProblemKey("gae", 600, 150, layout="time"), params)
     assert to == "flat" and "DESCEND" not in moved_params
-
-
-def test_a_flat_next_value_reload_goes_only_where_the_target_offers_it(triton_strategies):
-    """``RELOAD_NEXT`` exists for float32 V-trace: a config moved to another shape keeps
-    it, one moved to bfloat16 or to another estimator drops it."""
-    params = {"BLOCK_N": 1, "num_warps": 4, "num_stages": 1, "DESCEND": 1, "RELOAD_NEXT": 1}
-    env = ProblemKey("vtrace", 333, 150)
-    assert moved(triton_strategies, "flat", env, ProblemKey("vtrace", 600, 150), params) == \
-        ("flat", params)
-    for target in (ProblemKey("vtrace", 600, 150, "bfloat16"), ProblemKey("gae", 600, 150)):
-        to, moved_params = moved(triton_strategies, "flat", env, target, params)
-        assert to == "flat" and "RELOAD_NEXT" not in moved_params
