@@ -255,8 +255,8 @@ def related_choices(key: ProblemKey, device: torch.device,
     first (so defaults are filled in before duplicates are dropped, and configs the
     space rejects are left out). In this order:
 
-    * winners and runners-up of the same algorithm and shape in another dtype, layout
-      or flag set: the same kernels at the same sizes;
+    * winners, runners-up and off-grid configs of the same algorithm and shape in
+      another dtype, layout or flag set: the same kernels at the same sizes;
     * winners of other estimators at the same shape, dtype and layout (at most
       :data:`MAX_SIBLING_SEEDS` distinct configs, from the estimators the most alike
       first: with or without an action axis, then the same scan direction). Every
@@ -265,15 +265,18 @@ def related_choices(key: ProblemKey, device: torch.device,
       (8.6 µs) where four estimators' 12-trial studies stopped at flat (9.5-10.9 µs);
     * winners of the same key at the nearest shape on each side (fewer environments,
       more, fewer steps, more: :func:`nearest_on_each_side`; distinct configs, nearest
-      in log N + log T first): a shape between two tuned ones often wants one of their
-      strategies, where the borrowed config (one neighbour's, rescaled) may be the
-      other's. On the H200, time-major GAE 1024x8192 borrowed ``tiled`` from 2048x8192
-      (117.7 µs) while its 512x32768 neighbour's ``lookback`` family held the best
-      config found there (63.3 µs). The nearest two shapes can lie on one side: on the
-      H100, V-trace's 4096x2048 had them at 4096x512 (flat) and 4096x8192 (tiled, 1024
-      steps a tile), while the config that served the odd shapes below it (tiled, 256
-      steps a tile on 4 warps: 72 against 105 µs at 4745x1047) was 32768x2048's, the
-      nearest with more environments.
+      in log N + log T first), each followed by its off-grid config where it records
+      one: a shape between two tuned ones often wants one of their strategies, where the
+      borrowed config (one neighbour's, rescaled) may be the other's. On the H200,
+      time-major GAE 1024x8192 borrowed ``tiled`` from 2048x8192 (117.7 µs) while its
+      512x32768 neighbour's ``lookback`` family held the best config found there (63.3
+      µs). The nearest two shapes can lie on one side: on the H100, V-trace's 4096x2048
+      had them at 4096x512 (flat) and 4096x8192 (tiled, 1024 steps a tile), while the
+      config that served the odd shapes below it (tiled, 256 steps a tile on 4 warps: 72
+      against 105 µs at 4745x1047) was 32768x2048's, the nearest with more environments,
+      first as its winner, later as its off-grid config (the config for calls whose
+      steps fill part of their span, which a key chooses at such companions:
+      ``tune.neighbours``).
     """
     try:
         from rltriton_tune.dispatch.devices import device_fingerprint
@@ -302,31 +305,42 @@ def related_choices(key: ProblemKey, device: torch.device,
                     key.algorithm, key.a, key.dtype, key.layout, key.flags):
                 distance = abs(math.log2(max(k.n, 1) / max(key.n, 1))) + abs(
                     math.log2(max(k.t, 1) / max(key.t, 1)))
-                neighbours.append(((distance, k.n, k.t), Candidate(e.strategy, dict(e.params))))
+                neighbours.append(((distance, k.n, k.t), _with_off_grid(e)))
             continue
         if (k.algorithm, k.a) == (key.algorithm, key.a):
             out.append(Candidate(e.strategy, dict(e.params)))
             if e.runner_up:
                 out.append(Candidate(e.runner_up["strategy"], dict(e.runner_up["params"])))
+            out.extend(_with_off_grid(e)[1:])
         elif (k.dtype, k.layout) == (key.dtype, key.layout) and k.algorithm != key.algorithm:
             likeness = ((k.a > 0) != (key.a > 0), k.spec.direction != key.spec.direction,
                         k.flags != key.flags, k.algorithm)
-            siblings.append((likeness, Candidate(e.strategy, dict(e.params))))
+            siblings.append((likeness, [Candidate(e.strategy, dict(e.params))]))
     out = [c for c in map(checked, out) if c is not None]
     seen = {c.label() for c in out}
     # The neighbours are bounded by their sides (at most four), the siblings by a count.
     for ranked, most in ((siblings, MAX_SIBLING_SEEDS),
                          (nearest_on_each_side(key, neighbours), None)):
         added = 0
-        for _, raw in sorted(ranked, key=lambda item: item[0]):
-            if added == most:
-                break
-            candidate = checked(raw)
-            if candidate is not None and candidate.label() not in seen:
-                seen.add(candidate.label())
-                out.append(candidate)
-                added += 1
+        for _, raws in sorted(ranked, key=lambda item: item[0]):
+            for raw in raws:
+                if added == most:
+                    break
+                candidate = checked(raw)
+                if candidate is not None and candidate.label() not in seen:
+                    seen.add(candidate.label())
+                    out.append(candidate)
+                    added += 1
     return out
+
+
+def _with_off_grid(entry: Any) -> list[Candidate]:
+    """``entry``'s winner, then its off-grid config where it records one."""
+    from rltriton_tune.dispatch.lookup import off_grid_config
+
+    off = off_grid_config(entry)
+    return [Candidate(entry.strategy, dict(entry.params)),
+            *([] if off is None else [Candidate(*off)])]
 
 
 def nearest_on_each_side(key: ProblemKey, ranked: list[tuple[tuple[float, int, int], Any]]

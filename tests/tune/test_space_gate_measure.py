@@ -287,6 +287,35 @@ def test_studies_are_seeded_with_the_nearest_shapes_winners_after_the_siblings()
                      "torch(chunk=16, mode=chunked)"]
 
 
+def test_seeds_take_the_off_grid_configs_related_entries_record():
+    """An entry's off-grid config (what calls whose steps fill part of their span take)
+    seeds a study after that entry's winner: at the key's shape in another flag set, and
+    at the nearest shape on a side. A malformed one gives no seed."""
+    from rltriton_tune.dispatch.devices import device_fingerprint
+    from rltriton_tune.tune.space import related_choices
+    from rltriton_tune.tuning_db import Entry, record
+
+    def entry(n, t, params, off, flags="none"):
+        extra = {"off_grid": off} if off is not None else {}
+        return Entry(ProblemKey("gae", n, t, "float32", "env", flags), "torch", params, 5.0,
+                     trials=1, date="2026-01-01T00:00:00Z", extra=extra)
+
+    record(device_fingerprint("cpu"), [
+        entry(1024, 2048, {"mode": "loop"},
+              {"strategy": "torch", "params": {"mode": "chunked", "chunk": 256}},
+              flags="last_value"),
+        entry(8192, 2048, {"mode": "doubling"},
+              {"strategy": "torch", "params": {"mode": "chunked", "chunk": 64}}),
+        entry(1024, 512, {"mode": "chunked", "chunk": 8}, {"strategy": 3}),  # malformed
+    ])
+    key = ProblemKey("gae", 1024, 2048, "float32", "env")
+    seeds = [c.label() for c in related_choices(key, torch.device("cpu"))]
+    # fewer steps (2 octaves) is nearer than more environments (3)
+    assert seeds == ["torch(mode=loop)", "torch(chunk=256, mode=chunked)",
+                     "torch(chunk=8, mode=chunked)", "torch(mode=doubling)",
+                     "torch(chunk=64, mode=chunked)"]
+
+
 def test_nearest_on_each_side_keeps_an_entry_once_and_orders_by_distance():
     """An entry nearest on two sides (fewer environments and more steps) is kept once;
     a side without entries gives none."""
