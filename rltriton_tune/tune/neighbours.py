@@ -31,7 +31,12 @@ cost the key. An off-grid shape whose steps fill part of their span (the compani
 where the key's steps are a power of two) with each of those flag sets is a companion too
 (:func:`flagged_companions`): calls of other shapes whose steps fill part of their
 power-of-two span take the entry's off-grid config where it records one
-(:func:`off_grid_choice`), whatever their flags.
+(:func:`off_grid_choice`), whatever their flags. That config answers to those calls
+alone, so its time at the key bars nothing: every finalist is screened at the first
+partly filled companion. On the H100 (float32 V-trace, device time), tiled with 256-step
+tiles on 4 warps was more than :data:`KEY_MARGIN` slower than flat at 4096x2048 and never
+reached the partly filled companions, while calls at 4745x1047 that borrow the entry
+took 72 µs with it against 105 with the flat config.
 
 The geometric mean can trade a loss at one companion for a gain at another. Where the
 finalists include a *floor*, the config of the peer users would call instead
@@ -177,7 +182,8 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     ``evaluator_for(key)`` makes an evaluator for another key (closed here). ``floor``:
     the index of the finalist no choice may be slower than by more than
     :data:`FLOOR_MARGIN` anywhere it was timed (rl-triton's config), or None. Only the
-    finalists that can be chosen and the floor are timed at the companions. With one
+    finalists that can be chosen and the floor are timed at the companions, and at the
+    partly filled ones those :func:`_screen` keeps at the first of them. With one
     finalist or no companion timed, the fastest at ``key`` is chosen."""
     fastest = min(range(len(finalists)), key=lambda i: key_us[i])
     if len(finalists) < 2:
@@ -190,9 +196,20 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     choosable = [i for i in range(len(finalists))
                  if i == fastest or key_us[i] <= best_key * (1 + KEY_MARGIN)]
     timing = {*choosable, *([] if floor is None else [floor])}
+    # The off-grid config serves only the partly filled calls, so its time at the key
+    # bars nothing: every finalist is screened at the first partly filled companion, and
+    # those faster there than all of ``timing`` by more than FLOOR_MARGIN are timed at the
+    # other partly filled ones too and compete for it (``off_grid_choice``).
+    screened = set(timing)
     timed, times, timed_keys = [], [], []
     for other in (neighbourhood(key) if others is None else others):
-        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for, timing)
+        partly = (other.n, other.t) != (key.n, key.t) and lookup.partial_span(other.t)
+        first = partly and not any((o.n, o.t) != (key.n, key.t)
+                                   and lookup.partial_span(o.t) for o in timed_keys)
+        wanted = set(range(len(finalists))) if first else screened if partly else timing
+        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for, wanted)
+        if there is not None and first:
+            there, screened = _screen(there, timing)
         if there is not None:
             timed.append(other.as_text())
             times.append(there)
@@ -230,7 +247,7 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     # The floor competes for it: only those calls take the off-grid config, so its time
     # at the key does not bar it.
     off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
-                          sorted(timing), floor)
+                          sorted(screened), floor)
     return Choice(chosen, tuple(timed), tuple(times),
                   floor_held=floor is not None and bool(guarded), off_grid=off,
                   off_grid_config=None if off is None else (
@@ -282,6 +299,20 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
     if chosen in ran and mean_cost(chosen) - mean_cost(off) <= math.log(1 + FLOOR_MARGIN):
         return None
     return off
+
+
+def _screen(there: tuple[float | None, ...], timing: set[int]
+            ) -> tuple[tuple[float | None, ...], set[int]]:
+    """Of every finalist's time at the first partly filled companion (``there``), keep
+    ``timing``'s and those faster than all of ``timing``'s there by more than
+    :data:`FLOOR_MARGIN` (every one that ran, where none of ``timing`` did); the others'
+    times become None. Return the times (None where none is left) and the indices
+    kept."""
+    ran = [there[i] for i in timing if there[i] is not None]
+    bar = min(ran) / (1 + FLOOR_MARGIN) if ran else math.inf
+    kept = timing | {i for i, us in enumerate(there) if us is not None and us < bar}
+    out = tuple(us if i in kept else None for i, us in enumerate(there))
+    return (out if any(us is not None for us in out) else None), kept
 
 
 def _slower_than_floor(i: int, floor: int,

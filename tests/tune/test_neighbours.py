@@ -99,9 +99,10 @@ def test_the_config_serving_the_neighbourhood_best_wins_over_a_near_tie_at_the_k
     assert choice.index == 1
     assert [other.as_text() for other, _ in made] == [BELOW, ABOVE]
     assert all(evaluator.closed for _, evaluator in made)
-    # moved there and timed: the two within KEY_MARGIN at the key; the third, 50% slower
-    # there, could not be chosen whatever its companion times
-    assert [c.params["mode"] for c in seen] == list(MODES[:2]) * 2
+    # moved there and timed: all three at the partly filled companion below (the screen
+    # for the off-grid config); above, only the two within KEY_MARGIN at the key: the
+    # third, 50% slower there and no faster below, could not be chosen
+    assert [c.params["mode"] for c in seen] == [*MODES, *MODES[:2]]
     assert choice.extra() == {"companions": {BELOW: 1.0}}
 
 
@@ -148,8 +149,10 @@ def test_a_config_without_a_companion_time_is_judged_without_it():
 
 def test_only_finalists_that_can_be_chosen_and_the_floor_are_timed_at_companions():
     """A finalist past KEY_MARGIN at the key is not moved to the companions, unless it is
-    the floor, whose times there bound the others; the fastest is timed there even
-    alone, for the entry's record of its companion times."""
+    the floor, whose times there bound the others, or the companion is the first partly
+    filled one (the off-grid screen), where it is dropped again unless faster than
+    those; the fastest is timed there even alone, for the entry's record of its
+    companion times."""
     seen = []
 
     def evaluator_for(other):
@@ -159,15 +162,48 @@ def test_only_finalists_that_can_be_chosen_and_the_floor_are_timed_at_companions
     companions = neighbours.companions(KEY)
     choice = neighbours.choose(KEY, cands, [1.0, 1.5, 1.6], CPU, USABLE, 0.01,
                                evaluator_for, companions, floor=2)
-    assert [c.params["mode"] for c in seen] == [MODES[0], MODES[2]] * len(companions)
+    assert [c.params["mode"] for c in seen] == [*MODES, MODES[0], MODES[2]]
     assert choice.index == 0 and choice.floor_held
     assert all(us[1] is None for us in choice.companion_us)
     seen.clear()
     choice = neighbours.choose(KEY, cands, [1.0, 1.5, 1.6], CPU, USABLE, 0.01,
                                evaluator_for, companions)
-    assert [c.params["mode"] for c in seen] == [MODES[0]] * len(companions)
+    assert [c.params["mode"] for c in seen] == [*MODES, MODES[0]]
     assert choice.index == 0 and choice.extra() == {
         "companions": {other.as_text(): 1.0 for other in companions}}
+
+
+def test_a_config_too_slow_at_the_key_can_still_serve_partly_filled_calls():
+    """The off-grid config answers only to calls whose steps fill part of their span: a
+    finalist 30% slower at the key (past KEY_MARGIN) but 25% faster at the partly filled
+    companion below becomes it, and is timed at the other partly filled companions (the
+    key's other flag sets there) to be judged; one that is not faster below is timed
+    nowhere else. On the H100 (float32 V-trace, device time), tiled with 256-step tiles
+    took 72 µs at 4745x1047 where the flat config of the 4096x2048 entry took 105."""
+    key = ProblemKey("vtrace", 128, 32)
+    others = neighbours.neighbourhood(key)
+    partly = [o for o in others if (o.n, o.t) != (key.n, key.t)
+              and neighbours.lookup.partial_span(o.t)]
+    assert len(partly) == 1 + len(neighbours.flag_companions(key))
+    seen: dict[str, list[str]] = {}
+
+    def evaluator_for(other):
+        below = other in partly
+        times = [1.0, 0.75, 1.0] if below else [1.0, 1.3, 1.3]
+        return FakeEvaluator(dict(zip(MODES, times, strict=True)),
+                             seen.setdefault(other.as_text(), []))
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    choice = neighbours.choose(key, cands, [1.0, 1.3, 1.4], CPU, USABLE, 0.01,
+                               evaluator_for, others)
+    assert choice.index == 0
+    assert choice.off_grid == 1 and choice.off_grid_config == ("torch", {"mode": "loop"})
+    assert dict(choice.off_grid_us) == {o.as_text(): 0.75 for o in partly}
+    for other in others:
+        modes = [c.params["mode"] for c in seen[other.as_text()]]
+        want = list(MODES) if other == partly[0] else \
+            ["doubling", "loop"] if other in partly else ["doubling"]
+        assert modes == want, other.as_text()
 
 
 def test_one_finalist_or_no_companion_needs_no_companion_timing():
