@@ -13,7 +13,12 @@ launcher with one switch of :mod:`rltriton_tune.kernels.launch` changed:
 * ``runs off``: Triton's reverse scan instead of flipped per-thread runs (``FLIP_RUNS``);
 * ``descending``: every backward tile holds its steps last to first and is scanned
   forward, rl-triton's load order (``DESCEND_ALWAYS``);
-* ``descending, hints off``: both.
+* ``descending, hints off``: both;
+
+and variants of the config itself, where the cell's key offers the parameter:
+
+* ``two blocks``: registers a thread capped so that two programs fit a multiprocessor
+  (``TWO_BLOCKS=1``: Triton's ``maxnreg``; no cap below 8 warps).
 
 A variant whose outputs differ from ``built``'s is reported and not timed. Rounds take
 turns (rl-triton and every variant per round, in a rotating order) and each gets the
@@ -58,6 +63,11 @@ VARIANTS: dict[str, dict[str, bool]] = {
     "descending": {"DESCEND_ALWAYS": True},
     "descending, hints off": {"DESCEND_ALWAYS": True, "ALIGN_HINTS": False},
 }
+#: Variant name -> the config parameters it sets on rl-triton's config (the variant runs
+#: only where the key's flat space offers them).
+PARAM_VARIANTS: dict[str, dict[str, int]] = {
+    "two blocks": {"TWO_BLOCKS": 1},
+}
 #: Small env-major cells where backward estimators trail rl-triton at its own config,
 #: and a forward estimator that does not, as the control.
 CELLS = ("gae|none|float32|env|N=333|T=150", "gae|none|float32|env|N=1000|T=200",
@@ -65,7 +75,8 @@ CELLS = ("gae|none|float32|env|N=333|T=150", "gae|none|float32|env|N=1000|T=200"
          "discounted_returns|none|float32|env|N=333|T=150",
          "vtrace|none|float32|env|N=333|T=150",
          "eligibility_traces|none|float32|env|N=333|T=150")
-SMOKE_CELLS = ("gae|none|float32|env|N=4|T=6", "eligibility_traces|none|float32|env|N=3|T=5")
+SMOKE_CELLS = ("gae|none|float32|env|N=4|T=6", "eligibility_traces|none|float32|env|N=3|T=5",
+               "vtrace|last_value|float32|env|N=3|T=5")
 PEER = "rl_triton"
 
 
@@ -107,11 +118,15 @@ def measure(key: ProblemKey, device: torch.device, rounds: int, budget_s: float
     except PeerUnavailable as exc:
         row["errors"][PEER] = str(exc)
     reference = None
-    for name, settings in VARIANTS.items():
+    offered = flat.space(key)
+    variants = [*((name, settings, params) for name, settings in VARIANTS.items()),
+                *((name, {}, {**params, **extra}) for name, extra in PARAM_VARIANTS.items()
+                  if all(p in offered for p in extra))]
+    for name, settings, config in variants:
         try:
             with switched(settings):
                 # A fresh launcher: the strategy's cache holds one built with the defaults.
-                launcher = flat._launcher(key, params)
+                launcher = flat._launcher(key, flat.validate(key, config))
             outputs = launcher(calls[0])
         except Exception as exc:  # noqa: BLE001 - a variant that fails is a recorded result
             row["errors"][name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
@@ -136,7 +151,8 @@ def measure(key: ProblemKey, device: torch.device, rounds: int, budget_s: float
 def report(rows: list[dict[str, Any]]) -> str:
     """A table: each variant's device time, and rl-triton's time over it (above 1: the
     variant is faster)."""
-    names = [n for n in (PEER, *VARIANTS) if any(n in r["device_us"] for r in rows)]
+    names = [n for n in (PEER, *VARIANTS, *PARAM_VARIANTS)
+             if any(n in r["device_us"] for r in rows)]
     lines = ["| cell | " + " | ".join(names) + " |",
              "|---|" + "---:|" * len(names)]
     for r in rows:

@@ -18,14 +18,17 @@ from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
     TritonStrategy,
+    interpreting,
     next_pow2,
     one_row_at_odd_length,
     packed_launcher,
     pow2_range,
+    register_cap,
     require,
     rescale_tile,
     tile_order_default,
     tile_order_space,
+    two_blocks_space,
 )
 from rltriton_tune.kernels.scan import (
     edges,
@@ -101,6 +104,7 @@ class FlatStrategy(TritonStrategy):
             "num_stages": [1],
             **reduce_actions_space(key),
             **tile_order_space(key),
+            **two_blocks_space(key),
         }
 
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
@@ -111,23 +115,29 @@ class FlatStrategy(TritonStrategy):
         require(p["BLOCK_N"] * bt <= TILE_BUDGET, self.name,
                 f"BLOCK_N={p['BLOCK_N']} x next_pow2(T)={bt} exceeds the tile budget "
                 f"{TILE_BUDGET} (use tiled or split for long sequences)")
+        require(not p.get("TWO_BLOCKS") or register_cap(p["num_warps"]) is not None, self.name,
+                f"TWO_BLOCKS=1 caps nothing at num_warps={p['num_warps']} (8 or more)")
 
     def default_params(self, key: ProblemKey) -> Params:
         return {**rl_triton_params(key.t, key.algorithm), **reduce_actions_default(key),
-                **tile_order_default(key)}
+                **tile_order_default(key), "TWO_BLOCKS": 0}
 
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:
         """A row is one next_pow2(T) tile: keep the tile's size as T moves (see
         :func:`rescale_tile`). ``DESCEND`` goes only where the target offers it. A config
         of several rows a program moved from rows of even length to env-major rows of odd
-        length takes one row a program (see :func:`one_row_at_odd_length`)."""
+        length takes one row a program (see :func:`one_row_at_odd_length`), and one
+        left with fewer warps than a register cap needs drops ``TWO_BLOCKS``."""
         if "DESCEND" in params and not tile_order_space(target):
             params = {k: v for k, v in params.items() if k != "DESCEND"}
         span_from, span_to = next_pow2(source.t), next_pow2(target.t)
         moved = dict(params) if span_from == span_to else \
             rescale_tile(params, span_from, span_to, target)
-        return self.name, one_row_at_odd_length(moved, source, target)
+        moved = one_row_at_odd_length(moved, source, target)
+        if moved.get("TWO_BLOCKS") and register_cap(moved["num_warps"]) is None:
+            moved["TWO_BLOCKS"] = 0  # fewer warps than a cap needs: the compiler's registers
+        return self.name, moved
 
     def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)
@@ -136,5 +146,8 @@ class FlatStrategy(TritonStrategy):
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
+        cap = register_cap(params["num_warps"]) if params.get("TWO_BLOCKS") else None
+        if cap is not None and not interpreting():
+            consts["maxnreg"] = cap
         return packed_launcher(pack, FastLaunch(flat_kernel, grid, consts, pack.pointers,
                                                 pack.pointer_slots))

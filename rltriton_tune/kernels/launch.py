@@ -164,6 +164,31 @@ def tile_order_default(key: ProblemKey) -> dict[str, int]:
     return {"DESCEND": 0} if tile_order_space(key) else {}
 
 
+#: 32-bit registers of one multiprocessor (every NVIDIA GPU since compute capability 5.0,
+#: Hopper and Blackwell included), and the unit a warp's registers are allocated in.
+REGISTER_FILE = 65536
+REGISTER_UNIT = 8
+
+
+def two_blocks_space(key: ProblemKey) -> dict[str, list[int]]:
+    """The ``TWO_BLOCKS`` choices of a one-tile (flat) config: 1 caps the registers of a
+    thread (Triton's ``maxnreg``, :func:`register_cap`) so that two programs fit one
+    multiprocessor where the compiler's allocation would fit one; 0 leaves them to the
+    compiler. Compiled for sm_90 (Triton 3.6), V-trace at 2457x1229 on rl-triton's
+    config (one row of 2048 steps a program, 16 warps) takes 74 registers a thread, one
+    program of 512 threads an SM, where rl-triton's kernel takes 61, two programs; capped
+    at 64 it spills 8 bytes. Which wins is measured per config."""
+    return {"TWO_BLOCKS": [0, 1]}
+
+
+def register_cap(num_warps: int) -> int | None:
+    """Triton's ``maxnreg`` for ``TWO_BLOCKS=1`` at ``num_warps``: the most registers a
+    thread can hold with two programs on one multiprocessor; None where that is no cap
+    (fewer than 8 warps: Triton allocates at most 255 a thread)."""
+    cap = REGISTER_FILE // (2 * 32 * num_warps) // REGISTER_UNIT * REGISTER_UNIT
+    return cap if cap < 255 else None
+
+
 def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int,
                   always: bool = False) -> bool:
     """Whether a backward scan's tiles hold their steps last to first, so that the cores
@@ -497,7 +522,7 @@ class TritonStrategy:
 
 
 #: Parameters that turn a kernel path on (1) or off (0).
-SWITCH_PARAMS = frozenset({"REDUCE_A", "DESCEND"})
+SWITCH_PARAMS = frozenset({"REDUCE_A", "DESCEND", "TWO_BLOCKS"})
 
 
 def _empty_launcher(key: ProblemKey) -> Launcher:

@@ -5,11 +5,11 @@ what dispatch chooses for the key now (the stored config, unless it no longer
 validates), the built-in rules' config for this device's multiprocessor count (what a
 kernel change may have made the better one), on CUDA rl-triton's config (the flat
 heuristic), the stored config with each other setting of a switch parameter
-(:data:`SWITCHES`: Retrace's action pre-pass and flat's tile order), and the configs
-the device's related entries chose (``tune.space.related_choices``: the same shape in
-other dtypes, layouts and flag sets, other estimators at the shape, the nearest shape
-on each side), on the same inputs in one process, and at the key's off-grid
-companions (``tune.neighbours``); the config that serves them all best, never slower than
+(:data:`SWITCHES`: Retrace's action pre-pass, flat's tile order and register cap), and
+the configs the device's related entries chose (``tune.space.related_choices``: the
+same shape in other dtypes, layouts and flag sets, other estimators at the shape, the
+nearest shape on each side), on the same inputs in one process, and at the key's
+off-grid companions (``tune.neighbours``); the config that serves them all best, never slower than
 rl-triton's config beyond a noise margin (``tune.neighbours.FLOOR_MARGIN``), is recorded
 with its fresh time and the installed software (so the stored config stays only if it
 still wins). An entry none of whose configs works here, or whose refresh fails, is left
@@ -30,7 +30,8 @@ from rltriton_tune.call import ProblemKey, flags_string
 from rltriton_tune.dispatch.lookup import off_grid_config
 from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
-from rltriton_tune.kernels.launch import tile_order_space
+from rltriton_tune.kernels.launch import tile_order_space, two_blocks_space
+from rltriton_tune.strategy import InvalidConfig
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import describe
 from rltriton_tune.tune.neighbours import neighbourhood_texts
@@ -66,12 +67,13 @@ REFRESH_VERSION = 2
 SWITCHES: dict[str, Callable[[ProblemKey], dict[str, list[int]]]] = {
     "REDUCE_A": reduce_actions_space,
     "DESCEND": tile_order_space,
+    "TWO_BLOCKS": two_blocks_space,
 }
 
 
 def switch_variants(key: ProblemKey, stored: Candidate) -> list[Candidate]:
-    """``stored`` with each other setting of every switch its key and strategy offer
-    (Triton strategies only: the torch fallback takes none)."""
+    """``stored`` with each other setting of every switch its key and strategy offer and
+    its config can take (Triton strategies only: the torch fallback takes none)."""
     if stored.strategy == "torch":
         return []
     impl = strategies().get(stored.strategy)
@@ -84,7 +86,12 @@ def switch_variants(key: ProblemKey, stored: Candidate) -> list[Candidate]:
             continue
         for value in settings_of(key).get(name, ()):
             if stored.params.get(name, 0) != value:
-                out.append(Candidate(stored.strategy, {**stored.params, name: value}))
+                variant = {**stored.params, name: value}
+                try:
+                    impl.validate(key, variant)
+                except InvalidConfig:  # a setting this config cannot take (no cap to set)
+                    continue
+                out.append(Candidate(stored.strategy, variant))
     return out
 
 

@@ -212,3 +212,24 @@ def test_tiled_searches_whole_column_blocks_for_retrace_only_with_the_action_pre
     assert tiled.skip_reason(key, {**wide, "BLOCK_N": 64, "REDUCE_A": 0}) is None
     assert max(tiled.space(ProblemKey("retrace", 32768, 128, flags="trunc", a=8))
                ["BLOCK_N"]) == 64                                  # env-major: unchanged
+
+
+def test_two_blocks_caps_registers_so_two_programs_fit_a_multiprocessor(monkeypatch):
+    """``TWO_BLOCKS=1`` passes Triton a register cap (``maxnreg``) of the 64K register file
+    over two programs: 64 a thread at 16 warps, 128 at 8, 32 at 32; below 8 warps there is
+    nothing to cap and the config is refused. The interpreter takes no cap."""
+    from rltriton_tune.kernels import flat as flat_module
+    from rltriton_tune.kernels.launch import register_cap
+
+    assert [register_cap(w) for w in (1, 2, 4, 8, 16, 32)] == [None, None, None, 128, 64, 32]
+    flat = type(strategies()["flat"])()
+    key = ProblemKey("vtrace", 2457, 1229)
+    params = {"BLOCK_N": 1, "num_warps": 16, "num_stages": 1, "DESCEND": 0, "TWO_BLOCKS": 1}
+    assert flat.validate(key, params) == params
+    with pytest.raises(InvalidConfig, match="TWO_BLOCKS=1 caps nothing at num_warps=4"):
+        flat.validate(key, {**params, "num_warps": 4})
+    monkeypatch.setattr(flat_module, "interpreting", lambda: False)
+    assert flat._launcher(key, params).kernel._consts["maxnreg"] == 64
+    assert "maxnreg" not in flat._launcher(key, {**params, "TWO_BLOCKS": 0}).kernel._consts
+    monkeypatch.setattr(flat_module, "interpreting", lambda: True)
+    assert "maxnreg" not in flat._launcher(key, params).kernel._consts

@@ -15,7 +15,7 @@ def key(n, t, algorithm="gae"):
 
 
 #: GAE is a backward scan: its flat configs carry a tile order (launch.tile_order_space).
-ORDER = {"DESCEND": 0}
+ORDER = {"DESCEND": 0, "TWO_BLOCKS": 0}  # the defaults a moved flat config is completed with
 
 
 @pytest.fixture(scope="module")
@@ -200,10 +200,23 @@ def test_sequential_keeps_its_program_count(triton_strategies):
 def test_a_flat_tile_order_goes_only_where_the_target_offers_it(triton_strategies):
     """``DESCEND`` exists for backward scans of env-major rows: a flat config moved to
     another such key keeps it, one moved to a time-major key drops it."""
-    params = {"BLOCK_N": 1, "num_warps": 4, "num_stages": 1, "DESCEND": 1}
+    params = {"BLOCK_N": 1, "num_warps": 4, "num_stages": 1, "DESCEND": 1, "TWO_BLOCKS": 0}
     env = ProblemKey("gae", 333, 150)
     assert moved(triton_strategies, "flat", env, ProblemKey("gae", 600, 150), params) == \
         ("flat", params)
     to, moved_params = moved(triton_strategies, "flat", env,
                              ProblemKey("gae", 600, 150, layout="time"), params)
     assert to == "flat" and "DESCEND" not in moved_params
+
+
+def test_a_register_cap_is_dropped_where_the_moved_config_has_too_few_warps(triton_strategies):
+    """``TWO_BLOCKS=1`` moves with its config while it still caps something: 8 rows of 256
+    steps on 16 warps, moved to rows of odd length, take one row a program on 2 warps,
+    where there is nothing to cap."""
+    params = {"BLOCK_N": 1, "num_warps": 16, "num_stages": 1, "DESCEND": 0, "TWO_BLOCKS": 1}
+    assert moved(triton_strategies, "flat", ProblemKey("vtrace", 4096, 2048),
+                 ProblemKey("vtrace", 4745, 1047), params) == ("flat", params)
+    rows = {**params, "BLOCK_N": 8}
+    to, odd = moved(triton_strategies, "flat", ProblemKey("vtrace", 4096, 256),
+                    ProblemKey("vtrace", 4745, 255), rows)
+    assert (odd["BLOCK_N"], odd["num_warps"], odd["TWO_BLOCKS"]) == (1, 2, 0)

@@ -274,6 +274,12 @@ def test_refresh_times_the_stored_config_with_each_switch_setting(monkeypatch):
     assert refresh_module.switch_variants(retrace, bare) == [
         Candidate("flat", {**bare.params, "REDUCE_A": 1}),
         Candidate("flat", {**bare.params, "DESCEND": 1})]
+    # The register cap is a variant where it caps something (8 warps or more)
+    wide = Candidate("flat", {"BLOCK_N": 1, "num_warps": 16, "num_stages": 1})
+    assert refresh_module.switch_variants(retrace, wide) == [
+        Candidate("flat", {**wide.params, "REDUCE_A": 1}),
+        Candidate("flat", {**wide.params, "DESCEND": 1}),
+        Candidate("flat", {**wide.params, "TWO_BLOCKS": 1})]
     assert refresh_module.switch_variants(KEY, Candidate("tiled", dict(stored.params))) == []
     assert refresh_module.switch_variants(retrace, Candidate("torch", FAST)) == []
 
@@ -310,8 +316,8 @@ def test_a_winner_recorded_before_a_parameter_existed_is_stored_complete():
 
     key = ProblemKey("discounted_returns", 512, 32)
     old = Candidate("flat", {"BLOCK_N": 4, "num_stages": 1, "num_warps": 4})
-    assert stored_params(key, old) == {"BLOCK_N": 4, "DESCEND": 0, "num_stages": 1,
-                                       "num_warps": 4}
+    assert stored_params(key, old) == {"BLOCK_N": 4, "DESCEND": 0, "TWO_BLOCKS": 0,
+                                       "num_stages": 1, "num_warps": 4}
     assert stored_params(key, Candidate("torch", {"mode": "loop"})) == {"mode": "loop"}
     bad = Candidate("flat", {"BLOCK_N": 3})  # not a power of two: stored as it is
     assert stored_params(key, bad) == {"BLOCK_N": 3}
@@ -327,7 +333,7 @@ def test_a_runner_up_stored_without_a_newer_parameter_is_not_timed_twice(monkeyp
     from rltriton_tune.tuning_db import Entry
 
     key = ProblemKey("discounted_returns", 512, 32)
-    full = {"BLOCK_N": 4, "DESCEND": 0, "num_stages": 1, "num_warps": 4}
+    full = {"BLOCK_N": 4, "DESCEND": 0, "TWO_BLOCKS": 0, "num_stages": 1, "num_warps": 4}
     old = {k: v for k, v in full.items() if k != "DESCEND"}
     seen = []
 
@@ -348,7 +354,7 @@ def test_a_runner_up_stored_without_a_newer_parameter_is_not_timed_twice(monkeyp
     entry = Entry(key, "flat", full, 2.0, runner_up={"strategy": "flat", "params": old})
     refresh_module.refresh_entry(entry, CPU)
     assert len(seen) == len(set(seen)) == 2  # the stored config and its DESCEND=1 twin
-    assert "flat(BLOCK_N=4, DESCEND=0, num_stages=1, num_warps=4)" in seen
+    assert "flat(BLOCK_N=4, DESCEND=0, TWO_BLOCKS=0, num_stages=1, num_warps=4)" in seen
 
 
 def test_a_sibling_gpus_entries_are_refreshed_without_their_evidence(monkeypatch):
