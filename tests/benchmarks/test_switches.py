@@ -14,9 +14,13 @@ def test_smoke_times_every_variant_and_writes_them(script, tmp_path):
     data = json.loads((tmp_path / "switches.json").read_text())
     assert [r["cell"] for r in data["rows"]] == list(switches.SMOKE_CELLS)
     for row in data["rows"]:
-        # every variant computes what the built kernel computes, so every one is timed,
-        # the config variants too (every flat key offers TWO_BLOCKS)
-        assert set(row["device_us"]) == set(switches.VARIANTS) | set(switches.PARAM_VARIANTS)
+        # every variant computes what the built kernel computes, so every one is timed;
+        # the config variants where the config takes them (TWO_BLOCKS: 8 warps or more,
+        # rl-triton's config at 1,000 steps)
+        capped = row["params"]["num_warps"] >= 8
+        assert set(row["device_us"]) == set(switches.VARIANTS) | (
+            set(switches.PARAM_VARIANTS) if capped else set())
+        assert capped == row["cell"].startswith("vtrace")
         assert all(us > 0 for us in row["device_us"].values())
         assert row["params"]["BLOCK_N"] == 1          # rl-triton's config: a row a program
         assert "rl_triton" in row["errors"]          # no CUDA here: the peer is skipped
