@@ -123,7 +123,8 @@ def compile_launch(launch: Launch, arch: int) -> Any:
     from triton.compiler import ASTSource
 
     kernel = launch.kernel
-    options = {k: launch.kwargs[k] for k in ("num_warps", "num_stages") if k in launch.kwargs}
+    options = {k: launch.kwargs[k] for k in ("num_warps", "num_stages", "maxnreg")
+               if k in launch.kwargs}
     values = dict(zip(kernel.arg_names, launch.args, strict=False))
     values.update({k: v for k, v in launch.kwargs.items() if k not in options})
     signature: dict[str, str] = {}

@@ -30,7 +30,7 @@ TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16"
          torch.float64: "*fp64", torch.bool: "*i1", torch.uint8: "*u8", torch.int8: "*i8",
          torch.int32: "*i32", torch.int64: "*i64"}
 #: Launch options among the recorded constexprs (the rest are kernel parameters).
-OPTIONS = ("num_warps", "num_stages")
+OPTIONS = ("num_warps", "num_stages", "maxnreg")
 
 
 def _signature(kernel: Any, args: list[Any], consts: dict[str, Any]) -> dict[str, str]:

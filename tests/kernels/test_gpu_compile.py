@@ -116,6 +116,39 @@ def test_flat_tile_order_and_absent_flags_in_the_compiled_code(tmp_path):
         assert "max.f32" not in found[name] and "min.f32" not in found[name], found[name]
 
 
+REGISTERS = r"""
+import json, re, subprocess, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, {here!r})
+from gpu_compile import compiled_launches
+from triton.tools.disasm import path_to_cuobjdump
+from rltriton_tune.call import ProblemKey
+out = {{}}
+for name, params in {cases!r}.items():
+    cubin = compiled_launches("flat", ProblemKey.from_text({key!r}), params)[-1].asm["cubin"]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "kernel.cubin"
+        path.write_bytes(cubin)
+        text = subprocess.run([path_to_cuobjdump(), "-res-usage", str(path)], check=True,
+                              capture_output=True, text=True).stdout
+    out[name] = int(re.search(r"REG:(\d+)", text).group(1))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
+def test_two_blocks_caps_the_registers_a_thread(tmp_path):
+    """``TWO_BLOCKS=1`` reaches the compiler: V-trace at rl-triton's config for 1,229
+    steps (one row of 2048 a program, 16 warps) fits 64 registers a thread, so two
+    programs share a multiprocessor (sm_90, Triton 3.6: 74 without the cap)."""
+    rl = {"BLOCK_N": 1, "num_warps": 16, "num_stages": 2, "DESCEND": 1}
+    cases = {"compiler": {**rl, "TWO_BLOCKS": 0}, "capped": {**rl, "TWO_BLOCKS": 1}}
+    found = _compiled_json(REGISTERS.format(here=str(SCRIPT.parent), cases=cases,
+                                            key="vtrace|none|float32|env|N=2457|T=1229"),
+                           tmp_path)
+    assert found["capped"] <= 64 and found["capped"] <= found["compiler"], found
+
+
 @pytest.mark.parametrize("key_text, strategy, params", [
     ("gae|none|float32|env|N=12|T=45000", "tiled", {"BLOCK_N": 1, "BLOCK_T": 1024}),
     ("gae|none|float32|env|N=100000|T=12", "flat", {"BLOCK_N": 16}),
