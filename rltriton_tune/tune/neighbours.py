@@ -33,10 +33,11 @@ where the key's steps are a power of two) with each of those flag sets is a comp
 power-of-two span take the entry's off-grid config where it records one
 (:func:`off_grid_choice`), whatever their flags. That config answers to those calls
 alone, so its time at the key bars nothing: every finalist is screened at the first
-partly filled companion. On the H100 (float32 V-trace, device time), tiled with 256-step
-tiles on 4 warps was more than :data:`KEY_MARGIN` slower than flat at 4096x2048 and never
-reached the partly filled companions, while calls at 4745x1047 that borrow the entry
-took 72 µs with it against 105 with the flat config.
+partly filled companion. On the H100 (float32 V-trace, device time), the 4096x2048
+entry had tiled with 256-step tiles on 4 warps among its contenders and recorded no
+off-grid config when only the configs within :data:`KEY_MARGIN` at the key were timed
+at the companions, while calls at 4745x1047 that borrow the entry took 72 µs with that
+config against 105 with the flat one.
 
 The geometric mean can trade a loss at one companion for a gain at another. Where the
 finalists include a *floor*, the config of the peer users would call instead
