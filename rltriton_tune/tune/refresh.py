@@ -58,8 +58,11 @@ from rltriton_tune.tune.study import (
 #: it, so that ``tune --refresh --missing-only`` refreshes again an entry an earlier one
 #: chose (``true`` in files written before versions: 1). 2: the related contenders
 #: include the nearest entry on each side of the key (``tune.space.related_choices``),
-#: and the off-grid config is chosen for calls whose steps fill part of their span.
-REFRESH_VERSION = 2
+#: and the off-grid config is chosen for calls whose steps fill part of their span. 3:
+#: the related contenders include related entries' off-grid configs, every contender is
+#: screened for the off-grid config (``tune.neighbours.choose``), and flat configs of 8
+#: warps or more are timed with the register cap too (``TWO_BLOCKS``).
+REFRESH_VERSION = 3
 
 #: Parameters that turn a kernel path on or off, by the function giving a key's settings:
 #: a refresh times the stored config with each other setting, so it finds where a path

@@ -88,7 +88,8 @@ def test_smoke_compiles_our_kernel_for_sm90_and_counts_it(tmp_path):
     assert ours["LDG"] >= 3 and ours["STG"] >= 1 and ours["SHFL"] >= 1
     assert 0 < ours["before_first_load"] < ours["instructions"]
     # the config asked for, and the assembler's registers for it (a tiny tile: no spills)
-    assert row["params"] == {"BLOCK_N": 2, "num_warps": 1, "num_stages": 1, "DESCEND": 1}
+    assert row["params"] == {"BLOCK_N": 2, "num_warps": 1, "num_stages": 1, "DESCEND": 1,
+                             "TWO_BLOCKS": 0}
     assert 0 < ours["registers"] <= 255 and ours["stack_bytes"] == 0
     listing = next((tmp_path / "sass").glob("*.ours.sass")).read_text()
     assert "flat_kernel" in listing
