@@ -65,17 +65,20 @@ VARIANTS: dict[str, dict[str, bool]] = {
     "descending, hints off": {"DESCEND_ALWAYS": True, "ALIGN_HINTS": False},
 }
 #: Variant name -> the config parameters it sets on rl-triton's config (the variant runs
-#: only where the key's flat space offers them).
+#: only where the flat kernel takes the config: ``TWO_BLOCKS`` needs 8 warps or more).
 PARAM_VARIANTS: dict[str, dict[str, int]] = {
     "two blocks": {"TWO_BLOCKS": 1},
 }
 #: Small env-major cells where backward estimators trail rl-triton at its own config,
-#: and a forward estimator that does not, as the control.
+#: and a forward estimator that does not, as the control; then V-trace rows that fill
+#: part of their span, where rl-triton's 16-warp config runs two programs an SM and ours
+#: one (the register cap, ``two blocks``).
 CELLS = ("gae|none|float32|env|N=333|T=150", "gae|none|float32|env|N=1000|T=200",
          "gae|none|float32|env|N=777|T=77", "gae|last_value|float32|env|N=600|T=100",
          "discounted_returns|none|float32|env|N=333|T=150",
          "vtrace|none|float32|env|N=333|T=150",
-         "eligibility_traces|none|float32|env|N=333|T=150")
+         "eligibility_traces|none|float32|env|N=333|T=150",
+         "vtrace|none|float32|env|N=2457|T=1229", "vtrace|last_value|float32|env|N=4745|T=1047")
 SMOKE_CELLS = ("gae|none|float32|env|N=4|T=6", "eligibility_traces|none|float32|env|N=3|T=5",
                "vtrace|last_value|float32|env|N=2|T=1000")
 PEER = "rl_triton"

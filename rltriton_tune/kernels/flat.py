@@ -7,6 +7,7 @@ scans, DESCEND = 1: its tiles hold their steps last to first).
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -147,7 +148,7 @@ class FlatStrategy(TritonStrategy):
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])
         cap = register_cap(params["num_warps"]) if params.get("TWO_BLOCKS") else None
-        if cap is not None and not interpreting():
-            consts["maxnreg"] = cap
+        if cap is not None and not interpreting() and torch.version.hip is None:
+            consts["maxnreg"] = cap  # an option of the CUDA backend alone
         return packed_launcher(pack, FastLaunch(flat_kernel, grid, consts, pack.pointers,
                                                 pack.pointer_slots))

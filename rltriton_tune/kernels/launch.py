@@ -172,12 +172,14 @@ REGISTER_UNIT = 8
 
 def two_blocks_space(key: ProblemKey) -> dict[str, list[int]]:
     """The ``TWO_BLOCKS`` choices of a one-tile (flat) config: 1 caps the registers of a
-    thread (Triton's ``maxnreg``, :func:`register_cap`) so that two programs fit one
-    multiprocessor where the compiler's allocation would fit one; 0 leaves them to the
-    compiler. Compiled for sm_90 (Triton 3.6), V-trace at 2457x1229 on rl-triton's
-    config (one row of 2048 steps a program, 16 warps) takes 74 registers a thread, one
-    program of 512 threads an SM, where rl-triton's kernel takes 61, two programs; capped
-    at 64 it spills 8 bytes. Which wins is measured per config."""
+    thread (Triton's ``maxnreg``, :func:`register_cap`) at what two programs of its warps
+    can share on one multiprocessor (where the compiler's allocation fits two already,
+    the cap can still make it spill); 0 leaves them to the compiler. Compiled for sm_90,
+    V-trace at 2457x1229 on rl-triton's config (one row of 2048 steps a program, 16
+    warps) takes 74 registers a thread with Triton 3.6 (76 with 3.9), one program of 512
+    threads an SM, where rl-triton's kernel takes 61, two programs; capped at 64 it
+    spills 8 bytes a thread (24 with 3.9). Which wins is measured per config. The cap is
+    an option of Triton's CUDA backend: on ROCm the parameter launches uncapped."""
     return {"TWO_BLOCKS": [0, 1]}
 
 

@@ -191,9 +191,10 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
         return Choice(fastest, floor_held=floor is not None)
     best_key = min(key_us)
     # The finalists that can be chosen: the fastest, and those within KEY_MARGIN of it at
-    # the key. Only they and the floor, which bounds them, are timed at the companions:
-    # the others' times there would decide nothing, and each costs a compile and a
-    # timing. The fastest is timed there even alone: the entry keeps its companion times.
+    # the key. Only they and the floor, which bounds them, are timed at the companions
+    # for the entry's own config: the others' times there would decide nothing, and each
+    # costs a compile and a timing (but for the off-grid screen below). The fastest is
+    # timed there even alone: the entry keeps its companion times.
     choosable = [i for i in range(len(finalists))
                  if i == fastest or key_us[i] <= best_key * (1 + KEY_MARGIN)]
     timing = {*choosable, *([] if floor is None else [floor])}
@@ -215,7 +216,10 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
             timed.append(other.as_text())
             times.append(there)
             timed_keys.append(other)
-    best_there = [min(t for t in there if t is not None) for there in times]
+    # Slowdowns at a companion count against the fastest of ``timing`` there: the configs
+    # only the off-grid screen kept must not move the entry's own choice.
+    best_there = [min((t for i, t in enumerate(there) if t is not None and i in timing),
+                      default=None) for there in times]
 
     def cost(i: int) -> float:
         # The fastest at the key may have no time at a companion (not movable there, or it
@@ -223,7 +227,7 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
         # another entry.
         return math.log(key_us[i] / best_key) + sum(
             math.log(there[i] / best) for there, best in zip(times, best_there, strict=True)
-            if there[i] is not None)
+            if there[i] is not None and best is not None)
 
     # Another than the fastest must have run at every companion timed: one that failed at
     # a companion must not win through the others (dispatch would borrow it there).
@@ -245,8 +249,8 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     shaped = [(text, there) for text, there, other in zip(timed, times, timed_keys,
                                                          strict=True)
               if (other.n, other.t) != (key.n, key.t) and lookup.partial_span(other.t)]
-    # The floor competes for it: only those calls take the off-grid config, so its time
-    # at the key does not bar it.
+    # The floor and every finalist the screen kept compete for it: only those calls take
+    # the off-grid config, so their times at the key do not bar them.
     off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
                           sorted(screened), floor)
     return Choice(chosen, tuple(timed), tuple(times),
@@ -264,12 +268,12 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
     their power-of-two span (``dispatch.lookup.partial_span``) should take, where it is
     not ``chosen``: the one with the least geometric mean of slowdowns at the companions
     of such shapes alone (``shape_times``: per companion, every finalist's time or None),
-    among the ``choosable`` finalists that ran at all of them (:func:`choose` passes the
-    floor among them), held to the floor there as :func:`choose` holds its choice (where
-    every one loses to the floor somewhere and the floor did not run at all of them, it
-    is set aside), and faster than ``chosen`` there by more than :data:`FLOOR_MARGIN` on
-    that mean, or ``chosen`` did not run at all of them. None where there is no such
-    finalist.
+    among the ``choosable`` finalists that ran at all of them (:func:`choose` passes
+    those its screen kept, the floor among them), held to the floor there as
+    :func:`choose` holds its choice (where every one loses to the floor somewhere and the
+    floor did not run at all of them, it is set aside), and faster than ``chosen`` there
+    by more than :data:`FLOOR_MARGIN` on that mean, or ``chosen`` did not run at all of
+    them. None where there is no such finalist.
 
     ``chosen`` also answers to the key, to the other flag sets at the key's shape and to
     the companions that fill their span (the one above, where the key's steps are a power

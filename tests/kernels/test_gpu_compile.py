@@ -146,7 +146,8 @@ def test_two_blocks_caps_the_registers_a_thread(tmp_path):
     found = _compiled_json(REGISTERS.format(here=str(SCRIPT.parent), cases=cases,
                                             key="vtrace|none|float32|env|N=2457|T=1229"),
                            tmp_path)
-    assert found["capped"] <= 64 and found["capped"] <= found["compiler"], found
+    # the premise (one program an SM without the cap) and the cap reaching ptxas
+    assert found["compiler"] > 64 >= found["capped"], found
 
 
 @pytest.mark.parametrize("key_text, strategy, params", [

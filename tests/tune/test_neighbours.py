@@ -206,6 +206,16 @@ def test_a_config_too_slow_at_the_key_can_still_serve_partly_filled_calls():
         assert modes == want, other.as_text()
 
 
+def test_a_config_only_the_screen_kept_does_not_move_the_entrys_own_choice():
+    """A finalist past KEY_MARGIN at the key, fastest at the partly filled companion,
+    becomes the off-grid config; the entry's own choice is the one it would be without
+    it (slowdowns there count against the fastest config that can be chosen)."""
+    with_it, _, _ = _choose([1.0, 1.05, 1.5], [None, 1.0, 0.5], [1.2, 1.0, 1.7])
+    without, _, _ = _choose([1.0, 1.05, 1.5], [None, 1.0, None], [1.2, 1.0, 1.7])
+    assert with_it.index == without.index == 1
+    assert with_it.off_grid == 2 and without.off_grid is None
+
+
 def test_one_finalist_or_no_companion_needs_no_companion_timing():
     choice, made, _ = _choose([2.0], [1.0], finalists=("loop",))
     assert choice.index == 0 and not made
