@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +177,8 @@ class Choice:
 def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
            device: torch.device, usable: dict[str, Any], budget_s: float | None,
            evaluator_for: Any, others: Sequence[ProblemKey] | None = None,
-           floor: int | None = None) -> Choice:
+           floor: int | None = None,
+           prefetch: Callable[[ProblemKey, list[Any]], None] | None = None) -> Choice:
     """The finalist (``Candidate``s timed at ``key`` in ``key_us``) that serves ``key`` and
     its companions (``others``, default :func:`neighbourhood`) best (see the module doc).
     ``evaluator_for(key)`` makes an evaluator for another key (closed here). ``floor``:
@@ -185,7 +186,10 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     :data:`FLOOR_MARGIN` anywhere it was timed (rl-triton's config), or None. Only the
     finalists that can be chosen and the floor are timed at the companions, and at the
     partly filled ones those :func:`_screen` keeps at the first of them. With one
-    finalist or no companion timed, the fastest at ``key`` is chosen."""
+    finalist or no companion timed, the fastest at ``key`` is chosen. ``prefetch(other,
+    candidates)``, where given, is told first of every companion's candidates (moved
+    there) that will be timed, so that their compiles can start at once rather than
+    companion by companion."""
     fastest = min(range(len(finalists)), key=lambda i: key_us[i])
     if len(finalists) < 2:
         return Choice(fastest, floor_held=floor is not None)
@@ -203,8 +207,17 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     # those faster there than all of ``timing`` by more than FLOOR_MARGIN are timed at the
     # other partly filled ones too and compete for it (``off_grid_choice``).
     screened = set(timing)
+    others = neighbourhood(key) if others is None else others
+    if prefetch is not None:
+        first_partly = next((o for o in others if (o.n, o.t) != (key.n, key.t)
+                             and lookup.partial_span(o.t)), None)
+        for other in others:
+            wanted = set(range(len(finalists))) if other == first_partly else timing
+            ahead = [c for c in _moved(key, other, finalists, usable, wanted) if c is not None]
+            if ahead:
+                prefetch(other, ahead)
     timed, times, timed_keys = [], [], []
-    for other in (neighbourhood(key) if others is None else others):
+    for other in others:
         partly = (other.n, other.t) != (key.n, key.t) and lookup.partial_span(other.t)
         first = partly and not any((o.n, o.t) != (key.n, key.t)
                                    and lookup.partial_span(o.t) for o in timed_keys)
@@ -337,15 +350,7 @@ def _times_at(key: ProblemKey, other: ProblemKey, finalists: Sequence[Any],
     """Each finalist's device time at ``other``, moved there as dispatch would (None where
     it cannot move or failed, or its index is not in ``timing``); None where no finalist
     ran there."""
-    moved = []
-    for i, cand in enumerate(finalists):
-        if i not in timing:
-            moved.append(None)
-            continue
-        impl = usable.get(cand.strategy)
-        name, params = (None, None) if impl is None else lookup.moved(
-            impl, key, other, dict(cand.params), usable)
-        moved.append(None if params is None else type(cand)(name, params))
+    moved = _moved(key, other, finalists, usable, timing)
     runnable = [c for c in moved if c is not None]
     if not runnable:
         return None
@@ -361,6 +366,19 @@ def _times_at(key: ProblemKey, other: ProblemKey, finalists: Sequence[Any],
         return None
     times = tuple(None if c is None else _time(next(outcomes)) for c in moved)
     return times if any(t is not None for t in times) else None
+
+
+def _moved(key: ProblemKey, other: ProblemKey, finalists: Sequence[Any],
+           usable: dict[str, Any], wanted: set[int]) -> list[Any]:
+    """Each finalist moved from ``key`` to ``other`` as dispatch moves a borrowed config
+    (None where it cannot move there, or its index is not in ``wanted``)."""
+    moved: list[Any] = []
+    for i, cand in enumerate(finalists):
+        impl = usable.get(cand.strategy) if i in wanted else None
+        name, params = (None, None) if impl is None else lookup.moved(
+            impl, key, other, dict(cand.params), usable)
+        moved.append(None if params is None else type(cand)(name, params))
+    return moved
 
 
 def _time(outcome: Any) -> float | None:

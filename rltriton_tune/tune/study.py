@@ -382,16 +382,47 @@ def choose_for_neighbourhood(key: ProblemKey, measured: Sequence[Outcome],
     ``floor`` (rl-triton's config) beyond the margin where it is among them. With
     ``pool``, the finalists are compiled and gated at each companion in its worker
     processes, in parallel (each companion key, flag set or shape, is a binary of its
-    own)."""
+    own). The pool is given every companion's candidates at once, before the first
+    companion is timed: it compiles and gates them all in parallel, and each companion's
+    timing takes the verdicts (refresh timed companion by companion, compiling each
+    batch while the GPU waited)."""
+    ahead: dict[str, tuple[list[str], Any]] = {}
+
+    def prefetch(other: ProblemKey, candidates: list[Candidate]) -> None:
+        assert pool is not None
+        ahead[other.as_text()] = ([c.label() for c in candidates],
+                                  pool.start(other, device, candidates))
+
     def evaluator_for(other: ProblemKey) -> Any:
-        return make_evaluator(other, device, SearchSpace(other, device), isolate=isolate,
-                              seed=seed, pool=pool)
+        evaluator = make_evaluator(other, device, SearchSpace(other, device),
+                                   isolate=isolate, seed=seed, pool=pool)
+        checked = ahead.pop(other.as_text(), None)
+        return evaluator if checked is None else Prechecked(evaluator, *checked)
 
     labels = [o.candidate.label() for o in measured]
     at = labels.index(floor.label()) if floor is not None and floor.label() in labels else None
     return choose(key, [o.candidate for o in measured], [o.timing.device_us for o in measured],
                   device, all_strategies_for(device, space), budget_s, evaluator_for,
-                  floor=at)
+                  floor=at, prefetch=prefetch if pool is not None and not isolate else None)
+
+
+class Prechecked:
+    """An evaluator whose gate verdicts for ``labels`` were started ahead
+    (``pending``: :meth:`CompilePool.start`): asked to evaluate exactly those candidates,
+    it takes the verdicts instead of gating again; other candidates are gated as usual."""
+
+    def __init__(self, evaluator: Any, labels: list[str], pending: Any) -> None:
+        self.evaluator, self.labels, self.pending = evaluator, labels, pending
+
+    def evaluate(self, candidates: Sequence[Candidate], budget_s: float | None = None,
+                 gate: bool = True) -> list[Outcome]:
+        if gate and [c.label() for c in candidates] == self.labels:
+            return self.evaluator.evaluate(candidates, budget_s=budget_s,
+                                           gated=self.pending.results())
+        return self.evaluator.evaluate(candidates, budget_s=budget_s, gate=gate)
+
+    def close(self) -> None:
+        self.evaluator.close()
 
 
 def rl_triton_finalist(key: ProblemKey, device: torch.device,

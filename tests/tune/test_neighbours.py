@@ -216,6 +216,25 @@ def test_a_config_only_the_screen_kept_does_not_move_the_entrys_own_choice():
     assert with_it.off_grid == 2 and without.off_grid is None
 
 
+def test_every_companions_candidates_are_prefetched_before_any_is_timed():
+    """``prefetch`` hears of every companion's moved candidates before the first companion
+    is timed (a compile pool then compiles them all at once): every finalist at the first
+    partly filled companion (the screen), the choosable ones and the floor elsewhere."""
+    events = []
+
+    def evaluator_for(other):
+        events.append(("timed", other.as_text()))
+        return FakeEvaluator(dict(zip(MODES, [1.0, 1.0, 1.0], strict=True)), [])
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    neighbours.choose(KEY, cands, [1.0, 1.5, 1.6], CPU, USABLE, 0.01, evaluator_for,
+                      neighbours.companions(KEY), floor=2,
+                      prefetch=lambda other, ahead: events.append(
+                          ("ahead", other.as_text(), [c.params["mode"] for c in ahead])))
+    assert events == [("ahead", BELOW, list(MODES)), ("ahead", ABOVE, [MODES[0], MODES[2]]),
+                      ("timed", BELOW), ("timed", ABOVE)]
+
+
 def test_one_finalist_or_no_companion_needs_no_companion_timing():
     choice, made, _ = _choose([2.0], [1.0], finalists=("loop",))
     assert choice.index == 0 and not made

@@ -8,6 +8,7 @@ outcome of every head-to-head is clear without trusting any number from a file.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -415,9 +416,13 @@ class RecordingPool:
     def __init__(self):
         self.keys = []
 
-    def check(self, key, device, candidates, limit=None):
+    def start(self, key, device, candidates, limit=None):
         self.keys.append(key.as_text())
-        return [None] * len(candidates)
+        verdicts = [None] * len(candidates)
+        return SimpleNamespace(results=lambda: verdicts)
+
+    def check(self, key, device, candidates, limit=None):
+        return self.start(key, device, candidates, limit).results()
 
 
 def test_refresh_gates_its_contenders_in_the_pool_at_the_key_and_its_companions(monkeypatch):
@@ -432,6 +437,8 @@ def test_refresh_gates_its_contenders_in_the_pool_at_the_key_and_its_companions(
     (done,) = refresh_module.refresh(CPU, ["gae"], pool=pool)
     assert done.new is not None
     assert pool.keys[0] == KEY.as_text()
+    # every companion's candidates were handed to the pool at once, up front, and their
+    # timing took those verdicts: each companion is gated once
     assert sorted(pool.keys[1:]) == sorted(_current().extra["companions"])
 
 
@@ -521,3 +528,28 @@ def test_a_refresh_times_the_stored_off_grid_config(monkeypatch):
     refresh_module.refresh_entry(Entry(KEY, "torch", FAST, 1.0, extra={"off_grid": off}),
                                  CPU)
     assert [c.params["mode"] for c in timed] == ["doubling", "loop"]
+
+
+def test_prechecked_verdicts_serve_only_the_candidates_they_were_started_for():
+    """A companion's verdicts started ahead serve its timing when it asks for exactly
+    those candidates; a different list (the screen added one) is gated as usual."""
+    from rltriton_tune.tune.space import Candidate
+    from rltriton_tune.tune.study import Prechecked
+
+    calls = []
+
+    class Evaluator:
+        def evaluate(self, candidates, budget_s=None, gate=True, gated=None):
+            calls.append((len(candidates), gate, gated))
+            return []
+
+        def close(self):
+            calls.append("closed")
+
+    ahead = [Candidate("torch", FAST), Candidate("torch", SLOW)]
+    pending = SimpleNamespace(results=lambda: ["failed", None])
+    checked = Prechecked(Evaluator(), [c.label() for c in ahead], pending)
+    checked.evaluate(ahead, budget_s=0.1)
+    checked.evaluate(ahead[:1], budget_s=0.1)
+    checked.close()
+    assert calls == [(2, True, ["failed", None]), (1, True, None), "closed"]
