@@ -209,22 +209,22 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     screened = set(timing)
     others = neighbourhood(key) if others is None else others
     if prefetch is not None:
-        first_partly = next((o for o in others if (o.n, o.t) != (key.n, key.t)
-                             and lookup.partial_span(o.t)), None)
+        first_partly = next((o for o in others if _partly_filled(key, o)), None)
         for other in others:
             wanted = set(range(len(finalists))) if other == first_partly else timing
             ahead = [c for c in _moved(key, other, finalists, usable, wanted) if c is not None]
             if ahead:
                 prefetch(other, ahead)
     timed, times, timed_keys = [], [], []
+    screen_done = False  # a partly filled companion was timed, and the screen made there
     for other in others:
-        partly = (other.n, other.t) != (key.n, key.t) and lookup.partial_span(other.t)
-        first = partly and not any((o.n, o.t) != (key.n, key.t)
-                                   and lookup.partial_span(o.t) for o in timed_keys)
+        partly = _partly_filled(key, other)
+        first = partly and not screen_done
         wanted = set(range(len(finalists))) if first else screened if partly else timing
         there = _times_at(key, other, finalists, usable, budget_s, evaluator_for, wanted)
         if there is not None and first:
             there, screened = _screen(there, timing)
+            screen_done = True
         if there is not None:
             timed.append(other.as_text())
             times.append(there)
@@ -261,7 +261,7 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     # (``dispatch.lookup.configs_for``). The others serve calls that take the entry's own.
     shaped = [(text, there) for text, there, other in zip(timed, times, timed_keys,
                                                          strict=True)
-              if (other.n, other.t) != (key.n, key.t) and lookup.partial_span(other.t)]
+              if _partly_filled(key, other)]
     # The floor and every finalist the screen kept compete for it: only those calls take
     # the off-grid config, so their times at the key do not bar them.
     off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
@@ -317,6 +317,12 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
     if chosen in ran and mean_cost(chosen) - mean_cost(off) <= math.log(1 + FLOOR_MARGIN):
         return None
     return off
+
+
+def _partly_filled(key: ProblemKey, other: ProblemKey) -> bool:
+    """Whether companion ``other`` is of another shape than ``key`` and its steps fill part
+    of their span (``dispatch.lookup.partial_span``): a call the off-grid config serves."""
+    return (other.n, other.t) != (key.n, key.t) and lookup.partial_span(other.t)
 
 
 def _screen(there: tuple[float | None, ...], timing: set[int]

@@ -223,14 +223,16 @@ def test_space_drops_tiled_for_few_long_rows_given_the_sm_count():
 
 
 def _record_tuned(strategy, entries):
-    """Record ``(key, params)`` pairs as tuned ``strategy`` entries of this CPU (the rows
-    the seed tests draw from)."""
+    """Record ``(key, params)`` pairs, or ``(key, params, extra)`` triples (fields such as
+    ``off_grid``), as tuned ``strategy`` entries of this CPU (the rows the seed tests draw
+    from)."""
     from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tuning_db import Entry, record
 
     record(device_fingerprint("cpu"), [
-        Entry(key, strategy, params, 5.0, trials=1, date="2026-01-01T00:00:00Z")
-        for key, params in entries])
+        Entry(key, strategy, params, 5.0, trials=1, date="2026-01-01T00:00:00Z",
+              extra=dict(extra[0]) if extra else {})
+        for key, params, *extra in entries])
 
 
 def test_studies_are_seeded_with_sibling_estimators_winners_at_the_same_shape():
@@ -291,16 +293,12 @@ def test_seeds_take_the_off_grid_configs_related_entries_record():
     """An entry's off-grid config (what calls whose steps fill part of their span take)
     seeds a study after that entry's winner: at the key's shape in another flag set, and
     at the nearest shape on a side. A malformed one gives no seed."""
-    from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.space import related_choices
-    from rltriton_tune.tuning_db import Entry, record
 
     def entry(n, t, params, off, flags="none"):
-        extra = {"off_grid": off} if off is not None else {}
-        return Entry(ProblemKey("gae", n, t, "float32", "env", flags), "torch", params, 5.0,
-                     trials=1, date="2026-01-01T00:00:00Z", extra=extra)
+        return ProblemKey("gae", n, t, "float32", "env", flags), params, {"off_grid": off}
 
-    record(device_fingerprint("cpu"), [
+    _record_tuned("torch", [
         entry(1024, 2048, {"mode": "loop"},
               {"strategy": "torch", "params": {"mode": "chunked", "chunk": 256}},
               flags="last_value"),
