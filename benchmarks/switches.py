@@ -20,6 +20,12 @@ and variants of the config itself, where the config takes the parameter:
 * ``two blocks``: registers a thread capped so that two programs fit a multiprocessor
   (``TWO_BLOCKS=1``: Triton's ``maxnreg``; no cap below 8 warps).
 
+and, for an estimator whose builder has an exact variant (V-trace: ``Builder.exact``),
+
+* ``exact finish``: that variant, which dispatch launches only for scalars the key's
+  builder does not serve (V-trace's finish from the core's ``D[t+1]``, one more scan
+  pair, against ``built``'s division).
+
 A variant whose outputs differ from ``built``'s is reported and not timed. Rounds take
 turns (rl-triton and every variant per round, in a rotating order) and each gets the
 median of its rounds, so drift of the GPU's clocks moves them alike.
@@ -51,6 +57,7 @@ from rltriton_tune.call import ProblemKey  # noqa: E402
 from rltriton_tune.estimators import prepare_call  # noqa: E402
 from rltriton_tune.kernels import launch  # noqa: E402
 from rltriton_tune.kernels import strategies as kernel_strategies  # noqa: E402
+from rltriton_tune.kernels.builders import BUILDERS  # noqa: E402
 from rltriton_tune.kernels.flat import rl_triton_params  # noqa: E402
 from rltriton_tune.problems import random_inputs  # noqa: E402
 from rltriton_tune.strategy import InvalidConfig  # noqa: E402
@@ -69,16 +76,20 @@ VARIANTS: dict[str, dict[str, bool]] = {
 PARAM_VARIANTS: dict[str, dict[str, int]] = {
     "two blocks": {"TWO_BLOCKS": 1},
 }
+#: The variant that launches the builder's exact variant (``Builder.exact``).
+EXACT = "exact finish"
 #: Small env-major cells where backward estimators trail rl-triton at its own config,
 #: and a forward estimator that does not, as the control; then V-trace rows that fill
-#: part of their span, where rl-triton's 16-warp config runs two programs an SM and ours
-#: one (the register cap, ``two blocks``).
+#: part of their span at rl-triton's 16-warp config, where the registers a thread decide
+#: how many programs share an SM (the division finish against the ``exact finish``; the
+#: register cap, ``two blocks``, which pays at 4096 steps a row).
 CELLS = ("gae|none|float32|env|N=333|T=150", "gae|none|float32|env|N=1000|T=200",
          "gae|none|float32|env|N=777|T=77", "gae|last_value|float32|env|N=600|T=100",
          "discounted_returns|none|float32|env|N=333|T=150",
          "vtrace|none|float32|env|N=333|T=150",
          "eligibility_traces|none|float32|env|N=333|T=150",
-         "vtrace|none|float32|env|N=2457|T=1229", "vtrace|last_value|float32|env|N=4745|T=1047")
+         "vtrace|none|float32|env|N=2457|T=1229", "vtrace|last_value|float32|env|N=4745|T=1047",
+         "vtrace|none|float32|env|N=11077|T=2799")
 SMOKE_CELLS = ("gae|none|float32|env|N=4|T=6", "eligibility_traces|none|float32|env|N=3|T=5",
                "vtrace|last_value|float32|env|N=2|T=1000")
 PEER = "rl_triton"
@@ -122,14 +133,18 @@ def measure(key: ProblemKey, device: torch.device, rounds: int, budget_s: float
     except PeerUnavailable as exc:
         row["errors"][PEER] = str(exc)
     reference = None
-    variants = [*((name, settings, params) for name, settings in VARIANTS.items()),
-                *((name, {}, {**params, **extra}) for name, extra in PARAM_VARIANTS.items()
+    builder = BUILDERS[key.algorithm]
+    variants = [*((name, settings, params, builder) for name, settings in VARIANTS.items()),
+                *((name, {}, {**params, **extra}, builder)
+                  for name, extra in PARAM_VARIANTS.items()
                   if _takes(flat, key, {**params, **extra}))]
-    for name, settings, config in variants:
+    if builder.exact is not None:
+        variants.append((EXACT, {}, params, builder.exact))
+    for name, settings, config, built_by in variants:
         try:
             with switched(settings):
                 # A fresh launcher: the strategy's cache holds one built with the defaults.
-                launcher = flat._launcher(key, flat.validate(key, config))
+                launcher = flat._launcher(key, flat.validate(key, config), built_by)
             outputs = launcher(calls[0])
         except Exception as exc:  # noqa: BLE001 - a variant that fails is a recorded result
             row["errors"][name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
@@ -164,7 +179,7 @@ def _takes(flat: Any, key: ProblemKey, config: dict[str, int]) -> bool:
 def report(rows: list[dict[str, Any]]) -> str:
     """A table: each variant's device time, and rl-triton's time over it (above 1: the
     variant is faster)."""
-    names = [n for n in (PEER, *VARIANTS, *PARAM_VARIANTS)
+    names = [n for n in (PEER, *VARIANTS, *PARAM_VARIANTS, EXACT)
              if any(n in r["device_us"] for r in rows)]
     lines = ["| cell | " + " | ".join(names) + " |",
              "|---|" + "---:|" * len(names)]

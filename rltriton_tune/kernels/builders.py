@@ -14,12 +14,14 @@ passed to the scan cores as constexpr arguments:
 
 The cores compute ``y[t] = alpha[t] + beta[t] * y[t+1]`` (backward) or
 ``y[t] = alpha[t] + beta[t] * y[t-1]`` (forward). V-trace and Retrace need
-``D[t+1]`` for their second output: both scan ``D`` itself and take ``D[t+1]`` as
-``y_next``. (A shifted recurrence ``E[t] = D[t+1]``, coefficients read at ``t + 1``,
-would need no neighbour value, but its loads start one element past a vector boundary:
-scalar loads, which left bfloat16 V-trace issue-bound; Retrace's ``delta`` sums
-``pi * next_q`` over the ``[N, T, A]`` rows, which it would read twice.) ``finish``
-re-reads the per-step inputs it needs (cache hits).
+``D[t+1]`` for their second output. Retrace scans ``D`` itself and takes ``D[t+1]`` as
+``y_next``; V-trace recovers it from ``D[t]`` by the recurrence where its scalars allow
+(:func:`vtrace_finish`) and takes ``y_next`` elsewhere (its builder's ``exact`` variant,
+:func:`vtrace_next_finish`). (A shifted recurrence ``E[t] = D[t+1]``, coefficients read
+at ``t + 1``, would need no neighbour value, but its loads start one element past a
+vector boundary: scalar loads, which left bfloat16 V-trace issue-bound; Retrace's
+``delta`` sums ``pi * next_q`` over the ``[N, T, A]`` rows, which it would read twice.)
+``finish`` re-reads the per-step inputs it needs (cache hits).
 
 Pointer slots ``P0..P9`` hold the algorithm's tensors in the order of
 ``ALGORITHMS[name].tensors``, and ``O0..O3`` its outputs; ``S0..S3`` its scalars in
@@ -36,6 +38,8 @@ both set, a pair the other two never make (:func:`_next_given`).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import triton
@@ -246,6 +250,29 @@ def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, 
                   A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3, F_TRUNC: tl.constexpr,
                   F_BOOT: tl.constexpr, F_ENV: tl.constexpr, F_STARTS: tl.constexpr,
                   BLOCK_A: tl.constexpr):
+    # y = D[t]. Where the episode goes on (not cut, not term), the recurrence gives
+    # gamma * D[t+1] = (D[t] - delta[t]) / c[t], so the advantage needs no D[t+1] from the
+    # core: adv = rho * (r + gamma * (1 - term) * (cut ? b : v_next) - v) + rho * that.
+    # Elsewhere D[t] - delta[t] = 0 (beta = 0), and where c = 0 the ratio is 0 and so is
+    # rho (vtrace_by_division_serves keeps both bars >= 0): the term drops out. Exact in real
+    # numbers; in float32 the subtraction's rounding is scaled by rho / c <= max(1,
+    # rho_bar / c_bar), which the guard bounds.
+    delta, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
+        P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
+        F_TRUNC, F_BOOT, F_ENV)
+    c = _clip(tl.exp(_ld(P0, rows, ts, sn, st, m) - _ld(P1, rows, ts, sn, st, m)), S2)
+    carried = tl.where(c > 0, (y - delta) / c, 0.0)
+    adv = rho * (r + _unless(term, S0) * tl.where(cut, b, v_next) - v + carried)
+    _store(O0, rows, ts, osn, ost, v + y, m)
+    _store(O1, rows, ts, osn, ost, adv, m)
+
+
+@triton.jit
+def vtrace_next_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, ts, y, y_next,
+                       N, T, A, sn, st, se, san, sat, saa, osn, ost, S0, S1, S2, S3,
+                       F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
+                       F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
+    # The advantage from D[t+1] itself (y_next): for bars vtrace_finish does not serve.
     _, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
@@ -254,6 +281,20 @@ def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, 
     adv = rho * (r + _unless(term, S0) * nvs - v)
     _store(O0, rows, ts, osn, ost, vs, m)
     _store(O1, rows, ts, osn, ost, adv, m)
+
+
+#: The largest rho_bar / c_bar that V-trace's division finish serves: its rounding error
+#: is at most this many times the error of D[t] itself. Interpreter float32 tests against
+#: the float64 reference pass at 16 and fail at 1e5 (1e-3 absolute off).
+VTRACE_BAR_RATIO = 16.0
+
+
+def vtrace_by_division_serves(gamma: float, rho_bar: float, c_bar: float) -> bool:
+    """Whether :func:`vtrace_finish` serves these scalars: c_bar positive and finite (at
+    c = 0 or inf the division loses D[t+1]), rho_bar not negative (a ratio of 0 must
+    give rho = 0) and at most VTRACE_BAR_RATIO times c_bar; :func:`vtrace_next_finish`
+    serves the rest."""
+    return 0.0 < c_bar < math.inf and 0.0 <= rho_bar <= VTRACE_BAR_RATIO * c_bar
 
 
 # --------------------------------------------------------------------------- Retrace
@@ -826,11 +867,18 @@ class Builder:
     #: Grad algorithms: the finish that also writes a boundary input's gradient to ``O2``
     #: (:attr:`rltriton_tune.algorithms.AlgorithmSpec.boundary_grads`).
     boundary_finish: object = None
+    #: The builder for calls whose scalars ``serves`` refuses (``serves(*scalars)``, in
+    #: the algorithm's scalar order): a finish that is exact for every value, at a higher
+    #: cost. None: this builder serves every call.
+    exact: Builder | None = None
+    serves: Callable[..., bool] | None = None
 
 
 BUILDERS: dict[str, Builder] = {
     "gae": Builder(gae_coeffs, store_finish, True),
-    "vtrace": Builder(vtrace_coeffs, vtrace_finish, True, next_value=True),
+    "vtrace": Builder(vtrace_coeffs, vtrace_finish, True,
+                      exact=Builder(vtrace_coeffs, vtrace_next_finish, True, next_value=True),
+                      serves=vtrace_by_division_serves),
     "retrace": Builder(retrace_coeffs, retrace_finish, True, next_value=True),
     "lambda_returns": Builder(lambda_returns_coeffs, store_finish, True),
     "discounted_returns": Builder(discounted_returns_coeffs, store_finish, True),

@@ -13,6 +13,7 @@ import triton.language as tl
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
+from rltriton_tune.kernels.builders import Builder
 from rltriton_tune.kernels.launch import (
     MAX_BLOCK_N,
     TILE_BUDGET,
@@ -140,10 +141,11 @@ class FlatStrategy(TritonStrategy):
             moved["TWO_BLOCKS"] = 0  # fewer warps than a cap needs: the compiler's registers
         return self.name, moved
 
-    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+    def _launcher(self, key: ProblemKey, params: Params,
+                  builder: Builder | None = None) -> Launcher:
         bn, bt = params["BLOCK_N"], next_pow2(key.t)
         pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0),
-                      params.get("DESCEND", 0))
+                      params.get("DESCEND", 0), builder=builder)
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,
                       num_warps=params["num_warps"], num_stages=params["num_stages"])

@@ -24,7 +24,7 @@ from rltriton_tune.algorithms import AlgorithmSpec
 from rltriton_tune.call import DTYPES_BY_NAME, Call, ProblemKey
 from rltriton_tune.codegen import generated_function
 from rltriton_tune.kernels.actions import ActionPass
-from rltriton_tune.kernels.builders import BUILDERS
+from rltriton_tune.kernels.builders import BUILDERS, Builder
 from rltriton_tune.kernels.native_launch import NativeLaunch, native_launch
 from rltriton_tune.kernels.shapes import vector_elems
 from rltriton_tune.pow2 import next_pow2
@@ -174,12 +174,12 @@ def two_blocks_space(key: ProblemKey) -> dict[str, list[int]]:
     """The ``TWO_BLOCKS`` choices of a one-tile (flat) config: 1 caps the registers of a
     thread (Triton's ``maxnreg``, :func:`register_cap`) at what two programs of its warps
     can share on one multiprocessor (where the compiler's allocation fits two already,
-    the cap can still make it spill); 0 leaves them to the compiler. Compiled for sm_90,
-    V-trace at 2457x1229 on rl-triton's config (one row of 2048 steps a program, 16
-    warps) takes 74 registers a thread with Triton 3.6 (76 with 3.9), one program of 512
-    threads an SM, where rl-triton's kernel takes 61, two programs; capped at 64 it
-    spills 8 bytes a thread (24 with 3.9). Which wins is measured per config. The cap is
-    an option of Triton's CUDA backend: on ROCm the parameter launches uncapped."""
+    the cap can still make it spill); 0 leaves them to the compiler. Compiled for sm_90
+    with Triton 3.6, V-trace at 11077x2799 on rl-triton's config (one row of 4096 steps
+    a program, 16 warps) takes 98 registers a thread, one program of 512 threads an SM,
+    where rl-triton's kernel takes 90; capped at 64, the same config took 500 µs on the
+    H100 against 829 uncapped (rl-triton: 502). Which wins is measured per config. The
+    cap is an option of Triton's CUDA backend: on ROCm the parameter launches uncapped."""
     return {"TWO_BLOCKS": [0, 1]}
 
 
@@ -252,13 +252,15 @@ class Packer:
     """Precomputed argument plan for one problem key."""
 
     def __init__(self, key: ProblemKey, tile_elems: int, num_warps: int,
-                 reduce_actions: int = 0, descend: int = 0) -> None:
+                 reduce_actions: int = 0, descend: int = 0,
+                 builder: Builder | None = None) -> None:
         """``reduce_actions``: a strategy's ``REDUCE_A`` (Retrace keys): run the action
         pre-pass (:mod:`rltriton_tune.kernels.actions`) before the scan. ``descend``: a
-        config's ``DESCEND`` (:func:`tile_order_space`)."""
+        config's ``DESCEND`` (:func:`tile_order_space`). ``builder``: the key's
+        (``BUILDERS``) unless given (its ``exact`` variant)."""
         spec = key.spec
         self.key = key
-        self.builder = BUILDERS[key.algorithm]
+        self.builder = builder or BUILDERS[key.algorithm]
         self.names = spec.tensors
         self.ref = next(n for n in spec.tensors if n not in spec.optional
                         and n not in spec.per_action and n not in spec.per_env)
@@ -515,12 +517,40 @@ class TritonStrategy:
             if key.n == 0 or key.t == 0:
                 launcher = _empty_launcher(key)
             else:
-                launcher = self._launcher(key, params)
+                builder = BUILDERS[key.algorithm]
+                launcher = self._launcher(key, params, builder)
+                if builder.exact is not None:
+                    launcher = by_scalars(key, builder, launcher, partial(
+                        self._launcher, key, params, builder.exact))
             self._cache[cache_key] = launcher
         return launcher
 
-    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+    def _launcher(self, key: ProblemKey, params: Params,
+                  builder: Builder | None = None) -> Launcher:
         raise NotImplementedError
+
+
+def by_scalars(key: ProblemKey, builder: Builder, launcher: Launcher,
+               exact: Callable[[], Launcher]) -> Launcher:
+    """``launcher`` (of ``builder``) for calls whose scalars ``builder.serves``; the
+    launcher ``exact()`` builds (of ``builder.exact``, compiled on first use) for the
+    others. The bound launch (``bind``) is ``launcher``'s, whose generated code makes the
+    same test (:meth:`FastLaunch.bind`) and declines the others to this function."""
+    names, serves = key.spec.scalars, builder.serves
+    other: list[Launcher] = []
+
+    def launch(call: Call) -> tuple[torch.Tensor, ...]:
+        scalars = call.scalars
+        if serves(*(scalars[name] for name in names)):
+            return launcher(call)
+        if not other:
+            other.append(exact())
+        return other[0](call)
+
+    for name in ("bind", "pack", "kernel"):
+        if hasattr(launcher, name):
+            setattr(launch, name, getattr(launcher, name))
+    return launch
 
 
 #: Parameters that turn a kernel path on (1) or off (0).
@@ -733,9 +763,13 @@ class FastLaunch:
         # ``like``'s, which the fast path's memo key has checked otherwise.
         check_like = [f"if {like}.dtype is not out_dtype:", "    return None"]
         read = [*check_like, *(f"{d} = {position[name]}.dtype" for name, d in others)]
+        serves = pack.builder.serves
         lines = [f"def go({', '.join(parameters)}):",
                  "    if not kernel._direct:",
                  "        return None",
+                 # Scalars this builder does not serve: by_scalars launches its exact variant.
+                 *([f"    if not serves({', '.join(value[name] for name in pack.scalars)}):",
+                    "        return None"] if serves is not None else []),
                  *((f"    if {others[0][1]} is None:", *(f"        {x}" for x in read))
                    if others else (f"    {x}" for x in check_like)),
                  *(f"    {address[name]} = {position[name]}.data_ptr()" for name in inputs),
@@ -755,6 +789,7 @@ class FastLaunch:
                                 "None"),
                  f"    return {outputs[0] if single else '(' + ', '.join(outputs) + ',)'}"]
         namespace = {"kernel": self, "compiled": self._compiled, "knobs": self._knobs,
+                     "serves": serves,
                      "tail": self._tail, "current_device": current_device,
                      "current_stream": current_stream, "empty_like": torch.empty_like,
                      "out_dtype": DTYPES_BY_NAME[pack.key.dtype]}

@@ -50,6 +50,7 @@ import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
+from rltriton_tune.kernels.builders import Builder
 from rltriton_tune.kernels.launch import (
     INT32_LIMIT,
     TILE_BUDGET,
@@ -305,9 +306,10 @@ class LookbackStrategy(TritonStrategy):
         """Predecessor chunks a program reads per look-back step (a power of two)."""
         return LOOK_WINDOW
 
-    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+    def _launcher(self, key: ProblemKey, params: Params,
+                  builder: Builder | None = None) -> Launcher:
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
-        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0))
+        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0), builder=builder)
         n_blocks, n_chunks = triton.cdiv(key.n, bn), triton.cdiv(key.t, bt)
         grid = (n_blocks * n_chunks,)
         window = self.window(key, params)

@@ -11,6 +11,7 @@ import triton.language as tl
 
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
+from rltriton_tune.kernels.builders import Builder
 from rltriton_tune.kernels.launch import (
     FastLaunch,
     Packer,
@@ -95,9 +96,10 @@ class SequentialStrategy(TritonStrategy):
         return self.name, {**params, "BLOCK_N": bn,
                            "num_warps": max(1, min(params["num_warps"], bn // 32))}
 
-    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+    def _launcher(self, key: ProblemKey, params: Params,
+                  builder: Builder | None = None) -> Launcher:
         bn = params["BLOCK_N"]
-        pack = Packer(key, bn, params["num_warps"], params.get("REDUCE_A", 0))
+        pack = Packer(key, bn, params["num_warps"], params.get("REDUCE_A", 0), builder=builder)
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, STAGES=params["num_stages"],
                       num_warps=params["num_warps"], num_stages=params["num_stages"])

@@ -18,6 +18,7 @@ import triton.language as tl
 
 from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
+from rltriton_tune.kernels.builders import Builder
 from rltriton_tune.kernels.launch import (
     TILE_BUDGET,
     FastLaunch,
@@ -189,9 +190,10 @@ class SplitStrategy(TritonStrategy):
                 "CARRY_BLOCK": min(CARRY_BLOCK, next_pow2(triton.cdiv(key.t, chunk))),
                 "num_stages": 1, **reduce_actions_default(key)}
 
-    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+    def _launcher(self, key: ProblemKey, params: Params,
+                  builder: Builder | None = None) -> Launcher:
         chunk, bn, bt = params["CHUNK_T"], params["BLOCK_N"], params["BLOCK_T"]
-        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0))
+        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0), builder=builder)
         n_chunks = triton.cdiv(key.t, chunk)
         grid = (triton.cdiv(key.n, bn) * n_chunks,)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt,

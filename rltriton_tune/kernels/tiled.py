@@ -16,6 +16,7 @@ from rltriton_tune.kernels.actions import (
     reduce_actions_default,
     reduce_actions_space,
 )
+from rltriton_tune.kernels.builders import Builder
 from rltriton_tune.kernels.launch import (
     MAX_BLOCK_N,
     TILE_BUDGET,
@@ -142,9 +143,10 @@ class TiledStrategy(TritonStrategy):
         moved = rescale_tile(params, span_from, span_to, target)
         return self.name, {**moved, "BLOCK_T": span_to}
 
-    def _launcher(self, key: ProblemKey, params: Params) -> Launcher:
+    def _launcher(self, key: ProblemKey, params: Params,
+                  builder: Builder | None = None) -> Launcher:
         bn, bt = params["BLOCK_N"], params["BLOCK_T"]
-        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0))
+        pack = Packer(key, bn * bt, params["num_warps"], params.get("REDUCE_A", 0), builder=builder)
         grid = (triton.cdiv(key.n, bn),)
         consts = dict(pack.constexprs, BLOCK_N=bn, BLOCK_T=bt, STAGES=params["num_stages"],
                       num_warps=params["num_warps"], num_stages=params["num_stages"])

@@ -18,15 +18,17 @@ def test_smoke_times_every_variant_and_writes_them(script, tmp_path):
         # the config variants where the config takes them (TWO_BLOCKS: 8 warps or more,
         # rl-triton's config at 1,000 steps)
         capped = row["params"]["num_warps"] >= 8
+        vtrace = row["cell"].startswith("vtrace")   # its builder has an exact variant
         assert set(row["device_us"]) == set(switches.VARIANTS) | (
-            set(switches.PARAM_VARIANTS) if capped else set())
-        assert capped == row["cell"].startswith("vtrace")
+            set(switches.PARAM_VARIANTS) if capped else set()) | (
+            {switches.EXACT} if vtrace else set())
+        assert capped == vtrace
         assert all(us > 0 for us in row["device_us"].values())
         assert row["params"]["BLOCK_N"] == 1          # rl-triton's config: a row a program
         assert "rl_triton" in row["errors"]          # no CUDA here: the peer is skipped
     table = switches.report(data["rows"])
     assert "gae\\|none" in table and table.count("\n") == 1 + len(data["rows"])
-    assert "two blocks" in table.splitlines()[0]
+    assert "two blocks" in table.splitlines()[0] and "exact finish" in table.splitlines()[0]
 
 
 def test_switches_are_restored_after_a_failure(script):

@@ -5,6 +5,10 @@ levels changes nothing. Here they are unequal and away from 1, in both orders, a
 gamma and lambda are away from their defaults: the importance ratios (about 0.2 to 6)
 cross both levels, so a scalar read in the wrong place anywhere between the public
 call and the builders' ``_clip`` calls is an error of order 1.
+
+V-trace's advantage comes from ``(D[t] - delta[t]) / c[t]`` where its builder serves the
+scalars (``vtrace_by_division_serves``) and from the core's ``D[t+1]`` elsewhere: both
+finishes are checked at the edges of that rule.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.call import ProblemKey
 from rltriton_tune.estimators import ESTIMATORS
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
+from rltriton_tune.kernels.builders import BUILDERS, VTRACE_BAR_RATIO, vtrace_by_division_serves
 
 from .cases import check_outputs, expected, make_call, small_params
 
@@ -85,3 +90,48 @@ def test_the_scalar_sets_tell_a_swap(algorithm):
             gap = max(float((w - r).abs().max()) for w, r in zip(wrong, right, strict=True))
             assert gap > 0.3, (which, x, y, gap)
         assert all(torch.isfinite(r).all() for r in right)
+
+
+INF = float("inf")
+
+
+def test_division_finish_serves_finite_positive_c_bar_within_the_bar_ratio():
+    serves = BUILDERS["vtrace"].serves
+    assert serves is vtrace_by_division_serves
+    assert serves(0.99, 1.0, 1.0) and serves(0.99, VTRACE_BAR_RATIO, 1.0)
+    assert serves(0.99, 0.0, 1e-3) and serves(0.99, 0.6, 1.7)
+    assert not serves(0.99, 1.0, 0.0)                          # c = 0 loses D[t+1]
+    assert not serves(0.99, 1.0, INF)                          # so does c = inf
+    assert not serves(0.99, 2 * VTRACE_BAR_RATIO, 1.0)         # rounding scaled too far
+    assert not serves(0.99, -1.0, 1.0) and not serves(0.99, 1.0, -1.0)
+
+
+#: (rho_bar, c_bar): served by the division finish (the first three), then by the exact
+#: one. The ratios run from about 0.2 to 6, so each level is crossed.
+BARS = ((1.0, 1.0), (VTRACE_BAR_RATIO * 0.25, 0.25), (0.0, 0.5),
+        (1.0, 0.0), (1.0, INF), (INF, INF), (100.0, 1e-3))
+
+
+@pytest.mark.parametrize(("rho_bar", "c_bar"), BARS)
+@pytest.mark.parametrize(("strategy", "layout", "which"), [
+    ("flat", "env", 0), ("tiled", "time", 1), ("split", "env", 1), ("lookback", "time", 0)])
+def test_vtrace_finishes_at_the_edges_of_the_division_rule(strategy, layout, which, rho_bar,
+                                                           c_bar):
+    key = _key("vtrace", layout, which)
+    call, kwargs = make_call(key, seed=3 + which, gamma=0.9, rho_bar=rho_bar, c_bar=c_bar)
+    params = small_params(strategy, key.t)
+    outs = strategies()[strategy].prepare(key, params)(call)
+    check_outputs(outs, expected("vtrace", kwargs), call,
+                  f"{strategy} {key.as_text()} rho_bar={rho_bar} c_bar={c_bar}")
+
+
+def test_the_exact_finish_is_needed_where_the_rule_refuses():
+    """The cases above can fail: the division finish forced onto bars its rule refuses
+    (c_bar = 0: the advantage loses D[t+1] entirely) misses the reference."""
+    key = _key("vtrace", "env", 0)
+    call, kwargs = make_call(key, seed=3, gamma=0.9, rho_bar=1.0, c_bar=0.0)
+    flat = strategies()["flat"]
+    division = flat._launcher(key, flat.validate(key, small_params("flat", key.t)),
+                              BUILDERS["vtrace"])
+    with pytest.raises(AssertionError):
+        check_outputs(division(call), expected("vtrace", kwargs), call, "division at c_bar=0")

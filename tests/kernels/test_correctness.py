@@ -69,14 +69,21 @@ def test_retrace_action_pre_pass_matches_reference(strategy, layout, dtype, n, t
 @pytest.mark.parametrize(("algorithm", "flags", "a"), [("retrace", "trunc", 4),
                                                        ("vtrace", "none", 0)])
 def test_neighbour_value_across_tiles_and_chunks(strategy, layout, algorithm, flags, a):
-    """V-trace's and Retrace's finish read y[t+1] from the core (``next_value``): at the
-    edge of every tile, chunk and look-back chunk it must be the carry coming in (V-trace
-    without truncations or bootstrap values uses it up to t = T-2)."""
+    """Retrace's finish and V-trace's exact one (``c_bar = inf``, which the division
+    finish does not serve) read y[t+1] from the core (``next_value``): at the edge of
+    every tile, chunk and look-back chunk it must be the carry coming in (V-trace without
+    truncations or bootstrap values uses it up to t = T-2)."""
     from rltriton_tune.kernels.builders import BUILDERS
 
-    assert BUILDERS[algorithm].next_value
+    builder = BUILDERS[algorithm]
+    scalars = {}
+    if builder.exact is not None:
+        scalars = {"c_bar": float("inf")}
+        assert not builder.serves(0.99, 1.0, scalars["c_bar"])
+        builder = builder.exact
+    assert builder.next_value
     key = ProblemKey(algorithm, 3, 33, "float32", layout, flags, a=a)
-    call, kwargs = make_call(key, seed=33)
+    call, kwargs = make_call(key, seed=33, **scalars)
     params = small_params(strategy, key.t)
     outs = strategies()[strategy].prepare(key, params)(call)
     check_outputs(outs, expected(algorithm, kwargs), call, f"{strategy} {params}")

@@ -481,3 +481,21 @@ def test_recorded_calls_are_counted_not_bound(direct_on_cpu, monkeypatch, tmp_pa
     STATE.recorder.flush()
     assert list(STATE.bound.values()) == [False]
     assert [row["calls"] for row in read_record(record)] == [3]
+
+
+def test_vtrace_bars_the_division_finish_does_not_serve_take_the_exact_kernel(direct_on_cpu):
+    """The bound launch of V-trace's division finish declines scalars its rule refuses
+    (``c_bar = inf``) before launching; the general path then launches the exact finish's
+    kernel, built on first use, and the usual bars go on through the bound launch."""
+    # A config no other test forces: the strategy keeps launchers by key and config, and
+    # this test's launches must be made through this test's FastLaunch.
+    with force("flat", BLOCK_N=1, num_warps=1):
+        key, function, kwargs = _usual_call("vtrace", "none", "env", 0)
+        wide = {**kwargs, "rho_bar": 1.0, "c_bar": float("inf")}
+        for call_kwargs in (kwargs, kwargs, wide, wide, kwargs):
+            check_outputs(function(**call_kwargs), expected("vtrace", call_kwargs),
+                          prepare_call("vtrace", **call_kwargs), f"c_bar={call_kwargs['c_bar']}")
+    division, exact = direct_on_cpu[-2:]
+    assert division == ["generic", "direct", "direct"]
+    assert exact == ["generic", "direct"]
+    assert callable(next(iter(STATE.bound.values())))

@@ -138,13 +138,13 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not _nvidia_backend(), reason="Triton's CUDA backend (ptxas) not installed")
 def test_two_blocks_caps_the_registers_a_thread(tmp_path):
-    """``TWO_BLOCKS=1`` reaches the compiler: V-trace at rl-triton's config for 1,229
-    steps (one row of 2048 a program, 16 warps) fits 64 registers a thread, so two
-    programs share a multiprocessor (sm_90, Triton 3.6: 74 without the cap)."""
+    """``TWO_BLOCKS=1`` reaches the compiler: V-trace at rl-triton's config for 2,799
+    steps (one row of 4096 a program, 16 warps) fits 64 registers a thread, so two
+    programs share a multiprocessor (sm_90, Triton 3.6: 98 without the cap)."""
     rl = {"BLOCK_N": 1, "num_warps": 16, "num_stages": 2, "DESCEND": 1}
     cases = {"compiler": {**rl, "TWO_BLOCKS": 0}, "capped": {**rl, "TWO_BLOCKS": 1}}
     found = _compiled_json(REGISTERS.format(here=str(SCRIPT.parent), cases=cases,
-                                            key="vtrace|none|float32|env|N=2457|T=1229"),
+                                            key="vtrace|none|float32|env|N=11077|T=2799"),
                            tmp_path)
     # the premise (one program an SM without the cap) and the cap reaching ptxas
     assert found["compiler"] > 64 >= found["capped"], found
