@@ -10,7 +10,8 @@ at 512x128 four rows a program on 4 warps won, and at 777x77 it took 2.64 µs ag
 2.24 µs for one row a program.
 
 So the finalists of a key, measured at the key, are also timed at its *companions*:
-off-grid neighbours on either side (:func:`companions`), each config moved there the way
+off-grid neighbours on either side, and one with the key's environments whose steps lie
+in the next power-of-two span up (:func:`companions`), each config moved there the way
 dispatch moves a borrowed config. Among the fastest at the key and those within
 :data:`KEY_MARGIN` of it, the config recorded is the one with the least geometric mean
 of its slowdowns against the fastest at the key and at each companion; its companion
@@ -74,8 +75,15 @@ _log = logging.getLogger("rltriton_tune.tune")
 #: are 4x apart (the shipped grid, but for its largest sizes). Above: more environments,
 #: nearer this point than the next larger one of a grid 2x apart, with steps in the key's
 #: power-of-two span (which dispatch reads as the same steps, see
-#: ``dispatch.lookup.distance``).
-COMPANION_FRACTIONS = ((0.6, 0.6), (1.25, 0.9))
+#: ``dispatch.lookup.distance``). Beyond: the key's environments with steps in the next
+#: span up, partly filled. Where grid points are 4x apart in steps, no entry has that
+#: span, and dispatch serves its calls from this one (the spans on either side are as
+#: near; the nearer steps decide, ``dispatch.lookup.fine_distance``), moving the config
+#: to twice the tile. On the H100 (torch 2.11, Triton 3.6, float32 V-trace, device time),
+#: the 32768x2048 entry's flat config, refreshed without this companion, served
+#: 27665x2425 at 0.61-0.69x of rl-triton where its former tiled config had served it at
+#: 1.35-1.47x.
+COMPANION_FRACTIONS = ((0.6, 0.6), (1.25, 0.9), (1.0, 1.2))
 #: Most a config chosen for the neighbourhood may be slower at the key itself than the
 #: fastest there: the key is a call too.
 KEY_MARGIN = 0.10
@@ -92,7 +100,7 @@ def companions(key: ProblemKey) -> list[ProblemKey]:
     """The off-grid neighbours ``key``'s entry is also chosen for (see
     :data:`COMPANION_FRACTIONS`): odd numbers of environments and of steps (so that
     neither axis is vector-aligned in either layout), everything else the same. A key too
-    small for one has none on that side."""
+    small for one has none on that side, and one that would repeat another is left out."""
     out = []
     for fn, ft in COMPANION_FRACTIONS:
         n, t = _odd(key.n * fn), _odd(key.t * ft)

@@ -20,11 +20,12 @@ MODES = ("doubling", "loop", "chunked")
 
 
 @pytest.mark.parametrize(("key", "want"), [
-    (ProblemKey("gae", 128, 32), [(77, 19), (161, 29)]),
-    (ProblemKey("vtrace", 8, 8, "bfloat16", "time", "last_value"), [(5, 5), (11, 7)]),
-    (ProblemKey("retrace", 512, 128, a=8), [(307, 77), (641, 115)]),
-    (ProblemKey("gae", 4096, 256), [(2457, 153), (5121, 231)]),
-    (ProblemKey("gae", 1, 4), [(1, 3)]),   # the one above would be the same shape
+    (ProblemKey("gae", 128, 32), [(77, 19), (161, 29), (129, 39)]),
+    (ProblemKey("vtrace", 8, 8, "bfloat16", "time", "last_value"), [(5, 5), (11, 7), (9, 9)]),
+    (ProblemKey("retrace", 512, 128, a=8), [(307, 77), (641, 115), (513, 153)]),
+    (ProblemKey("gae", 4096, 256), [(2457, 153), (5121, 231), (4097, 307)]),
+    (ProblemKey("vtrace", 32768, 2048), [(19661, 1229), (40961, 1843), (32769, 2457)]),
+    (ProblemKey("gae", 1, 4), [(1, 3), (1, 5)]),   # the one above would be the same shape
 ])
 def test_companions_are_odd_sized_neighbours_of_the_same_kind_on_either_side(key, want):
     others = neighbours.companions(key)
@@ -34,20 +35,37 @@ def test_companions_are_odd_sized_neighbours_of_the_same_kind_on_either_side(key
             key.algorithm, key.dtype, key.layout, key.flags, key.a)
 
 
-def test_companions_stay_in_the_keys_span_of_steps():
-    """Dispatch reads steps by their power-of-two span: a companion in another span would
-    be served by another entry. The one above always stays in the key's; the one below
-    does where the key's steps are a power of two (grid keys)."""
+def test_companions_below_and_above_stay_in_the_keys_span_of_steps():
+    """Dispatch reads steps by their power-of-two span. The companion above always stays
+    in the key's; the one below does where the key's steps are a power of two (grid
+    keys); the one beyond lies in the next span up there, partly filled."""
+    from rltriton_tune.dispatch import lookup
+
     for n, t in ((128, 32), (4096, 256), (64, 8), (512, 2048), (300, 130), (300, 129),
                  (300, 257), (40, 5)):
         key = ProblemKey("gae", n, t)
-        for other in neighbours.companions(key):
-            if other.n > n or t == next_pow2(t):
-                assert next_pow2(other.t) == next_pow2(t), (key, other)
+        below, above, beyond = neighbours.companions(key)
+        assert next_pow2(above.t) == next_pow2(t), (key, above)
+        assert beyond.n == n | 1 and beyond.t > t
+        if t == next_pow2(t):
+            assert next_pow2(below.t) == next_pow2(t), (key, below)
+            assert next_pow2(beyond.t) == 2 * t and lookup.partial_span(beyond.t)
+
+
+def test_the_span_beyond_a_grid_point_4x_apart_in_steps_borrows_its_entry():
+    """The companion beyond stands for calls dispatch serves from the key's entry where
+    the next grid point is 4x the steps (the shipped grid): both spans are as near, and
+    the key's steps are nearer."""
+    from rltriton_tune.dispatch import lookup
+
+    key, next_point = ProblemKey("vtrace", 32768, 2048), ProblemKey("vtrace", 32768, 8192)
+    beyond = neighbours.companions(key)[2]
+    assert lookup.distance(beyond, key) == lookup.distance(beyond, next_point)
+    assert lookup.fine_distance(beyond, key) < lookup.fine_distance(beyond, next_point)
 
 
 def test_keys_too_short_for_a_companion_have_none():
-    assert neighbours.companions(ProblemKey("gae", 8, 2)) == []
+    assert neighbours.companions(ProblemKey("gae", 8, 2)) == [ProblemKey("gae", 9, 3)]
     assert neighbours.companions(ProblemKey("gae", 1, 1)) == []
 
 
@@ -71,7 +89,9 @@ class FakeEvaluator:
         self.closed = True
 
 
-BELOW, ABOVE = (other.as_text() for other in neighbours.companions(KEY))
+#: The tests of ``choose``'s rules time two companions, the ones below and above.
+PAIR = neighbours.companions(KEY)[:2]
+BELOW, ABOVE = (other.as_text() for other in PAIR)
 
 
 def _choose(key_us, below_us, above_us=None, finalists=MODES):
@@ -89,7 +109,7 @@ def _choose(key_us, below_us, above_us=None, finalists=MODES):
 
     cands = [Candidate("torch", {"mode": m}) for m in finalists]
     choice = neighbours.choose(KEY, cands, key_us, CPU, USABLE, 0.01, evaluator_for,
-                               neighbours.companions(KEY))
+                               PAIR)
     return choice, made, seen
 
 
@@ -159,7 +179,7 @@ def test_only_finalists_that_can_be_chosen_and_the_floor_are_timed_at_companions
         return FakeEvaluator(dict(zip(MODES, [1.0, 1.0, 1.0], strict=True)), seen)
 
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
-    companions = neighbours.companions(KEY)
+    companions = PAIR
     choice = neighbours.choose(KEY, cands, [1.0, 1.5, 1.6], CPU, USABLE, 0.01,
                                evaluator_for, companions, floor=2)
     assert [c.params["mode"] for c in seen] == [*MODES, MODES[0], MODES[2]]
@@ -184,7 +204,8 @@ def test_a_config_too_slow_at_the_key_can_still_serve_partly_filled_calls():
     others = neighbours.neighbourhood(key)
     partly = [o for o in others if (o.n, o.t) != (key.n, key.t)
               and neighbours.lookup.partial_span(o.t)]
-    assert len(partly) == 1 + len(neighbours.flag_companions(key))
+    # below and beyond, and the key's other flag sets below
+    assert len(partly) == 2 + len(neighbours.flag_companions(key))
     seen: dict[str, list[str]] = {}
 
     def evaluator_for(other):
@@ -228,7 +249,7 @@ def test_every_companions_candidates_are_prefetched_before_any_is_timed():
 
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
     neighbours.choose(KEY, cands, [1.0, 1.5, 1.6], CPU, USABLE, 0.01, evaluator_for,
-                      neighbours.companions(KEY), floor=2,
+                      PAIR, floor=2,
                       prefetch=lambda other, ahead: events.append(
                           ("ahead", other.as_text(), [c.params["mode"] for c in ahead])))
     assert events == [("ahead", BELOW, list(MODES)), ("ahead", ABOVE, [MODES[0], MODES[2]]),
@@ -239,7 +260,7 @@ def test_one_finalist_or_no_companion_needs_no_companion_timing():
     choice, made, _ = _choose([2.0], [1.0], finalists=("loop",))
     assert choice.index == 0 and not made
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
-    lone = ProblemKey("retrace", 8, 2, flags="trunc", a=8)  # no shape or flag companion
+    lone = ProblemKey("retrace", 1, 1, flags="trunc", a=8)  # no shape or flag companion
     choice = neighbours.choose(lone, cands, [3.0, 1.0, 2.0], CPU, USABLE,
                                0.01, lambda other: pytest.fail("no companion to time"))
     assert choice.index == 1 and choice.extra() == {}
@@ -278,7 +299,7 @@ def test_the_other_flag_sets_real_calls_carry_are_companions_too():
     choice = neighbours.choose(KEY, cands, [1.00, 1.03, 1.50], CPU, USABLE, 0.01,
                                evaluator_for)
     assert choice.index == 1
-    assert len(choice.companions) == 6
+    assert len(choice.companions) == 7
     assert "gae|bootstrap+trunc|float32|env|N=128|T=32" in choice.extra()["companions"]
 
 
@@ -290,7 +311,7 @@ def _choose_with_floor(key_us, below_us, above_us, floor, held=True):
 
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
     choice = neighbours.choose(KEY, cands, key_us, CPU, USABLE, 0.01, evaluator_for,
-                               neighbours.companions(KEY), floor=floor)
+                               PAIR, floor=floor)
     assert choice.floor_held == (floor is not None and held)
     return choice.index
 
@@ -338,7 +359,7 @@ def test_calls_of_other_shapes_get_the_config_that_serves_the_shape_companions_b
 
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
     choice = neighbours.choose(KEY, cands, key_us, CPU, USABLE, 0.01, evaluator_for,
-                               neighbours.companions(KEY), floor=0)
+                               PAIR, floor=0)
     assert (choice.index, choice.off_grid) == (0, 1)
     assert choice.extra()["off_grid"] == {"strategy": "torch", "params": {"mode": "loop"},
                                           "companions": {BELOW: 1.0}}
@@ -352,7 +373,7 @@ def test_the_off_grid_config_is_chosen_where_steps_fill_part_of_their_span():
     config answers to the key and the companion above."""
     from rltriton_tune.dispatch import lookup
 
-    below_key, above_key = neighbours.companions(KEY)
+    below_key, above_key = PAIR
     assert lookup.partial_span(below_key.t) and not lookup.partial_span(above_key.t)
     assert not lookup.partial_span(KEY.t)
 
@@ -362,7 +383,7 @@ def test_the_off_grid_config_is_chosen_where_steps_fill_part_of_their_span():
 
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
     choice = neighbours.choose(KEY, cands, [1.00, 1.01, 1.50], CPU, USABLE, 0.01,
-                               evaluator_for, neighbours.companions(KEY))
+                               evaluator_for, PAIR)
     assert (choice.index, choice.off_grid) == (0, 1)
     assert choice.extra()["off_grid"]["companions"] == {BELOW: 1.0}
 
@@ -404,7 +425,8 @@ def test_flag_sets_off_the_grid_weigh_in_the_off_grid_config_and_at_the_key_do_n
     choice = run([1.30, 1.00, 1.50])
     assert choice.index == 0 and choice.off_grid == 1
     off_grid_keys = set(choice.extra()["off_grid"]["companions"])
-    assert off_grid_keys == {k.as_text() for k in (neighbours.companions(KEY)[0],
+    below, _, beyond = neighbours.companions(KEY)
+    assert off_grid_keys == {k.as_text() for k in (below, beyond,
                                                    *neighbours.flagged_companions(KEY))}
     # far slower with flags off the grid: no off-grid config
     assert run([1.00, 3.00, 1.50]).off_grid is None
@@ -419,6 +441,26 @@ def test_the_floor_competes_for_the_off_grid_config_whatever_its_time_at_the_key
 
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
     choice = neighbours.choose(KEY, cands, [1.00, 1.05, 1.20], CPU, USABLE, 0.01,
-                               evaluator_for, neighbours.companions(KEY), floor=2)
+                               evaluator_for, PAIR, floor=2)
     assert choice.index != 2 and choice.off_grid == 2
     assert choice.extra()["off_grid"]["params"] == {"mode": "chunked"}
+
+
+def test_the_companion_beyond_the_span_weighs_like_the_others():
+    """A config 4% faster at the key and level below and above, but 60% slower where the
+    steps spill into the next span, loses to one that holds there. On the H100 (float32
+    V-trace, device time), the 32768x2048 entry's flat config took 606 µs at the key
+    against 633 for tiled, and served 27665x2425 at 0.61-0.69x of rl-triton where tiled
+    had served it at 1.35-1.47x."""
+    below, above, beyond = neighbours.companions(KEY)
+    times = {below.as_text(): [1.00, 1.00, 1.50], above.as_text(): [1.00, 1.00, 1.50],
+             beyond.as_text(): [1.60, 1.00, 1.70]}
+
+    def evaluator_for(other):
+        return FakeEvaluator(dict(zip(MODES, times[other.as_text()], strict=True)), [])
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    for others, want in (([below, above], 0), ([below, above, beyond], 1)):
+        choice = neighbours.choose(KEY, cands, [1.00, 1.04, 1.50], CPU, USABLE, 0.01,
+                                   evaluator_for, others)
+        assert choice.index == want, others
