@@ -412,15 +412,24 @@ def test_retraces_plain_key_in_a_refresh_is_its_truncations_key():
 
 
 class RecordingPool:
-    """A compile pool that passes every candidate and notes which keys it gated."""
+    """A compile pool that passes every candidate and notes which keys it gated, and
+    which of its checks were still running (``results`` not yet asked) at each timing
+    the evaluators made (``busy_at_timing``)."""
 
     def __init__(self):
-        self.keys = []
+        self.keys, self.running, self.busy_at_timing = [], set(), []
 
     def start(self, key, device, candidates, limit=None):
-        self.keys.append(key.as_text())
+        text = key.as_text()
+        self.keys.append(text)
+        self.running.add(text)
         verdicts = [None] * len(candidates)
-        return SimpleNamespace(results=lambda: verdicts)
+
+        def results():
+            self.running.discard(text)
+            return verdicts
+
+        return SimpleNamespace(results=results)
 
     def check(self, key, device, candidates, limit=None):
         return self.start(key, device, candidates, limit).results()
@@ -430,17 +439,36 @@ def test_refresh_gates_its_contenders_in_the_pool_at_the_key_and_its_companions(
     """``tune --refresh`` hands its compile pool down: the contenders are gated in the
     pool's workers at the entry's key and at every companion (each one a binary of its
     own), not one after another in the refreshing process."""
+    from rltriton_tune.tune import study as study_module
+
     monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
     record(device_fingerprint(CPU), [Entry(KEY, "torch", SLOW, 1.0, runner_up={
         "strategy": "torch", "params": FAST}, date="2026-01-01T00:00:00Z")])
     invalidate_cache()
     pool = RecordingPool()
+    make_evaluator = study_module.make_evaluator
+
+    def watched(*args, **kwargs):  # each companion's timing notes the checks running
+        evaluator = make_evaluator(*args, **kwargs)
+        evaluate = evaluator.evaluate
+
+        def timed(*a, **k):
+            pool.busy_at_timing.append(sorted(pool.running))
+            return evaluate(*a, **k)
+
+        evaluator.evaluate = timed
+        return evaluator
+
+    monkeypatch.setattr(study_module, "make_evaluator", watched)
     (done,) = refresh_module.refresh(CPU, ["gae"], pool=pool)
     assert done.new is not None
     assert pool.keys[0] == KEY.as_text()
     # every companion's candidates were handed to the pool at once, up front, and their
     # timing took those verdicts: each companion is gated once
     assert sorted(pool.keys[1:]) == sorted(_current().extra["companions"])
+    # and no companion's timing ran beside a check (the gate's kernels would disturb it)
+    assert len(pool.busy_at_timing) == len(pool.keys) - 1
+    assert not any(pool.busy_at_timing), pool.busy_at_timing
 
 
 def test_finalize_gates_the_finalists_at_the_companions_in_the_pool():
@@ -548,8 +576,7 @@ def test_prechecked_verdicts_serve_only_the_candidates_they_were_started_for():
             calls.append("closed")
 
     ahead = [Candidate("torch", FAST), Candidate("torch", SLOW)]
-    pending = SimpleNamespace(results=lambda: ["failed", None])
-    checked = Prechecked(Evaluator(), [c.label() for c in ahead], pending)
+    checked = Prechecked(Evaluator(), [c.label() for c in ahead], ["failed", None])
     checked.evaluate(ahead, budget_s=0.1)
     checked.evaluate(ahead[:1], budget_s=0.1)
     checked.close()
