@@ -386,9 +386,10 @@ def choose_for_neighbourhood(key: ProblemKey, measured: Sequence[Outcome],
     companion is timed: it compiles and gates them all in parallel, and each companion's
     timing takes the verdicts (refresh timed companion by companion, compiling each
     batch while the GPU waited). Every one of those checks is done before the first
-    companion is timed: the gate runs kernels on the device, and a timing beside the
-    workers' checks is disturbed (H100, V-trace 2048x256: 11.6 µs at the key against
-    6.5-7.1 at its companions, with a host time of 237 µs)."""
+    companion is timed, and any left over before this returns: the gate runs kernels on
+    the device and the workers load its CPUs, so a timing beside them can be disturbed
+    (H100, a refresh that timed beside them: V-trace 2048x256 recorded 11.6 µs at the key
+    against 6.5-7.1 at its companions, with a host time of 237 µs)."""
     ahead: dict[str, tuple[list[str], Any]] = {}
     verdicts: dict[str, tuple[list[str], list[str | None]]] = {}
 
