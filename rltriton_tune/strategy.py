@@ -53,6 +53,10 @@ class Strategy(Protocol):
         """A reasonable config for ``key`` without tuning."""
         ...
 
+    # A strategy may also define ``applies(key, param, drawn) -> bool``: whether a search
+    # draws ``param`` after the parameters ``drawn`` before it in ``space`` order (one
+    # that cannot take effect with them is left to its default instead).
+
     def skip_reason(self, key: ProblemKey, params: Params,
                     sm_count: int | None = None) -> str | None:
         """Why the tuner leaves out this valid, validated config (``None``: it is searched).

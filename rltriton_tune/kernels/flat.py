@@ -112,6 +112,12 @@ class FlatStrategy(TritonStrategy):
     def tile_elems(self, key: ProblemKey, p: Params) -> int:
         return p["BLOCK_N"] * next_pow2(key.t)
 
+    def applies(self, key: ProblemKey, param: str, drawn: Params) -> bool:
+        """``TWO_BLOCKS`` takes effect only at 8 warps or more (:func:`register_cap`): a
+        search draws it only there, rather than spend a trial on a refused config."""
+        return param != "TWO_BLOCKS" or "num_warps" not in drawn or \
+            register_cap(drawn["num_warps"]) is not None
+
     def check(self, key: ProblemKey, p: Params) -> None:
         bt = next_pow2(key.t)
         require(p["BLOCK_N"] * bt <= TILE_BUDGET, self.name,

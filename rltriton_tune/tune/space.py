@@ -133,8 +133,12 @@ class SearchSpace:
         """Suggest a candidate; raise :class:`InvalidConfig` if the strategy rejects it or
         leaves it out of searches (:meth:`skip_reason`)."""
         name = trial.suggest_categorical("strategy", self.names())
-        raw = {p: trial.suggest_categorical(f"{name}.{p}", choices)
-               for p, choices in self._spaces[name].items()}
+        raw: Params = {}
+        for p, choices in self._spaces[name].items():
+            # A parameter that cannot take effect with those drawn before it is not drawn
+            # (the strategy's default fills it): its other values would only be refused.
+            if self._applies(name, p, raw):
+                raw[p] = trial.suggest_categorical(f"{name}.{p}", choices)
         cand = self.validate(name, raw)
         reason = self.skip_reason(cand)
         if reason is not None:
@@ -163,10 +167,19 @@ class SearchSpace:
         """Optuna parameter dict that makes ``suggest`` return ``candidate`` (for enqueueing)."""
         space = self._spaces[candidate.strategy]
         out: dict[str, Any] = {"strategy": candidate.strategy}
+        drawn: Params = {}
         for p, choices in space.items():
+            if not self._applies(candidate.strategy, p, drawn):
+                continue
             if p in candidate.params and candidate.params[p] in choices:
-                out[f"{candidate.strategy}.{p}"] = candidate.params[p]
+                out[f"{candidate.strategy}.{p}"] = drawn[p] = candidate.params[p]
         return out
+
+    def _applies(self, strategy: str, param: str, drawn: Params) -> bool:
+        """Whether ``suggest`` draws ``param`` of ``strategy`` after ``drawn`` (the
+        strategy's ``applies``, where it has one; every parameter otherwise)."""
+        applies = getattr(self.strategies[strategy], "applies", None)
+        return applies is None or applies(self.key, param, drawn)
 
     def size(self) -> int:
         """Number of raw points in the space (before validation)."""

@@ -38,6 +38,63 @@ def test_suggest_is_conditional_and_validated(misbehaving):
     assert set(trial.params) == {"strategy", "torch.mode", "torch.chunk"}
 
 
+def test_a_parameter_that_cannot_take_effect_is_not_drawn(misbehaving):
+    """A strategy's ``applies``: ``chunk`` only with ``mode=chunked`` here (flat's
+    ``TWO_BLOCKS`` only at 8 warps or more). A trial without it leaves it to the default,
+    and an enqueued candidate comes back from ``suggest`` as it went in."""
+    import optuna
+
+    class ChunkOnlyChunked(type(misbehaving)):
+        def applies(self, key, param, drawn):
+            return param != "chunk" or drawn.get("mode") == "chunked"
+
+    space = SearchSpace(KEY, torch.device("cpu"), {"torch": ChunkOnlyChunked()})
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(30):
+        trial = study.ask()
+        try:
+            cand = space.suggest(trial)
+        except InvalidConfig:  # chunked with chunk=8: drawn, then refused
+            assert trial.params["torch.chunk"] == 8
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
+        assert ("torch.chunk" in trial.params) == (cand.params["mode"] == "chunked")
+        study.tell(trial, 1.0)
+    loop = Candidate("torch", {"mode": "loop"})
+    assert space.trial_params(loop) == {"strategy": "torch", "torch.mode": "loop"}
+    study.enqueue_trial(space.trial_params(loop))
+    assert space.suggest(study.ask()) == loop
+
+
+def test_flat_searches_draw_two_blocks_only_where_it_caps_registers():
+    import optuna
+
+    from rltriton_tune.kernels import strategies
+    from rltriton_tune.kernels.launch import register_cap
+
+    if not strategies():
+        pytest.skip("Triton is not installed")
+
+    key = ProblemKey("vtrace", 4096, 2048)
+    space = SearchSpace(key, torch.device("cuda"), {"flat": strategies()["flat"]},
+                        sm_count=132)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    drawn = 0
+    for _ in range(80):
+        trial = study.ask()
+        try:
+            cand = space.suggest(trial)
+        except InvalidConfig as exc:
+            assert "TWO_BLOCKS" not in str(exc)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
+        capped = register_cap(cand.params["num_warps"]) is not None
+        assert ("flat.TWO_BLOCKS" in trial.params) == capped
+        drawn += capped
+        study.tell(trial, 1.0)
+    assert drawn
+
+
 def test_skipped_configs_are_left_out_of_searches_but_still_seed_them(misbehaving):
     import optuna
 
