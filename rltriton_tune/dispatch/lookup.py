@@ -54,9 +54,9 @@ DIMENSIONS = tuple(DEFAULT_FACTORS)
 
 #: Calls whose steps fill less than this share of their power-of-two span take an entry's
 #: off-grid config (see :func:`partial_span`). It lies midway between the shares of the
-#: two companions an entry is chosen for (``tune.neighbours.COMPANION_FRACTIONS``) where
-#: the key's steps are a power of two and fill their span: the one below fills about 0.6
-#: of it, the one above 0.9.
+#: shape companions an entry is chosen for (``tune.neighbours.COMPANION_FRACTIONS``) where
+#: the key's steps are a power of two and fill their span: the one below and the one
+#: beyond (in the next span up) fill about 0.6 of theirs, the one above 0.9.
 PARTIAL_SPAN = 0.75
 
 

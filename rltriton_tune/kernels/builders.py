@@ -238,7 +238,8 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
 def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn, st, se, san, sat,
                   saa, S0, S1, S2, S3, F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr,
                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
-    # D[t] = vs[t] - values[t] = delta[t] + beta[t] * D[t+1]; finish gets D[t+1] too.
+    # D[t] = vs[t] - values[t] = delta[t] + beta[t] * D[t+1] (the exact finish also
+    # gets D[t+1]).
     delta, beta, _, _, _, _, _, _, _, _ = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
@@ -253,15 +254,17 @@ def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, 
     # y = D[t]. Where the episode goes on (not cut, not term), the recurrence gives
     # gamma * D[t+1] = (D[t] - delta[t]) / c[t], so the advantage needs no D[t+1] from the
     # core: adv = rho * (r + gamma * (1 - term) * (cut ? b : v_next) - v) + rho * that.
-    # Elsewhere D[t] - delta[t] = 0 (beta = 0), and where c = 0 the ratio is 0 and so is
-    # rho (vtrace_by_division_serves keeps both bars >= 0): the term drops out. Exact in real
+    # Elsewhere beta = 0 and D[t] = delta[t]: the term is 0, set so where D[t] is not
+    # finite (cut: the reference takes b, whatever D[t+1] holds; an infinite delta:
+    # inf - inf). Where c = 0 the ratio is 0 and so is rho (vtrace_by_division_serves
+    # keeps both bars >= 0): rho times the term is 0, or NaN where D[t] is. Exact in real
     # numbers; in float32 the subtraction's rounding is scaled by rho / c <= max(1,
     # rho_bar / c_bar), which the guard bounds.
     delta, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
     c = _clip(tl.exp(_ld(P0, rows, ts, sn, st, m) - _ld(P1, rows, ts, sn, st, m)), S2)
-    carried = tl.where(c > 0, (y - delta) / c, 0.0)
+    carried = tl.where(cut | (y == delta), 0.0, y - delta) / tl.where(c > 0, c, 1.0)
     adv = rho * (r + _unless(term, S0) * tl.where(cut, b, v_next) - v + carried)
     _store(O0, rows, ts, osn, ost, v + y, m)
     _store(O1, rows, ts, osn, ost, adv, m)
@@ -287,14 +290,20 @@ def vtrace_next_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, r
 #: is at most this many times the error of D[t] itself. Interpreter float32 tests against
 #: the float64 reference pass at 16 and fail at 1e5 (1e-3 absolute off).
 VTRACE_BAR_RATIO = 16.0
+#: The largest float32: a larger c_bar reaches the kernel as inf.
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 def vtrace_by_division_serves(gamma: float, rho_bar: float, c_bar: float) -> bool:
-    """Whether :func:`vtrace_finish` serves these scalars: c_bar positive and finite (at
-    c = 0 or inf the division loses D[t+1]), rho_bar not negative (a ratio of 0 must
-    give rho = 0) and at most VTRACE_BAR_RATIO times c_bar; :func:`vtrace_next_finish`
-    serves the rest."""
-    return 0.0 < c_bar < math.inf and 0.0 <= rho_bar <= VTRACE_BAR_RATIO * c_bar
+    """Whether :func:`vtrace_finish` serves these scalars: gamma finite (an infinite one
+    makes D[t] NaN at every step, where the reference's advantage takes b or v[t+1]),
+    c_bar positive and finite in float32 (at c = 0 or inf the division loses D[t+1]),
+    rho_bar not negative (a ratio of 0 must give rho = 0) and at most VTRACE_BAR_RATIO
+    times c_bar; :func:`vtrace_next_finish` serves the rest. Where gamma * c * D[t+1]
+    overflows float32, vs[t] is inf, and the advantage there is inf too rather than the
+    reference's finite value."""
+    return (math.isfinite(gamma) and 0.0 < c_bar <= FLOAT32_MAX
+            and 0.0 <= rho_bar <= VTRACE_BAR_RATIO * c_bar)
 
 
 # --------------------------------------------------------------------------- Retrace

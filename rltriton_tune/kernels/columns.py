@@ -25,6 +25,7 @@ from rltriton_tune.kernels.actions import (
     reduce_actions_default,
     reduce_actions_space,
 )
+from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.kernels.launch import TILE_BUDGET, next_pow2, pow2_range, require
 from rltriton_tune.kernels.lookback import LookbackStrategy
 from rltriton_tune.kernels.shapes import vector_elems
@@ -82,12 +83,16 @@ class ColumnsStrategy(LookbackStrategy):
 
     def default_params(self, key: ProblemKey) -> Params:
         """One warp, one 16-byte vector of environments a thread, 64 values a thread (32
-        for the estimators of two outputs). H200, 32768x2048 time-major
+        where a finish reads the neighbour's value too, V-trace's exact one included).
+        H200, 32768x2048 time-major
         float32: (128, 16, 1) was the best of 3-8 configs for five single-output
         estimators (GAE: 460 us against 436 for (256, 16, 2)), (128, 8, 1) for V-trace
         (852 us; 16 steps: 1728); bfloat16 GAE (256, 8, 1)."""
         vec = vector_elems(key)
-        per_thread = 32 if len(key.spec.outputs) > 1 else 64
+        builder = BUILDERS[key.algorithm]
+        reads_next = builder.next_value or (builder.exact is not None
+                                            and builder.exact.next_value)
+        per_thread = 32 if reads_next else 64
         bn = min(32 * vec, max(32, next_pow2(key.n)))
         bt = max(1, min(per_thread // vec, next_pow2(key.t)))
         return {"BLOCK_N": bn, "BLOCK_T": bt, "num_warps": 1, **reduce_actions_default(key)}

@@ -13,6 +13,7 @@ pointers and strides and allocates outputs (no device sync, CUDA-graph safe).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -534,8 +535,13 @@ def by_scalars(key: ProblemKey, builder: Builder, launcher: Launcher,
                exact: Callable[[], Launcher]) -> Launcher:
     """``launcher`` (of ``builder``) for calls whose scalars ``builder.serves``; the
     launcher ``exact()`` builds (of ``builder.exact``, compiled on first use) for the
-    others. The bound launch (``bind``) is ``launcher``'s, whose generated code makes the
-    same test (:meth:`FastLaunch.bind`) and declines the others to this function."""
+    others. The bound launch (``bind``) and the other attributes are ``launcher``'s; the
+    bound launch's generated code makes the same test (:meth:`FastLaunch.bind`) and
+    declines the others to this function.
+
+    The exact variant is not what the tuner timed and gated, and its first call can come
+    at any step of a run: where it fails to build or launch, those calls take the torch
+    implementation from then on, with a warning, rather than fail the run."""
     names, serves = key.spec.scalars, builder.serves
     other: list[Launcher] = []
 
@@ -543,13 +549,25 @@ def by_scalars(key: ProblemKey, builder: Builder, launcher: Launcher,
         scalars = call.scalars
         if serves(*(scalars[name] for name in names)):
             return launcher(call)
-        if not other:
-            other.append(exact())
-        return other[0](call)
+        if other:
+            return other[0](call)
+        try:
+            chosen = exact()
+            out = chosen(call)
+        except Exception as exc:  # noqa: BLE001 - any failure of the untuned variant
+            from rltriton_tune.fallback import STRATEGIES
 
-    for name in ("bind", "pack", "kernel"):
-        if hasattr(launcher, name):
-            setattr(launch, name, getattr(launcher, name))
+            warnings.warn(f"rltriton-tune: the exact finish of {key.as_text()} failed "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+                          "calls with these scalars take the torch implementation",
+                          RuntimeWarning, stacklevel=2)
+            torch_impl = STRATEGIES["torch"]
+            chosen = torch_impl.prepare(key, torch_impl.default_params(key))
+            out = chosen(call)
+        other.append(chosen)
+        return out
+
+    launch.__dict__.update(vars(launcher))
     return launch
 
 

@@ -47,10 +47,13 @@ for _estimator, _grad in GRAD_ALGORITHMS.items():
     COMMON_FLAGS[_grad] = _grad_flag_sets(_grad, COMMON_FLAGS[_estimator])
 
 #: The shape grid of a shipped profile: 8 to 262144 environments by 8 to 65536 steps, a
-#: factor of 4 apart, up to 2^28 elements (a gigabyte a float32 tensor).
+#: factor of 4 apart (but for the largest), up to 2^28 elements (a gigabyte a float32
+#: tensor).
+SHIP_ENVS = (8, 32, 128, 512, 2048, 8192, 32768, 131072, 262144)
+SHIP_STEPS = (8, 32, 128, 512, 2048, 8192, 32768, 65536)
+SHIP_MAX_ELEMS = 1 << 28
 SHIP_SHAPES: list[tuple[int, int]] = [
-    (n, t) for n in (8, 32, 128, 512, 2048, 8192, 32768, 131072, 262144)
-    for t in (8, 32, 128, 512, 2048, 8192, 32768, 65536) if n * t <= 1 << 28]
+    (n, t) for n in SHIP_ENVS for t in SHIP_STEPS if n * t <= SHIP_MAX_ELEMS]
 
 
 def flag_sets(algorithm: str, requested: Sequence[str]) -> list[str]:

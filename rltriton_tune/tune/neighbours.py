@@ -75,11 +75,13 @@ _log = logging.getLogger("rltriton_tune.tune")
 #: are 4x apart (the shipped grid, but for its largest sizes). Above: more environments,
 #: nearer this point than the next larger one of a grid 2x apart, with steps in the key's
 #: power-of-two span (which dispatch reads as the same steps, see
-#: ``dispatch.lookup.distance``). Beyond: the key's environments with steps in the next
-#: span up, partly filled. Where grid points are 4x apart in steps, no entry has that
-#: span, and dispatch serves its calls from this one (the spans on either side are as
-#: near; the nearer steps decide, ``dispatch.lookup.fine_distance``), moving the config
-#: to twice the tile. On the H100 (torch 2.11, Triton 3.6, float32 V-trace, device time),
+#: ``dispatch.lookup.distance``). Beyond: the key's environments with more steps, in the
+#: next span up where the key's steps are a power of two, partly filled. Where grid
+#: points are 4x apart in steps, no entry has that span, and dispatch serves its calls
+#: from this one (the spans on either side are as near; the nearer steps decide,
+#: ``dispatch.lookup.fine_distance``), moving the config to twice the tile; where the
+#: shipped grid has a point in that span (32768 and 65536 steps), there is no companion
+#: beyond. On the H100 (torch 2.11, Triton 3.6, float32 V-trace, device time),
 #: the 32768x2048 entry's flat config, refreshed without this companion, served
 #: 27665x2425 at 0.61-0.69x of rl-triton where its former tiled config had served it at
 #: 1.35-1.47x.
@@ -107,10 +109,20 @@ def companions(key: ProblemKey) -> list[ProblemKey]:
         if fn > 1 and next_pow2(t) != next_pow2(key.t):
             # Above: the key's own span of steps (T = 130 would give 117, read as 128).
             t = key.t | 1 if next_pow2(key.t | 1) == next_pow2(key.t) else key.t
+        if ft > 1 and _grid_point_in_span(key.n, next_pow2(t)):
+            continue  # beyond: that span's calls are served by its own entry
         if (n, t) != (key.n, key.t) and t >= 3 and (n, t) not in [(o.n, o.t) for o in out]:
             out.append(ProblemKey(key.algorithm, n, t, key.dtype, key.layout, key.flags,
                                   key.a))
     return out
+
+
+def _grid_point_in_span(n: int, span: int) -> bool:
+    """Whether a grid of the shipped grid's steps and size limit has a point of ``span``
+    steps at ``n`` environments."""
+    from rltriton_tune.tune.keys import SHIP_MAX_ELEMS, SHIP_STEPS
+
+    return span in SHIP_STEPS and n * span <= SHIP_MAX_ELEMS
 
 
 def flag_companions(key: ProblemKey) -> list[ProblemKey]:

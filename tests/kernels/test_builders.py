@@ -104,6 +104,8 @@ def test_division_finish_serves_finite_positive_c_bar_within_the_bar_ratio():
     assert not serves(0.99, 1.0, INF)                          # so does c = inf
     assert not serves(0.99, 2 * VTRACE_BAR_RATIO, 1.0)         # rounding scaled too far
     assert not serves(0.99, -1.0, 1.0) and not serves(0.99, 1.0, -1.0)
+    assert not serves(INF, 1.0, 1.0) and serves(0.0, 1.0, 1.0)     # D[t] NaN at gamma = inf
+    assert serves(0.99, 1.0, 3e38) and not serves(0.99, 1.0, 1e39)  # inf in float32
 
 
 #: (rho_bar, c_bar): served by the division finish (the first three), then by the exact
@@ -135,3 +137,32 @@ def test_the_exact_finish_is_needed_where_the_rule_refuses():
                               BUILDERS["vtrace"])
     with pytest.raises(AssertionError):
         check_outputs(division(call), expected("vtrace", kwargs), call, "division at c_bar=0")
+
+
+def test_a_failing_exact_finish_leaves_those_calls_to_torch():
+    """The exact finish is compiled at the first call it serves, which can come at any
+    step of a run: where it fails, those calls take the torch implementation with a
+    warning (once), and the calls the division serves keep their kernel."""
+    import warnings
+
+    from rltriton_tune.kernels.launch import by_scalars
+
+    key = _key("vtrace", "env", 0)
+    flat = strategies()["flat"]
+    params = flat.validate(key, small_params("flat", key.t))
+    built = []
+
+    def broken():
+        built.append(1)
+        raise RuntimeError("out of resources: shared memory")
+
+    launcher = by_scalars(key, BUILDERS["vtrace"],
+                          flat._launcher(key, params, BUILDERS["vtrace"]), broken)
+    for c_bar, warns in ((INF, True), (INF, False), (1.0, False)):
+        call, kwargs = make_call(key, seed=3, rho_bar=1.0, c_bar=c_bar)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outs = launcher(call)
+        assert any("torch implementation" in str(w.message) for w in caught) == warns
+        check_outputs(outs, expected("vtrace", kwargs), call, f"c_bar={c_bar}")
+    assert built == [1]

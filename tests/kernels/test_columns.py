@@ -74,7 +74,7 @@ def test_searched_for_time_major_keys_with_whole_columns_per_thread():
     # ... unless the action pre-pass reduced them: then they load like any estimator.
     assert "lanes" in impl.skip_reason(retrace, {"BLOCK_N": 64, "BLOCK_T": 8,
                                                  "num_warps": 1, "REDUCE_A": 1})
-    # 64 values a thread; 32 for the estimators of two outputs (V-trace).
+    # 64 values a thread; 32 where a finish reads the neighbour's value (V-trace).
     assert impl.default_params(time_major) == {**wide, "BLOCK_T": 16}
     assert impl.default_params(half) == {"BLOCK_N": 256, "BLOCK_T": 8, "num_warps": 1}
     vtrace = ProblemKey("vtrace", 32768, 2048, "float32", "time", "none")

@@ -147,3 +147,47 @@ def test_the_torch_fallback_propagates_a_nan_bootstrap_value_too(mode, algorithm
     outs = impl.prepare(call.key, {**impl.default_params(call.key), "mode": mode})(call)
     assert outs[0][0, :21].isnan().any()
     check_outputs(outs, expected(algorithm, kwargs), call, f"torch {mode} {algorithm}")
+
+
+def _vtrace_inputs(t: int, seed: int) -> dict:
+    """V-trace with bootstrap values and truncations, 3 rows of ``t`` steps (truncated at
+    steps 3 and 2t/3, terminated at t/3), the default bars (the division finish's)."""
+    from rltriton_tune.problems import random_inputs
+
+    key = ProblemKey("vtrace", 3, t, "float32", "env", "bootstrap+trunc")
+    kwargs = random_inputs(key, seed=seed)
+    kwargs["truncateds"] = torch.zeros(3, t)
+    kwargs["truncateds"][:, [3, 2 * t // 3]] = 1.0
+    kwargs["terminateds"] = torch.zeros(3, t)
+    kwargs["terminateds"][:, t // 3] = 1.0
+    return kwargs
+
+
+@pytest.mark.parametrize("strategy", ["flat", "tiled", "lookback"])
+def test_vtrace_division_finish_carries_non_finite_data_as_the_reference(strategy):
+    """V-trace's advantage from ``D[t] - delta[t]`` (the division finish): a NaN reward
+    after a truncation leaves the truncated step's advantage finite (it takes b, whatever
+    D[t+1] holds); an infinite reward gives the reference's inf, not inf - inf;
+    a log-ratio of -inf (ratio 0, so c = rho = 0) gives 0 * D[t+1], NaN only where
+    D[t+1] is."""
+    kwargs = _vtrace_inputs(33, seed=4)
+    kwargs["rewards"][0, 5] = float("nan")        # row 0: NaN after the truncation at 3
+    kwargs["rewards"][1, 7] = float("inf")        # row 1: an infinite delta inside an episode
+    kwargs["log_pi_target"][2, 8] = float("-inf")   # row 2: ratio 0 inside an episode
+    kwargs["rewards"][2, 9] = float("nan")        # ... with D[t+1] NaN behind it
+    kwargs["log_pi_target"][2, 22] = float("-inf")  # and with D[t+1] finite
+    ref = expected("vtrace", kwargs)
+    assert torch.isfinite(ref[1][0, 3]) and ref[1][1, 7] == float("inf")
+    _run(strategy, "vtrace", kwargs, "V-trace non-finite data")
+
+
+@pytest.mark.parametrize("strategy", ["flat", "tiled"])
+def test_vtrace_with_an_infinite_gamma_takes_the_exact_finish(strategy):
+    """gamma = inf makes D[t] NaN at every step, where the reference's advantage takes b
+    or v[t+1]: the division finish does not serve it, and the exact one matches."""
+    from rltriton_tune.kernels.builders import BUILDERS
+
+    kwargs = _vtrace_inputs(9, seed=5)
+    kwargs["gamma"] = float("inf")
+    assert not BUILDERS["vtrace"].serves(kwargs["gamma"], 1.0, 1.0)
+    _run(strategy, "vtrace", kwargs, "V-trace gamma=inf")

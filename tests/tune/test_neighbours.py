@@ -23,9 +23,10 @@ MODES = ("doubling", "loop", "chunked")
     (ProblemKey("gae", 128, 32), [(77, 19), (161, 29), (129, 39)]),
     (ProblemKey("vtrace", 8, 8, "bfloat16", "time", "last_value"), [(5, 5), (11, 7), (9, 9)]),
     (ProblemKey("retrace", 512, 128, a=8), [(307, 77), (641, 115), (513, 153)]),
-    (ProblemKey("gae", 4096, 256), [(2457, 153), (5121, 231), (4097, 307)]),
     (ProblemKey("vtrace", 32768, 2048), [(19661, 1229), (40961, 1843), (32769, 2457)]),
-    (ProblemKey("gae", 1, 4), [(1, 3), (1, 5)]),   # the one above would be the same shape
+    # none beyond where the shipped grid has steps in the next span (512, 8)
+    (ProblemKey("gae", 4096, 256), [(2457, 153), (5121, 231)]),
+    (ProblemKey("gae", 1, 4), [(1, 3)]),   # the one above would be the same shape
 ])
 def test_companions_are_odd_sized_neighbours_of_the_same_kind_on_either_side(key, want):
     others = neighbours.companions(key)
@@ -44,12 +45,16 @@ def test_companions_below_and_above_stay_in_the_keys_span_of_steps():
     for n, t in ((128, 32), (4096, 256), (64, 8), (512, 2048), (300, 130), (300, 129),
                  (300, 257), (40, 5)):
         key = ProblemKey("gae", n, t)
-        below, above, beyond = neighbours.companions(key)
+        below, above, *beyond = neighbours.companions(key)
         assert next_pow2(above.t) == next_pow2(t), (key, above)
-        assert beyond.n == n | 1 and beyond.t > t
         if t == next_pow2(t):
             assert next_pow2(below.t) == next_pow2(t), (key, below)
-            assert next_pow2(beyond.t) == 2 * t and lookup.partial_span(beyond.t)
+        for other in beyond:
+            assert other.n == n | 1 and other.t > t
+            if t == next_pow2(t):
+                assert next_pow2(other.t) == 2 * t and lookup.partial_span(other.t)
+        if t == next_pow2(t):  # none beyond exactly where the shipped grid has 2t steps
+            assert (not beyond) == (2 * t in (8, 32, 128, 512, 2048, 8192, 32768, 65536))
 
 
 def test_the_span_beyond_a_grid_point_4x_apart_in_steps_borrows_its_entry():
@@ -64,9 +69,17 @@ def test_the_span_beyond_a_grid_point_4x_apart_in_steps_borrows_its_entry():
     assert lookup.fine_distance(beyond, key) < lookup.fine_distance(beyond, next_point)
 
 
-def test_keys_too_short_for_a_companion_have_none():
+def test_keys_too_short_for_a_companion_below_or_above_have_none_there():
     assert neighbours.companions(ProblemKey("gae", 8, 2)) == [ProblemKey("gae", 9, 3)]
     assert neighbours.companions(ProblemKey("gae", 1, 1)) == []
+
+
+def test_no_companion_beyond_where_the_grid_has_a_point_in_that_span():
+    """32768 and 65536 steps are both shipped grid points (up to 4096 environments, the
+    size limit): calls of 32769-65536 steps are served by the 65536-step entry."""
+    assert len(neighbours.companions(ProblemKey("gae", 2048, 32768))) == 2
+    beyond = neighbours.companions(ProblemKey("gae", 8192, 32768))[2]
+    assert (beyond.n, beyond.t) == (8193, 39321)
 
 
 class FakeEvaluator:
