@@ -177,7 +177,7 @@ def two_blocks_space(key: ProblemKey) -> dict[str, list[int]]:
     can share on one multiprocessor (where the compiler's allocation fits two already,
     the cap can still make it spill); 0 leaves them to the compiler. Compiled for sm_90
     with Triton 3.6, V-trace at 11077x2799 on rl-triton's config (one row of 4096 steps
-    a program, 16 warps) takes 98 registers a thread, one program of 512 threads an SM,
+    a program, 16 warps) takes 106 registers a thread, one program of 512 threads an SM,
     where rl-triton's kernel takes 90; capped at 64, the same config took 500 µs on the
     H100 against 829 uncapped (rl-triton: 502). Which wins is measured per config. The
     cap is an option of Triton's CUDA backend: on ROCm the parameter launches uncapped."""

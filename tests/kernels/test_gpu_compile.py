@@ -140,7 +140,7 @@ print(json.dumps(out))
 def test_two_blocks_caps_the_registers_a_thread(tmp_path):
     """``TWO_BLOCKS=1`` reaches the compiler: V-trace at rl-triton's config for 2,799
     steps (one row of 4096 a program, 16 warps) fits 64 registers a thread, so two
-    programs share a multiprocessor (sm_90, Triton 3.6: 98 without the cap)."""
+    programs share a multiprocessor (sm_90, Triton 3.6: 106 without the cap)."""
     rl = {"BLOCK_N": 1, "num_warps": 16, "num_stages": 2, "DESCEND": 1}
     cases = {"compiler": {**rl, "TWO_BLOCKS": 0}, "capped": {**rl, "TWO_BLOCKS": 1}}
     found = _compiled_json(REGISTERS.format(here=str(SCRIPT.parent), cases=cases,
