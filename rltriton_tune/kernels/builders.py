@@ -231,7 +231,7 @@ def _vtrace_parts(P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0
     beta = _unless(done, S0 * c)
     delta = tl.where(m, delta, 0.0)
     beta = tl.where(m, beta, 0.0)
-    return delta, beta, rho, r, v, v_next, term, b, cut, m
+    return delta, beta, rho, c, r, v, v_next, term, b, cut, m
 
 
 @triton.jit
@@ -240,7 +240,7 @@ def vtrace_coeffs(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, rows, ts, N, T, A, sn,
                   F_ENV: tl.constexpr, F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # D[t] = vs[t] - values[t] = delta[t] + beta[t] * D[t+1] (the exact finish also
     # gets D[t+1]).
-    delta, beta, _, _, _, _, _, _, _, _ = _vtrace_parts(
+    delta, beta, _, _, _, _, _, _, _, _, _ = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
     return delta, beta
@@ -260,10 +260,9 @@ def vtrace_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, rows, 
     # keeps both bars >= 0): rho times the term is 0, or NaN where D[t] is. Exact in real
     # numbers; in float32 the subtraction's rounding is scaled by rho / c <= max(1,
     # rho_bar / c_bar), which the guard bounds.
-    delta, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
+    delta, _, rho, c, r, v, v_next, term, b, cut, m = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
-    c = _clip(tl.exp(_ld(P0, rows, ts, sn, st, m) - _ld(P1, rows, ts, sn, st, m)), S2)
     carried = tl.where(cut | (y == delta), 0.0, y - delta) / tl.where(c > 0, c, 1.0)
     adv = rho * (r + _unless(term, S0) * tl.where(cut, b, v_next) - v + carried)
     _store(O0, rows, ts, osn, ost, v + y, m)
@@ -276,7 +275,7 @@ def vtrace_next_finish(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, r
                        F_TRUNC: tl.constexpr, F_BOOT: tl.constexpr, F_ENV: tl.constexpr,
                        F_STARTS: tl.constexpr, BLOCK_A: tl.constexpr):
     # The advantage from D[t+1] itself (y_next): for bars vtrace_finish does not serve.
-    _, _, rho, r, v, v_next, term, b, cut, m = _vtrace_parts(
+    _, _, rho, _, r, v, v_next, term, b, cut, m = _vtrace_parts(
         P0, P1, P2, P3, P4, P5, P6, P7, rows, ts, N, T, sn, st, se, S0, S1, S2,
         F_TRUNC, F_BOOT, F_ENV)
     vs = v + y                                     # y = D[t], y_next = D[t+1]
