@@ -34,11 +34,17 @@ where the key's steps are a power of two) with each of those flag sets is a comp
 power-of-two span take the entry's off-grid config where it records one
 (:func:`off_grid_choice`), whatever their flags. That config answers to those calls
 alone, so its time at the key bars nothing: every finalist is screened at the first
-partly filled companion. On the H100 (float32 V-trace, device time), the 4096x2048
-entry had tiled with 256-step tiles on 4 warps among its contenders and recorded no
-off-grid config when only the configs within :data:`KEY_MARGIN` at the key were timed
-at the companions, while calls at 4745x1047 that borrow the entry took 72 µs with that
-config against 105 with the flat one.
+partly filled companion of each shape (the one below, and the one beyond where there is
+one). On the H100 (float32 V-trace, device time), the 4096x2048 entry had tiled with
+256-step tiles on 4 warps among its contenders and recorded no off-grid config when
+only the configs within :data:`KEY_MARGIN` at the key were timed at the companions,
+while calls at 4745x1047 that borrow the entry took 72 µs with that config against 105
+with the flat one. One screen is not enough: a config no faster below can be the one
+that serves the next span up. The 32768x2048 entry, screened below alone (19661x1229,
+where flat on 16 warps took 265 µs), chose flat and recorded no off-grid config; flat
+then took 2087 µs at the companion beyond (32769x2457), and calls at 27665x2425 with
+bootstrap values and truncations 1233 µs, where the former entry's tiled config with
+256-step tiles on 4 warps had taken 828 (rl-triton: 1235-1248).
 
 The geometric mean can trade a loss at one companion for a gain at another. Where the
 finalists include a *floor*, the config of the peer users would call instead
@@ -204,8 +210,9 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     ``evaluator_for(key)`` makes an evaluator for another key (closed here). ``floor``:
     the index of the finalist no choice may be slower than by more than
     :data:`FLOOR_MARGIN` anywhere it was timed (rl-triton's config), or None. Only the
-    finalists that can be chosen and the floor are timed at the companions, and at the
-    partly filled ones those :func:`_screen` keeps at the first of them. With one
+    finalists that can be chosen and the floor are timed at the companions, every
+    finalist at the first partly filled companion of each shape (:func:`_screens`), and
+    at the other partly filled ones those :func:`_kept` at any of those. With one
     finalist or no companion timed, the fastest at ``key`` is chosen. ``prefetch(other,
     candidates)``, where given, is told first of every companion's candidates (moved
     there) that will be timed, so that their compiles can start at once rather than
@@ -223,28 +230,36 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
                  if i == fastest or key_us[i] <= best_key * (1 + KEY_MARGIN)]
     timing = {*choosable, *([] if floor is None else [floor])}
     # The off-grid config serves only the partly filled calls, so its time at the key
-    # bars nothing: every finalist is screened at the first partly filled companion, and
-    # those faster there than all of ``timing`` by more than FLOOR_MARGIN are timed at the
-    # other partly filled ones too and compete for it (``off_grid_choice``).
-    screened = set(timing)
+    # bars nothing: every finalist is timed at the first partly filled companion of each
+    # shape (the screens, ``_screens``), and those faster at any of them than all of
+    # ``timing`` by more than FLOOR_MARGIN are timed at the other partly filled ones too
+    # and compete for it (``off_grid_choice``).
     others = neighbourhood(key) if others is None else others
+    screens = _screens(key, others)
+    everyone = set(range(len(finalists)))
     if prefetch is not None:
-        first_partly = next((o for o in others if _partly_filled(key, o)), None)
         for other in others:
-            wanted = set(range(len(finalists))) if other == first_partly else timing
+            wanted = everyone if other in screens else timing
             ahead = [c for c in _moved(key, other, finalists, usable, wanted) if c is not None]
             if ahead:
                 prefetch(other, ahead)
-    timed, times, timed_keys = [], [], []
-    screen_done = False  # a partly filled companion was timed, and the screen made there
+    results: dict[str, tuple[float | None, ...] | None] = {}
+    screened = set(timing)
+    for other in screens:
+        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for, everyone)
+        results[other.as_text()] = there
+        if there is not None:
+            screened |= _kept(there, timing)
+    for text, there in results.items():  # the screens keep the times of those kept anywhere
+        results[text] = _only(there, screened)
     for other in others:
-        partly = _partly_filled(key, other)
-        first = partly and not screen_done
-        wanted = set(range(len(finalists))) if first else screened if partly else timing
-        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for, wanted)
-        if there is not None and first:
-            there, screened = _screen(there, timing)
-            screen_done = True
+        if other.as_text() not in results:
+            wanted = screened if _partly_filled(key, other) else timing
+            results[other.as_text()] = _times_at(key, other, finalists, usable, budget_s,
+                                                 evaluator_for, wanted)
+    timed, times, timed_keys = [], [], []
+    for other in others:  # in the neighbourhood's order
+        there = results[other.as_text()]
         if there is not None:
             timed.append(other.as_text())
             times.append(there)
@@ -345,18 +360,34 @@ def _partly_filled(key: ProblemKey, other: ProblemKey) -> bool:
     return (other.n, other.t) != (key.n, key.t) and lookup.partial_span(other.t)
 
 
-def _screen(there: tuple[float | None, ...], timing: set[int]
-            ) -> tuple[tuple[float | None, ...], set[int]]:
-    """Of every finalist's time at the first partly filled companion (``there``), keep
-    ``timing``'s and those faster than all of ``timing``'s there by more than
-    :data:`FLOOR_MARGIN` (every one that ran, where none of ``timing`` did); the others'
-    times become None. Return the times (None where none is left) and the indices
-    kept."""
+def _screens(key: ProblemKey, others: Sequence[ProblemKey]) -> list[ProblemKey]:
+    """The first partly filled companion (:func:`_partly_filled`) of each shape among
+    ``others``: below the key's span, and beyond it where there is a companion there.
+    Every finalist is timed at each of them (see :func:`choose`)."""
+    out: list[ProblemKey] = []
+    for other in others:
+        if _partly_filled(key, other) and (other.n, other.t) not in [(o.n, o.t) for o in out]:
+            out.append(other)
+    return out
+
+
+def _kept(there: tuple[float | None, ...], timing: set[int]) -> set[int]:
+    """Of every finalist's time at a screen (``there``), ``timing``'s indices and those
+    faster than all of ``timing``'s there by more than :data:`FLOOR_MARGIN` (every one
+    that ran, where none of ``timing`` did)."""
     ran = [there[i] for i in timing if there[i] is not None]
     bar = min(ran) / (1 + FLOOR_MARGIN) if ran else math.inf
-    kept = timing | {i for i, us in enumerate(there) if us is not None and us < bar}
+    return timing | {i for i, us in enumerate(there) if us is not None and us < bar}
+
+
+def _only(there: tuple[float | None, ...] | None, kept: set[int]
+          ) -> tuple[float | None, ...] | None:
+    """``there`` with the times of finalists not in ``kept`` set to None; None where none
+    is left."""
+    if there is None:
+        return None
     out = tuple(us if i in kept else None for i, us in enumerate(there))
-    return (out if any(us is not None for us in out) else None), kept
+    return out if any(us is not None for us in out) else None
 
 
 def _slower_than_floor(i: int, floor: int,

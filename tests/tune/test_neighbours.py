@@ -233,11 +233,53 @@ def test_a_config_too_slow_at_the_key_can_still_serve_partly_filled_calls():
     assert choice.index == 0
     assert choice.off_grid == 1 and choice.off_grid_config == ("torch", {"mode": "loop"})
     assert dict(choice.off_grid_us) == {o.as_text(): 0.75 for o in partly}
+    screens = partly[:2]  # the first of each shape: below, then beyond
+    assert [(o.n, o.t) for o in screens] == [(77, 19), (129, 39)]
     for other in others:
         modes = [c.params["mode"] for c in seen[other.as_text()]]
-        want = list(MODES) if other == partly[0] else \
+        want = list(MODES) if other in screens else \
             ["doubling", "loop"] if other in partly else ["doubling"]
         assert modes == want, other.as_text()
+
+
+def test_a_config_faster_beyond_the_span_alone_becomes_the_off_grid_config():
+    """Each shape of partly filled companion is a screen: a finalist no faster below
+    but far faster beyond (in the next span up) is kept, timed at the key's other flag
+    sets below, and chosen for the partly filled calls; one faster nowhere is timed at no
+    other partly filled companion. On the H100 (float32 V-trace, device time), the
+    32768x2048 entry screened below alone recorded flat on 16 warps and no off-grid
+    config; flat then took 2087 µs at 32769x2457, and calls at 27665x2425 1233 µs where
+    tiled with 256-step tiles had taken 828."""
+    key = ProblemKey("vtrace", 32768, 2048)
+    others = neighbours.neighbourhood(key)
+    below, _, beyond = neighbours.companions(key)
+    partly = [o for o in others if neighbours._partly_filled(key, o)]
+    seen: dict[str, list[str]] = {}
+
+    def evaluator_for(other):
+        # doubling: fastest at the key and below; loop: 15% slower below, 2.4x faster
+        # beyond; chunked: slower everywhere
+        times = ([1.0, 1.15, 1.3] if (other.n, other.t) == (below.n, below.t) else
+                 [2.0, 0.83, 2.5] if other == beyond else [1.0, 1.1, 1.3])
+        return FakeEvaluator(dict(zip(MODES, times, strict=True)),
+                             seen.setdefault(other.as_text(), []))
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    choice = neighbours.choose(key, cands, [1.0, 1.3, 1.4], CPU, USABLE, 0.01,
+                               evaluator_for, others)
+    assert choice.index == 0
+    assert choice.off_grid_config == ("torch", {"mode": "loop"})
+    assert dict(choice.off_grid_us) == {
+        o.as_text(): 0.83 if o == beyond else 1.15 for o in partly}
+    for other in partly:
+        modes = [c.params["mode"] for c in seen[other.as_text()]]
+        want = list(MODES) if other in (below, beyond) else ["doubling", "loop"]
+        assert modes == want, other.as_text()
+    # screened below alone, it would have been timed nowhere else and not chosen
+    seen.clear()
+    alone = neighbours.choose(key, cands, [1.0, 1.3, 1.4], CPU, USABLE, 0.01,
+                              evaluator_for, [o for o in others if o != beyond])
+    assert alone.off_grid is None
 
 
 def test_a_config_only_the_screen_kept_does_not_move_the_entrys_own_choice():
