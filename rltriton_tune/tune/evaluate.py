@@ -118,37 +118,44 @@ class Evaluator:
         one per candidate; the gate is then not run again.
         """
         budget = self.time_budget_s if budget_s is None else budget_s
-        errors: dict[int, str] = {}
         if gated is not None:
             if len(gated) != len(candidates):
                 raise ValueError(f"gated has {len(gated)} verdicts for {len(candidates)} "
                                  "candidates")
-            errors = {i: e for i, e in enumerate(gated) if e}
-        elif gate and self.pool is not None:
-            errors = {i: e for i, e in enumerate(self.pool.check(self.key, self.device,
-                                                                 candidates)) if e}
         elif gate:
-            if self.workers > 1 and len(candidates) > 1:
-                if self._threads is None:
-                    self._threads = cf.ThreadPoolExecutor(self.workers, "rltriton-tune-compile")
-                futures = [self._threads.submit(self.check, c) for c in candidates]
-                for i, fut in enumerate(futures):
-                    try:
-                        fut.result(timeout=self.compile_timeout_s)
-                    except cf.TimeoutError:
-                        errors[i] = f"timeout: compile/check exceeded {self.compile_timeout_s:g} s"
-                    except Exception as exc:  # noqa: BLE001
-                        errors[i] = describe(exc)
-            else:
-                for i, cand in enumerate(candidates):
-                    try:
-                        self.check(cand)
-                    except Exception as exc:  # noqa: BLE001
-                        errors[i] = describe(exc)
+            gated = self.verdicts(candidates)
+        errors = {i: e for i, e in enumerate(gated or ()) if e}
         timed = self._time_in_rounds({i: c for i, c in enumerate(candidates) if i not in errors},
                                      budget)
         return [Outcome(c, error=errors[i]) if i in errors else timed[i]
                 for i, c in enumerate(candidates)]
+
+    def verdicts(self, candidates: Sequence[Candidate]) -> list[str | None]:
+        """The gate's verdict on each candidate (compiled and checked, in parallel; in
+        ``pool``'s workers where given): None where it passed, else why it failed."""
+        if not candidates:
+            return []
+        if self.pool is not None:
+            return list(self.pool.check(self.key, self.device, candidates))
+        errors: list[str | None] = [None] * len(candidates)
+        if self.workers > 1 and len(candidates) > 1:
+            if self._threads is None:
+                self._threads = cf.ThreadPoolExecutor(self.workers, "rltriton-tune-compile")
+            futures = [self._threads.submit(self.check, c) for c in candidates]
+            for i, fut in enumerate(futures):
+                try:
+                    fut.result(timeout=self.compile_timeout_s)
+                except cf.TimeoutError:
+                    errors[i] = f"timeout: compile/check exceeded {self.compile_timeout_s:g} s"
+                except Exception as exc:  # noqa: BLE001
+                    errors[i] = describe(exc)
+        else:
+            for i, cand in enumerate(candidates):
+                try:
+                    self.check(cand)
+                except Exception as exc:  # noqa: BLE001
+                    errors[i] = describe(exc)
+        return errors
 
     def _time_in_rounds(self, candidates: dict[int, Candidate],
                         budget_s: float) -> dict[int, Outcome]:

@@ -422,20 +422,24 @@ def choose_for_neighbourhood(key: ProblemKey, measured: Sequence[Outcome],
 
 class Prechecked:
     """An evaluator whose gate verdicts for ``labels`` were made ahead (``verdicts``, as
-    :meth:`PendingChecks.results` gives them): asked to evaluate exactly those
-    candidates, it takes the verdicts instead of gating again; other candidates are
-    gated as usual."""
+    :meth:`PendingChecks.results` gives them): it takes them for the candidates they
+    were made for and gates only the others (those a screen added, say), then times
+    them all together."""
 
     def __init__(self, evaluator: Any, labels: list[str],
                  verdicts: list[str | None]) -> None:
-        self.evaluator, self.labels, self.verdicts = evaluator, labels, verdicts
+        self.evaluator = evaluator
+        self.known = dict(zip(labels, verdicts, strict=True))
 
     def evaluate(self, candidates: Sequence[Candidate], budget_s: float | None = None,
                  gate: bool = True) -> list[Outcome]:
-        if gate and [c.label() for c in candidates] == self.labels:
-            return self.evaluator.evaluate(candidates, budget_s=budget_s,
-                                           gated=self.verdicts)
-        return self.evaluator.evaluate(candidates, budget_s=budget_s, gate=gate)
+        if not gate:
+            return self.evaluator.evaluate(candidates, budget_s=budget_s, gate=False)
+        missing = [c for c in candidates if c.label() not in self.known]
+        fresh = iter(self.evaluator.verdicts(missing) if missing else ())
+        gated = [self.known[c.label()] if c.label() in self.known else next(fresh)
+                 for c in candidates]
+        return self.evaluator.evaluate(candidates, budget_s=budget_s, gated=gated)
 
     def close(self) -> None:
         self.evaluator.close()

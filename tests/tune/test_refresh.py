@@ -558,15 +558,20 @@ def test_a_refresh_times_the_stored_off_grid_config(monkeypatch):
     assert [c.params["mode"] for c in timed] == ["doubling", "loop"]
 
 
-def test_prechecked_verdicts_serve_only_the_candidates_they_were_started_for():
-    """A companion's verdicts started ahead serve its timing when it asks for exactly
-    those candidates; a different list (the screen added one) is gated as usual."""
+def test_prechecked_verdicts_serve_the_candidates_they_were_started_for():
+    """A companion's verdicts started ahead serve its timing for the candidates they were
+    made for; only the others (a screen added one) are gated, and all are timed
+    together."""
     from rltriton_tune.tune.space import Candidate
     from rltriton_tune.tune.study import Prechecked
 
     calls = []
 
     class Evaluator:
+        def verdicts(self, candidates):
+            calls.append(("gated", [c.params["mode"] for c in candidates]))
+            return ["refused" if c.params == CHUNKED else None for c in candidates]
+
         def evaluate(self, candidates, budget_s=None, gate=True, gated=None):
             calls.append((len(candidates), gate, gated))
             return []
@@ -574,9 +579,13 @@ def test_prechecked_verdicts_serve_only_the_candidates_they_were_started_for():
         def close(self):
             calls.append("closed")
 
+    CHUNKED = {"mode": "chunked"}
     ahead = [Candidate("torch", FAST), Candidate("torch", SLOW)]
     checked = Prechecked(Evaluator(), [c.label() for c in ahead], ["failed", None])
     checked.evaluate(ahead, budget_s=0.1)
-    checked.evaluate(ahead[:1], budget_s=0.1)
+    checked.evaluate([ahead[1], Candidate("torch", CHUNKED), ahead[0]], budget_s=0.1)
+    checked.evaluate(ahead, budget_s=0.1, gate=False)
     checked.close()
-    assert calls == [(2, True, ["failed", None]), (1, True, None), "closed"]
+    assert calls == [(2, True, ["failed", None]),
+                     ("gated", ["chunked"]), (3, True, [None, "refused", "failed"]),
+                     (2, False, None), "closed"]
