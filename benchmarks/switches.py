@@ -54,13 +54,13 @@ from peer_adapters import PeerUnavailable, rl_triton_adapter, rl_triton_version 
 from peers import as_users_pass  # noqa: E402
 
 from rltriton_tune.call import ProblemKey  # noqa: E402
+from rltriton_tune.dispatch.lookup import validated  # noqa: E402
 from rltriton_tune.estimators import prepare_call  # noqa: E402
 from rltriton_tune.kernels import launch  # noqa: E402
 from rltriton_tune.kernels import strategies as kernel_strategies  # noqa: E402
 from rltriton_tune.kernels.builders import BUILDERS  # noqa: E402
 from rltriton_tune.kernels.flat import rl_triton_params  # noqa: E402
 from rltriton_tune.problems import random_inputs  # noqa: E402
-from rltriton_tune.strategy import InvalidConfig  # noqa: E402
 from rltriton_tune.tune.measure import copies_needed, time_cpu, time_cuda  # noqa: E402
 
 #: Variant name -> the switches it sets (the others keep their defaults).
@@ -137,7 +137,7 @@ def measure(key: ProblemKey, device: torch.device, rounds: int, budget_s: float
     variants = [*((name, settings, params, builder) for name, settings in VARIANTS.items()),
                 *((name, {}, {**params, **extra}, builder)
                   for name, extra in PARAM_VARIANTS.items()
-                  if _takes(flat, key, {**params, **extra}))]
+                  if validated(flat, key, {**params, **extra}) is not None)]
     if builder.exact is not None:
         variants.append((EXACT, {}, params, builder.exact))
     for name, settings, config, built_by in variants:
@@ -164,16 +164,6 @@ def measure(key: ProblemKey, device: torch.device, rounds: int, budget_s: float
             samples[name].append(time(*timed[name]))
     row["device_us"] = {name: statistics.median(values) for name, values in samples.items()}
     return row
-
-
-def _takes(flat: Any, key: ProblemKey, config: dict[str, int]) -> bool:
-    """Whether the flat kernel takes ``config`` at ``key`` (a config variant runs only
-    where it does: ``TWO_BLOCKS=1`` needs 8 warps or more)."""
-    try:
-        flat.validate(key, config)
-    except InvalidConfig:
-        return False
-    return True
 
 
 def report(rows: list[dict[str, Any]]) -> str:

@@ -27,11 +27,10 @@ import torch
 
 from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.call import ProblemKey, flags_string
-from rltriton_tune.dispatch.lookup import off_grid_config
+from rltriton_tune.dispatch.lookup import off_grid_config, validated
 from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
 from rltriton_tune.kernels.launch import tile_order_space, two_blocks_space
-from rltriton_tune.strategy import InvalidConfig
 from rltriton_tune.tune.compile_pool import CompilePool
 from rltriton_tune.tune.evaluate import describe
 from rltriton_tune.tune.neighbours import neighbourhood_texts
@@ -92,11 +91,8 @@ def switch_variants(key: ProblemKey, stored: Candidate) -> list[Candidate]:
         for value in settings_of(key).get(name, ()):
             if stored.params.get(name, 0) != value:
                 variant = {**stored.params, name: value}
-                try:
-                    impl.validate(key, variant)
-                except InvalidConfig:  # a setting this config cannot take (no cap to set)
-                    continue
-                out.append(Candidate(stored.strategy, variant))
+                if validated(impl, key, variant) is not None:  # else no cap to set, say
+                    out.append(Candidate(stored.strategy, variant))
     return out
 
 
