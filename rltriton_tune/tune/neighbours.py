@@ -34,13 +34,14 @@ where the key's steps are a power of two) with each of those flag sets is a comp
 power-of-two span take the entry's off-grid config where it records one
 (:func:`off_grid_choice`), whatever their flags. That config answers to those calls
 alone, so its time at the key bars nothing: every finalist is screened at the first
-partly filled companion of each shape (the one below, and the one beyond where there is
-one). On the H100 (float32 V-trace, device time), the 4096x2048 entry had tiled with
+partly filled companion of each shape (where the key's steps are a power of two, the one
+below and the one beyond where there is one; otherwise the one above can be one too).
+On the H100 (float32 V-trace, device time), the 4096x2048 entry had tiled with
 256-step tiles on 4 warps among its contenders and recorded no off-grid config when
 only the configs within :data:`KEY_MARGIN` at the key were timed at the companions,
 while calls at 4745x1047 that borrow the entry took 72 µs with that config against 105
-with the flat one. One screen is not enough: a config no faster below can be the one
-that serves the next span up. The 32768x2048 entry, screened below alone (19661x1229,
+with the flat one. One screen is not enough: the config that serves the next span up
+may be no faster below. The 32768x2048 entry, screened below alone (19661x1229,
 where flat on 16 warps took 265 µs), chose flat and recorded no off-grid config; flat
 then took 2087 µs at the companion beyond (32769x2457), and calls at 27665x2425 with
 bootstrap values and truncations 1233 µs, where the former entry's tiled config with
@@ -211,7 +212,8 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     the index of the finalist no choice may be slower than by more than
     :data:`FLOOR_MARGIN` anywhere it was timed (rl-triton's config), or None. Only the
     finalists that can be chosen and the floor are timed at the companions, every
-    finalist at the first partly filled companion of each shape (:func:`_screens`), and
+    finalist at the first partly filled companion of each shape that runs
+    (:func:`_partly_filled_shapes`), and
     at the other partly filled ones those :func:`_kept` at any of those. With one
     finalist or no companion timed, the fastest at ``key`` is chosen. ``prefetch(other,
     candidates)``, where given, is told first of every companion's candidates (moved
@@ -231,25 +233,29 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     timing = {*choosable, *([] if floor is None else [floor])}
     # The off-grid config serves only the partly filled calls, so its time at the key
     # bars nothing: every finalist is timed at the first partly filled companion of each
-    # shape (the screens, ``_screens``), and those faster at any of them than all of
+    # shape that runs (the screens), and those faster at any of them than all of
     # ``timing`` by more than FLOOR_MARGIN are timed at the other partly filled ones too
     # and compete for it (``off_grid_choice``).
     others = neighbourhood(key) if others is None else others
-    screens = _screens(key, others)
+    shapes = _partly_filled_shapes(key, others)
     everyone = set(range(len(finalists)))
     if prefetch is not None:
+        firsts = [group[0] for group in shapes]
         for other in others:
-            wanted = everyone if other in screens else timing
+            wanted = everyone if other in firsts else timing
             ahead = [c for c in _moved(key, other, finalists, usable, wanted) if c is not None]
             if ahead:
                 prefetch(other, ahead)
     results: dict[str, tuple[float | None, ...] | None] = {}
     screened = set(timing)
-    for other in screens:
-        there = _times_at(key, other, finalists, usable, budget_s, evaluator_for, everyone)
-        results[other.as_text()] = there
-        if there is not None:
-            screened |= _kept(there, timing)
+    for group in shapes:  # where nothing ran at a shape's first, its next one screens
+        for other in group:
+            there = _times_at(key, other, finalists, usable, budget_s, evaluator_for,
+                              everyone)
+            results[other.as_text()] = there
+            if there is not None:
+                screened |= _kept(there, timing)
+                break
     for text, there in results.items():  # the screens keep the times of those kept anywhere
         results[text] = _only(there, screened)
     for other in others:
@@ -360,15 +366,17 @@ def _partly_filled(key: ProblemKey, other: ProblemKey) -> bool:
     return (other.n, other.t) != (key.n, key.t) and lookup.partial_span(other.t)
 
 
-def _screens(key: ProblemKey, others: Sequence[ProblemKey]) -> list[ProblemKey]:
-    """The first partly filled companion (:func:`_partly_filled`) of each shape among
-    ``others``: below the key's span, and beyond it where there is a companion there.
-    Every finalist is timed at each of them (see :func:`choose`)."""
-    out: list[ProblemKey] = []
+def _partly_filled_shapes(key: ProblemKey, others: Sequence[ProblemKey]
+                          ) -> list[list[ProblemKey]]:
+    """The partly filled companions (:func:`_partly_filled`) among ``others``, grouped by
+    shape in their order: below the key's span and beyond it where the key's steps are a
+    power of two (the one above too where they are not). The first of each group that
+    runs is a screen: every finalist is timed there (see :func:`choose`)."""
+    groups: dict[tuple[int, int], list[ProblemKey]] = {}
     for other in others:
-        if _partly_filled(key, other) and (other.n, other.t) not in [(o.n, o.t) for o in out]:
-            out.append(other)
-    return out
+        if _partly_filled(key, other):
+            groups.setdefault((other.n, other.t), []).append(other)
+    return list(groups.values())
 
 
 def _kept(there: tuple[float | None, ...], timing: set[int]) -> set[int]:

@@ -60,9 +60,9 @@ from rltriton_tune.tune.study import (
 #: and the off-grid config is chosen for calls whose steps fill part of their span. 3:
 #: the related contenders include related entries' off-grid configs, every contender is
 #: screened for the off-grid config (``tune.neighbours.choose``), and flat configs of 8
-#: warps or more are timed with the register cap too (``TWO_BLOCKS``). 4: the shape
-#: companions include one beyond the key's span, and the screen for the off-grid config
-#: is made at the first partly filled companion of each shape, not the first alone.
+#: warps or more are timed with the register cap too (``TWO_BLOCKS``). 4: the screen for
+#: the off-grid config is made at the first partly filled companion of each shape, not
+#: the first alone (the companion beyond the span came under 3).
 REFRESH_VERSION = 4
 
 #: Parameters that turn a kernel path on or off, by the function giving a key's settings:

@@ -126,6 +126,20 @@ def _choose(key_us, below_us, above_us=None, finalists=MODES):
     return choice, made, seen
 
 
+def _choose_at(key, others, times_at, key_us=(1.0, 1.3, 1.4)):
+    """Choose among MODES timed ``key_us`` at ``key`` and ``times_at(other)`` at each of
+    ``others``; return the choice and the candidates timed at each companion."""
+    seen: dict[str, list[Candidate]] = {}
+
+    def evaluator_for(other):
+        return FakeEvaluator(dict(zip(MODES, times_at(other), strict=True)),
+                             seen.setdefault(other.as_text(), []))
+
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    return neighbours.choose(key, cands, list(key_us), CPU, USABLE, 0.01, evaluator_for,
+                             others), seen
+
+
 def test_the_config_serving_the_neighbourhood_best_wins_over_a_near_tie_at_the_key():
     # 3% slower at the key, 15% faster at the companion below: the geometric mean decides.
     choice, made, seen = _choose([1.00, 1.03, 1.50], [1.15, 1.00, 1.60])
@@ -183,8 +197,8 @@ def test_a_config_without_a_companion_time_is_judged_without_it():
 def test_only_finalists_that_can_be_chosen_and_the_floor_are_timed_at_companions():
     """A finalist past KEY_MARGIN at the key is not moved to the companions, unless it is
     the floor, whose times there bound the others, or the companion is the first partly
-    filled one (the off-grid screen), where it is dropped again unless faster than
-    those; the fastest is timed there even alone, for the entry's record of its
+    filled one of its shape (an off-grid screen), where it is dropped again unless faster
+    than those; the fastest is timed there even alone, for the entry's record of its
     companion times."""
     seen = []
 
@@ -219,17 +233,8 @@ def test_a_config_too_slow_at_the_key_can_still_serve_partly_filled_calls():
               and neighbours.lookup.partial_span(o.t)]
     # below and beyond, and the key's other flag sets below
     assert len(partly) == 2 + len(neighbours.flag_companions(key))
-    seen: dict[str, list[str]] = {}
-
-    def evaluator_for(other):
-        below = other in partly
-        times = [1.0, 0.75, 1.0] if below else [1.0, 1.3, 1.3]
-        return FakeEvaluator(dict(zip(MODES, times, strict=True)),
-                             seen.setdefault(other.as_text(), []))
-
-    cands = [Candidate("torch", {"mode": m}) for m in MODES]
-    choice = neighbours.choose(key, cands, [1.0, 1.3, 1.4], CPU, USABLE, 0.01,
-                               evaluator_for, others)
+    choice, seen = _choose_at(key, others, lambda other: [1.0, 0.75, 1.0] if other in partly
+                              else [1.0, 1.3, 1.3])
     assert choice.index == 0
     assert choice.off_grid == 1 and choice.off_grid_config == ("torch", {"mode": "loop"})
     assert dict(choice.off_grid_us) == {o.as_text(): 0.75 for o in partly}
@@ -254,19 +259,14 @@ def test_a_config_faster_beyond_the_span_alone_becomes_the_off_grid_config():
     others = neighbours.neighbourhood(key)
     below, _, beyond = neighbours.companions(key)
     partly = [o for o in others if neighbours._partly_filled(key, o)]
-    seen: dict[str, list[str]] = {}
 
-    def evaluator_for(other):
+    def times_at(other):
         # doubling: fastest at the key and below; loop: 15% slower below, 2.4x faster
         # beyond; chunked: slower everywhere
-        times = ([1.0, 1.15, 1.3] if (other.n, other.t) == (below.n, below.t) else
-                 [2.0, 0.83, 2.5] if other == beyond else [1.0, 1.1, 1.3])
-        return FakeEvaluator(dict(zip(MODES, times, strict=True)),
-                             seen.setdefault(other.as_text(), []))
+        return ([1.0, 1.15, 1.3] if (other.n, other.t) == (below.n, below.t) else
+                [2.0, 0.83, 2.5] if other == beyond else [1.0, 1.1, 1.3])
 
-    cands = [Candidate("torch", {"mode": m}) for m in MODES]
-    choice = neighbours.choose(key, cands, [1.0, 1.3, 1.4], CPU, USABLE, 0.01,
-                               evaluator_for, others)
+    choice, seen = _choose_at(key, others, times_at)
     assert choice.index == 0
     assert choice.off_grid_config == ("torch", {"mode": "loop"})
     assert dict(choice.off_grid_us) == {
@@ -276,10 +276,25 @@ def test_a_config_faster_beyond_the_span_alone_becomes_the_off_grid_config():
         want = list(MODES) if other in (below, beyond) else ["doubling", "loop"]
         assert modes == want, other.as_text()
     # screened below alone, it would have been timed nowhere else and not chosen
-    seen.clear()
-    alone = neighbours.choose(key, cands, [1.0, 1.3, 1.4], CPU, USABLE, 0.01,
-                              evaluator_for, [o for o in others if o != beyond])
+    alone, _ = _choose_at(key, [o for o in others if o != beyond], times_at)
     assert alone.off_grid is None
+
+
+def test_a_shape_whose_first_companion_runs_nothing_screens_at_its_next():
+    """Where nothing runs at a shape's first partly filled companion (no memory for its
+    inputs, say), the next one of that shape (another flag set) is its screen."""
+    key = ProblemKey("vtrace", 32768, 2048)
+    others = neighbours.neighbourhood(key)
+    below = neighbours.companions(key)[0]
+    flagged = neighbours.flagged_companions(key)
+    assert (flagged[0].n, flagged[0].t) == (below.n, below.t)
+    choice, seen = _choose_at(key, others, lambda other: (
+        [None] * 3 if other == below else [1.2, 0.8, 1.3] if other == flagged[0]
+        else [1.0, 1.1, 1.3]))
+    assert [c.params["mode"] for c in seen[flagged[0].as_text()]] == list(MODES)
+    assert [c.params["mode"] for c in seen[flagged[1].as_text()]] == ["doubling", "loop"]
+    assert choice.off_grid_config == ("torch", {"mode": "loop"})
+    assert below.as_text() not in choice.companions
 
 
 def test_a_config_only_the_screen_kept_does_not_move_the_entrys_own_choice():
@@ -295,7 +310,8 @@ def test_a_config_only_the_screen_kept_does_not_move_the_entrys_own_choice():
 def test_every_companions_candidates_are_prefetched_before_any_is_timed():
     """``prefetch`` hears of every companion's moved candidates before the first companion
     is timed (a compile pool then compiles them all at once): every finalist at the first
-    partly filled companion (the screen), the choosable ones and the floor elsewhere."""
+    partly filled companion of each shape (the screens), the choosable ones and the floor
+    elsewhere."""
     events = []
 
     def evaluator_for(other):
@@ -309,6 +325,20 @@ def test_every_companions_candidates_are_prefetched_before_any_is_timed():
                           ("ahead", other.as_text(), [c.params["mode"] for c in ahead])))
     assert events == [("ahead", BELOW, list(MODES)), ("ahead", ABOVE, [MODES[0], MODES[2]]),
                       ("timed", BELOW), ("timed", ABOVE)]
+
+
+def test_every_screen_is_prefetched_with_every_finalist():
+    key = ProblemKey("vtrace", 32768, 2048)
+    others = neighbours.neighbourhood(key)
+    below, _, beyond = neighbours.companions(key)
+    ahead = {}
+    cands = [Candidate("torch", {"mode": m}) for m in MODES]
+    neighbours.choose(key, cands, [1.0, 1.5, 1.6], CPU, USABLE, 0.01,
+                      lambda other: FakeEvaluator(dict.fromkeys(MODES, 1.0), []), others,
+                      prefetch=lambda other, c: ahead.__setitem__(
+                          other, [x.params["mode"] for x in c]))
+    assert ahead == {other: list(MODES) if other in (below, beyond) else ["doubling"]
+                     for other in others}
 
 
 def test_one_finalist_or_no_companion_needs_no_companion_timing():
