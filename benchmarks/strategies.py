@@ -298,13 +298,16 @@ def plan(args: argparse.Namespace, strategies: dict[str, Any]) -> list[Cell]:
     for algorithm in args.algorithms:
         a = RETRACE_A if algorithm == "retrace" else 0
         flags = required_flags(algorithm)
-        for n in args.n:
-            for t in args.t:
-                key = ProblemKey(algorithm, n, t, "float32", "env", flags, a)
-                if cell_bytes(key) > MAX_CELL_BYTES:
-                    continue
-                cells.append(Cell(key, "grid"))
-    tm = {(n, t) for n, t in TIME_MAJOR_CELLS if n in args.n and t in args.t} if not args.quick \
+        for layout in args.layouts:
+            for n in args.n:
+                for t in args.t:
+                    key = ProblemKey(algorithm, n, t, "float32", layout, flags, a)
+                    if cell_bytes(key) > MAX_CELL_BYTES:
+                        continue
+                    cells.append(Cell(key, "grid"))
+    # The time-major pass (GAE, sequential against tiled), where the grid is env-major alone.
+    tm = set() if "time" in args.layouts else \
+        {(n, t) for n, t in TIME_MAJOR_CELLS if n in args.n and t in args.t} if not args.quick \
         else {(args.n[0], args.t[0])} if not args.smoke else set()
     for n, t in sorted(tm):
         if "gae" in args.algorithms:
@@ -523,6 +526,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(needs TRITON_INTERPRET=1)")
     p.add_argument("--n", default=None, help="comma-separated N values (default the grid)")
     p.add_argument("--t", default=None, help="comma-separated T values (default the grid)")
+    p.add_argument("--layouts", default="env",
+                   help="comma-separated layouts of the grid's cells, env and/or time "
+                        "(default env; time replaces the GAE time-major pass)")
     p.add_argument("--baselines", default="representative",
                    choices=("none", "representative", "gae-grid", "all"),
                    help="cells that get the torch.compile baselines")
@@ -543,6 +549,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         p.error(f"--algorithms: unknown estimator(s) {unknown}; expected {list(ALGORITHMS)}")
     args.algorithms = names
+    args.layouts = list(dict.fromkeys(args.layouts.split(",")))
+    if not args.layouts or any(x not in ("env", "time") for x in args.layouts):
+        p.error(f"--layouts: expected env and/or time, got {','.join(args.layouts)!r}")
     if args.smoke:
         args.quick, args.device, args.algorithms, args.n, args.t = True, "cpu", ["gae"], "4", "8"
         args.strategies, args.baselines, args.big_bytes = "flat", "none", MAX_CELL_BYTES

@@ -18,6 +18,20 @@ def test_smoke_sweep_writes_checked_records(script, tmp_path):
     assert "# Strategy sweep" in (tmp_path / "strategies.md").read_text()
 
 
+def test_the_grid_takes_each_layout_asked_for(script, tmp_path):
+    """``--layouts time`` sweeps the grid's cells time-major, every strategy that takes
+    them (the GAE time-major pass, sequential against tiled, is then left out)."""
+    strategies = script("strategies")
+    assert strategies.main(["--smoke", "--layouts", "time", "--output", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "strategies.json").read_text())
+    assert data["records"] and {r["layout"] for r in data["records"]} == {"time"}
+    args = strategies.parse_args(["--layouts", "env,time", "--device", "cpu", "--quick",
+                                  "--algorithms", "vtrace", "--output", str(tmp_path)])
+    assert args.layouts == ["env", "time"]
+    with pytest.raises(SystemExit):
+        strategies.parse_args(["--layouts", "rows", "--output", str(tmp_path)])
+
+
 def test_retrace_configs_come_with_the_action_pre_pass(script):
     """Every hand-picked Retrace config is timed with and without ``REDUCE_A``; time-major
     Retrace adds the whole-column tiles for its pre-reduced scan; other estimators never
