@@ -213,12 +213,11 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     :data:`FLOOR_MARGIN` anywhere it was timed (rl-triton's config), or None. Only the
     finalists that can be chosen and the floor are timed at the companions, every
     finalist at the first partly filled companion of each shape that runs
-    (:func:`_partly_filled_shapes`), and
-    at the other partly filled ones those :func:`_kept` at any of those. With one
-    finalist or no companion timed, the fastest at ``key`` is chosen. ``prefetch(other,
-    candidates)``, where given, is told first of every companion's candidates (moved
-    there) that will be timed, so that their compiles can start at once rather than
-    companion by companion."""
+    (:func:`_partly_filled_shapes`), and at the other partly filled ones those
+    :func:`_kept` at any of those. With one finalist or no companion timed, the fastest
+    at ``key`` is chosen. ``prefetch(other, candidates)``, where given, is told first of
+    every companion's candidates (moved there) that will be timed, so that their
+    compiles can start at once rather than companion by companion."""
     fastest = min(range(len(finalists)), key=lambda i: key_us[i])
     if len(finalists) < 2:
         return Choice(fastest, floor_held=floor is not None)
