@@ -258,10 +258,13 @@ def _refresh_progress(done: Any) -> None:
     """One line on stderr per entry refreshed (a run cut short still shows its work)."""
     what = "no config works" if done.new is None else (
         "replaced" if done.replaced else "kept")
-    off = None if done.new is None else done.new.extra.get("off_grid")
-    if isinstance(off, dict):
-        what += (f"; partly filled spans: {off.get('strategy')}"
-                 f"({params_text(off.get('params', {}))})")
+    from rltriton_tune.dispatch.lookup import OFF_GRID_FIELDS
+
+    for field, side in zip(OFF_GRID_FIELDS, ("below", "beyond"), strict=True):
+        off = None if done.new is None else done.new.extra.get(field)
+        if isinstance(off, dict):
+            what += (f"; partly filled spans {side}: {off.get('strategy')}"
+                     f"({params_text(off.get('params', {}))})")
     took = "" if done.seconds is None else f" ({done.seconds:.1f} s)"
     print(f"refreshed {done.key.as_text()}: {what}{took}", file=sys.stderr, flush=True)
 

@@ -11,9 +11,9 @@ entries' configs at their neighbours' keys), else :data:`DEFAULT_FACTORS`. The
 config is moved to the key's shape by its strategy (``Strategy.transfer``) and
 validated for the key before it is used. A call of another shape than the entry's whose
 steps fill part of their power-of-two span (:func:`partial_span`) takes the entry's
-off-grid config where it records one (``off_grid``: the config that served such shapes
-below the key best when it was chosen, see ``tune.neighbours.off_grid_choice``); other
-calls, at the entry's shape or with steps that fill their span, take the entry's own.
+off-grid config for its side where it records one (see :func:`configs_for` and
+``tune.neighbours.off_grid_choice``); other calls, at the entry's shape or with steps
+that fill their span, take the entry's own.
 
 The layout is a partition, not a factor: entries of the key's own layout always rank
 first, and the other layout's are offered only where the algorithm has none of this
@@ -221,15 +221,17 @@ def unusable_off_grid(profiles: Any, usable: dict[str, Strategy]) -> dict[str, s
     field is malformed, its strategy cannot run here, or refuses it)."""
     out = {}
     for text, entry in profiles.entries.items():
-        if entry.extra.get("off_grid") is None:
-            continue
-        off = off_grid_config(entry)
-        if off is None:
-            out[text] = f"malformed off_grid field {entry.extra['off_grid']!r}"
-        elif off[0] not in usable:
-            out[text] = f"off-grid strategy {off[0]!r} cannot run here"
-        elif validated(usable[off[0]], entry.key, off[1]) is None:
-            out[text] = f"{off[0]} refuses off-grid config {off[1]}"
+        for field in OFF_GRID_FIELDS:
+            recorded = entry.extra.get(field)
+            if recorded is None:
+                continue
+            off = _config_field(recorded)
+            if off is None:
+                out[text] = f"malformed {field} field {recorded!r}"
+            elif off[0] not in usable:
+                out[text] = f"off-grid strategy {off[0]!r} cannot run here"
+            elif validated(usable[off[0]], entry.key, off[1]) is None:
+                out[text] = f"{off[0]} refuses off-grid config {off[1]}"
     return out
 
 
@@ -280,24 +282,51 @@ def serving_config(entry: Any, key: ProblemKey, usable: dict[str, Strategy],
     return None
 
 
+#: The extra fields of an entry's off-grid configs: for partly filled calls with at most
+#: the entry's steps (``off_grid``), and with more (``off_grid_beyond``). An entry written
+#: before the sides were told apart has no ``off_grid_beyond`` field, and its
+#: ``off_grid`` serves both sides. One config cannot serve both: on the H100 (torch 2.11,
+#: Triton 3.6, float32 V-trace, device time), at 32768x2048 flat on 16 warps took 267 µs
+#: at 19661x1229, where tiled was no faster, and 2083 µs at 32769x2457 (one flat tile a
+#: row holds 4096 steps), where calls at 27665x2425 took 1760 µs with flat and about 720
+#: with tiled (rl-triton: 1141).
+OFF_GRID_FIELDS = ("off_grid", "off_grid_beyond")
+
+
 def configs_for(entry: Any, key: ProblemKey) -> list[tuple[str, dict[str, Any], bool]]:
     """The configs ``entry`` offers a call of ``key``, first choice first, each as
-    (strategy, parameters, whether it is the off-grid one): at another shape whose steps
-    fill part of their span (:func:`partial_span`), its off-grid config first where it
-    records a well-formed one (a foreign or broken field is ignored), then its config;
-    elsewhere its config."""
+    (strategy, parameters, whether it is an off-grid one): at another shape whose steps
+    fill part of their span (:func:`partial_span`), the off-grid config of its side (more
+    steps than the entry's or not) first where it records a well-formed one (a foreign or
+    broken field is ignored), then its config; elsewhere its config."""
     own = (entry.strategy, dict(entry.params), False)
-    off = off_grid_config(entry)
-    if off is None or (key.n, key.t) == (entry.key.n, entry.key.t) \
-            or not partial_span(key.t):
+    if (key.n, key.t) == (entry.key.n, entry.key.t) or not partial_span(key.t):
         return [own]
-    return [(*off, True), own]
+    off = off_grid_config(entry, beyond=key.t > entry.key.t)
+    return [own] if off is None else [(*off, True), own]
 
 
-def off_grid_config(entry: Any) -> tuple[str, dict[str, Any]] | None:
-    """``entry``'s off-grid config (strategy, parameters), or None where it records none
-    or a malformed one."""
-    off = entry.extra.get("off_grid") if isinstance(entry.extra, dict) else None
+def off_grid_config(entry: Any, beyond: bool = False) -> tuple[str, dict[str, Any]] | None:
+    """``entry``'s off-grid config (strategy, parameters) for partly filled calls with more
+    steps than its own (``beyond``) or not (see :data:`OFF_GRID_FIELDS`), or None where it
+    records none or a malformed one."""
+    extra = entry.extra if isinstance(entry.extra, dict) else {}
+    field = OFF_GRID_FIELDS[1] if beyond and OFF_GRID_FIELDS[1] in extra else OFF_GRID_FIELDS[0]
+    return _config_field(extra.get(field))
+
+
+def off_grid_configs(entry: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Every distinct off-grid config ``entry`` records, the one for calls with at most
+    its steps first."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for beyond in (False, True):
+        off = off_grid_config(entry, beyond)
+        if off is not None and off not in out:
+            out.append(off)
+    return out
+
+
+def _config_field(off: Any) -> tuple[str, dict[str, Any]] | None:
     if not (isinstance(off, dict) and isinstance(off.get("strategy"), str)
             and isinstance(off.get("params"), dict)):
         return None

@@ -179,26 +179,41 @@ class Choice:
     companion_us: tuple[tuple[float | None, ...], ...] = ()
     #: Whether a floor was given and the choice was held to it (see :func:`choose`).
     floor_held: bool = False
-    #: The finalist that calls of other shapes filling part of their span of steps take,
-    #: where it is not ``index`` (see :func:`off_grid_choice`): its index, config
-    #: (strategy, parameters) and time at each companion it was chosen at.
-    off_grid: int | None = None
-    off_grid_config: tuple[str, dict[str, Any]] | None = None
-    off_grid_us: tuple[tuple[str, float], ...] = ()
+    #: The finalists that calls of other shapes filling part of their span of steps take,
+    #: where they are not ``index`` (see :func:`off_grid_choice`): with at most the key's
+    #: steps (``off_grid``), and with more (``off_grid_beyond``).
+    off_grid: OffGrid | None = None
+    off_grid_beyond: OffGrid | None = None
 
     def extra(self) -> dict[str, Any]:
         """What an entry records of the choice: the chosen config's time at each companion
-        where it ran, and the off-grid config (``off_grid``) where there is one."""
+        where it ran, and where there is an off-grid config, that of each side
+        (``dispatch.lookup.OFF_GRID_FIELDS``; None where that side's calls take the
+        entry's own)."""
         times = {text: round(float(us[self.index]), 3)
                  for text, us in zip(self.companions, self.companion_us, strict=True)
                  if us[self.index] is not None}
         out: dict[str, Any] = {"companions": times} if times else {}
-        if self.off_grid_config is not None:
-            strategy, params = self.off_grid_config
-            out["off_grid"] = {"strategy": strategy, "params": dict(params),
-                               "companions": {text: round(us, 3)
-                                              for text, us in self.off_grid_us}}
+        sides = (self.off_grid, self.off_grid_beyond)
+        if any(sides):
+            out.update({field: None if off is None else off.record()
+                        for field, off in zip(lookup.OFF_GRID_FIELDS, sides, strict=True)})
         return out
+
+
+@dataclass(frozen=True)
+class OffGrid:
+    """An off-grid config of a :class:`Choice`: the finalist's index, its config (strategy,
+    parameters) and its time at each companion of its side."""
+
+    index: int
+    config: tuple[str, dict[str, Any]]
+    us: tuple[tuple[str, float], ...]
+
+    def record(self) -> dict[str, Any]:
+        strategy, params = self.config
+        return {"strategy": strategy, "params": dict(params),
+                "companions": {text: round(us, 3) for text, us in self.us}}
 
 
 def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
@@ -297,21 +312,25 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     guarded = [i for i in eligible if not above_floor(i)]
     chosen = min(guarded or eligible, key=lambda i: (cost(i), key_us[i]))
     # The companions of other shapes than the key's whose steps fill part of their span,
-    # with its flags or others: the calls that take the off-grid config
-    # (``dispatch.lookup.configs_for``). The others serve calls that take the entry's own.
-    shaped = [(text, there) for text, there, other in zip(timed, times, timed_keys,
-                                                         strict=True)
-              if _partly_filled(key, other)]
-    # The floor and every finalist the screen kept compete for it: only those calls take
-    # the off-grid config, so their times at the key do not bar them.
-    off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
-                          sorted(screened), floor)
+    # with its flags or others: the calls that take an off-grid config
+    # (``dispatch.lookup.configs_for``), one for each side of the key's steps. The others
+    # serve calls that take the entry's own.
+    def off_grid_of(beyond: bool) -> OffGrid | None:
+        shaped = [(text, there) for text, there, other in zip(timed, times, timed_keys,
+                                                             strict=True)
+                  if _partly_filled(key, other) and (other.t > key.t) == beyond]
+        # The floor and every finalist the screens kept compete for it: only those calls
+        # take the off-grid config, so their times at the key do not bar them.
+        off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
+                              sorted(screened), floor)
+        if off is None:
+            return None
+        return OffGrid(off, (finalists[off].strategy, dict(finalists[off].params)),
+                       tuple((text, float(there[off])) for text, there in shaped))
+
     return Choice(chosen, tuple(timed), tuple(times),
-                  floor_held=floor is not None and bool(guarded), off_grid=off,
-                  off_grid_config=None if off is None else (
-                      finalists[off].strategy, dict(finalists[off].params)),
-                  off_grid_us=() if off is None else tuple(
-                      (text, float(there[off])) for text, there in shaped))
+                  floor_held=floor is not None and bool(guarded),
+                  off_grid=off_grid_of(beyond=False), off_grid_beyond=off_grid_of(beyond=True))
 
 
 def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],

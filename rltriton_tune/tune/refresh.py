@@ -27,7 +27,7 @@ import torch
 
 from rltriton_tune.algorithms import ALGORITHMS
 from rltriton_tune.call import ProblemKey, flags_string
-from rltriton_tune.dispatch.lookup import off_grid_config, validated
+from rltriton_tune.dispatch.lookup import OFF_GRID_FIELDS, off_grid_configs, validated
 from rltriton_tune.kernels import strategies
 from rltriton_tune.kernels.actions import reduce_actions_space
 from rltriton_tune.kernels.launch import tile_order_space, two_blocks_space
@@ -62,8 +62,9 @@ from rltriton_tune.tune.study import (
 #: screened for the off-grid config (``tune.neighbours.choose``), and flat configs of 8
 #: warps or more are timed with the register cap too (``TWO_BLOCKS``). 4: the screen for
 #: the off-grid config is made at the first partly filled companion of each shape, not
-#: the first alone (the companion beyond the span came under 3).
-REFRESH_VERSION = 4
+#: the first alone (the companion beyond the span came under 3). 5: an off-grid config
+#: for each side of the key's steps (``dispatch.lookup.OFF_GRID_FIELDS``).
+REFRESH_VERSION = 5
 
 #: Parameters that turn a kernel path on or off, by the function giving a key's settings:
 #: a refresh times the stored config with each other setting, so it finds where a path
@@ -160,9 +161,8 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     if entry.runner_up:
         contenders.append(Candidate(entry.runner_up["strategy"],
                                     dict(entry.runner_up.get("params", {}))))
-    off_grid = off_grid_config(entry)  # partly filled calls take it: it defends its place
-    if off_grid is not None:
-        contenders.append(Candidate(*off_grid))
+    # partly filled calls take them: they defend their places
+    contenders.extend(Candidate(*off) for off in off_grid_configs(entry))
     space = SearchSpace(key, device)
     rules = builtin_choice(key, space, device_sm_count(device))
     floor = rl_triton_finalist(key, device, space)
@@ -210,12 +210,13 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     # rl-triton's config not valid or failing here) or it was set aside (see
     # ``neighbours.choose``).
     # ``related``: how many of the profile's related configs joined the contenders;
-    # ``off_grid``: the config calls of other shapes filling part of their span take,
-    # None where they take the entry's own.
+    # ``off_grid``, ``off_grid_beyond``: the configs calls of other shapes filling part
+    # of their span take, with at most the key's steps and with more, None where they
+    # take the entry's own.
     extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": REFRESH_VERSION,
                   "neighbourhood": neighbourhood_texts(key), "related": len(added),
                   "floor": floor.label() if floor is not None and choice.floor_held else None,
-                  "off_grid": None, **choice_extra(key, choice)})
+                  **dict.fromkeys(OFF_GRID_FIELDS), **choice_extra(key, choice)})
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3),
                   runner_up=runner_up_record(runner, key),

@@ -348,12 +348,11 @@ def related_choices(key: ProblemKey, device: torch.device,
 
 
 def _with_off_grid(entry: Any) -> list[Candidate]:
-    """``entry``'s winner, then its off-grid config where it records one."""
-    from rltriton_tune.dispatch.lookup import off_grid_config
+    """``entry``'s winner, then its off-grid configs where it records them."""
+    from rltriton_tune.dispatch.lookup import off_grid_configs
 
-    off = off_grid_config(entry)
     return [Candidate(entry.strategy, dict(entry.params)),
-            *([] if off is None else [Candidate(*off)])]
+            *(Candidate(*off) for off in off_grid_configs(entry))]
 
 
 def nearest_on_each_side(key: ProblemKey, ranked: list[tuple[tuple[float, int, int], Any]]

@@ -29,6 +29,7 @@ import torch
 from optuna.trial import TrialState
 
 from rltriton_tune.call import ProblemKey
+from rltriton_tune.dispatch.lookup import OFF_GRID_FIELDS
 from rltriton_tune.strategy import InvalidConfig, Strategy
 from rltriton_tune.tune.baselines import baseline_candidates, flat_heuristic
 from rltriton_tune.tune.compile_pool import CompilePool
@@ -526,14 +527,15 @@ def make_entry(result: StudyResult) -> Any:
 
 def choice_extra(key: ProblemKey, choice: Choice) -> dict[str, Any]:
     """What an entry records of a neighbourhood choice (``Choice.extra``), its off-grid
-    config completed with its strategy's defaults for ``key`` as the entry's own config
-    is (:func:`stored_params`), so that a later change of a default does not change
-    what it runs."""
+    configs completed with their strategies' defaults for ``key`` as the entry's own
+    config is (:func:`stored_params`), so that a later change of a default does not
+    change what they run."""
     extra = choice.extra()
-    off = extra.get("off_grid")
-    if off is not None:
-        completed = stored_params(key, Candidate(off["strategy"], dict(off["params"])))
-        extra["off_grid"] = {**off, "params": completed}
+    for name in OFF_GRID_FIELDS:
+        off = extra.get(name)
+        if off is not None:
+            completed = stored_params(key, Candidate(off["strategy"], dict(off["params"])))
+            extra[name] = {**off, "params": completed}
     return extra
 
 

@@ -254,6 +254,37 @@ def test_a_call_of_another_shape_takes_the_entrys_off_grid_config(profiles, fake
         assert (d.origin, d.strategy) == ("borrowed", "flat"), broken
 
 
+def test_calls_beyond_an_entrys_steps_take_the_off_grid_config_of_their_side(
+        profiles, fake_gpu):
+    """An entry that records an off-grid config for each side of its steps gives calls of
+    more steps (partly filling a span above) ``off_grid_beyond`` and the others
+    ``off_grid``; None on a side leaves that side the entry's own config. An entry written
+    before the sides (no ``off_grid_beyond`` field) serves both from ``off_grid``."""
+    from rltriton_tune import dispatch
+    from rltriton_tune.tuning_db import Entry
+
+    def off(block_t):
+        return {"strategy": "tiled", "params": {"BLOCK_N": 1, "BLOCK_T": block_t},
+                "companions": {}}
+
+    for extra, below, beyond in (
+            ({"off_grid": off(16), "off_grid_beyond": off(32)}, 16, 32),
+            ({"off_grid": None, "off_grid_beyond": off(32)}, None, 32),
+            ({"off_grid": off(16), "off_grid_beyond": None}, 16, None),
+            ({"off_grid": off(16)}, 16, 16)):
+        profiles.write(FAKE_FP, [Entry(key(4096, 2048), "flat", {"BLOCK_N": 1}, 80.3,
+                                       extra=extra)])
+        dispatch.reset()
+        for call, want in ((key(4745, 1047), below), (key(4097, 2457), beyond),
+                           (key(11077, 2799), beyond)):
+            d = decide(call, FAKE_GPU)
+            assert d.entry == key(4096, 2048).as_text(), (extra, call)
+            got = d.params["BLOCK_T"] if d.strategy == "tiled" else None
+            assert got == want, (extra, call)
+        assert decide(key(4096, 2048), FAKE_GPU).strategy == "flat"
+        assert decide(key(4096, 3583), FAKE_GPU).strategy == "flat"  # fills its span
+
+
 def test_measured_borrowing_evidence_changes_the_ranking(fake_gpu, tmp_path, monkeypatch):
     """A profile whose measurements say flag sets move the best config (a large factor)
     makes a nearby shape of the same flag set win over the same shape of another."""

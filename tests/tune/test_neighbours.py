@@ -126,9 +126,10 @@ def _choose(key_us, below_us, above_us=None, finalists=MODES):
     return choice, made, seen
 
 
-def _choose_at(key, others, times_at, key_us=(1.0, 1.3, 1.4)):
+def _choose_at(key, others, times_at, key_us=(1.0, 1.3, 1.4), floor=None):
     """Choose among MODES timed ``key_us`` at ``key`` and ``times_at(other)`` at each of
-    ``others``; return the choice and the candidates timed at each companion."""
+    ``others`` (held to the ``floor``-th); return the choice and the candidates timed at
+    each companion."""
     seen: dict[str, list[Candidate]] = {}
 
     def evaluator_for(other):
@@ -137,7 +138,7 @@ def _choose_at(key, others, times_at, key_us=(1.0, 1.3, 1.4)):
 
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
     return neighbours.choose(key, cands, list(key_us), CPU, USABLE, 0.01, evaluator_for,
-                             others), seen
+                             others, floor=floor), seen
 
 
 def test_the_config_serving_the_neighbourhood_best_wins_over_a_near_tie_at_the_key():
@@ -181,7 +182,8 @@ def test_a_config_without_a_companion_time_is_judged_without_it():
     assert choice.index == 0
     # calls of other shapes get the one that ran there (see off_grid_choice)
     assert choice.extra() == {"off_grid": {"strategy": "torch", "params": {"mode": "loop"},
-                                           "companions": {BELOW: 1.0}}}
+                                           "companions": {BELOW: 1.0}},
+                              "off_grid_beyond": None}
     # one that failed there cannot win through the companion
     choice, _, _ = _choose([1.00, 1.05, 1.08], [1.30, None, 1.00])
     assert choice.index == 2
@@ -236,8 +238,11 @@ def test_a_config_too_slow_at_the_key_can_still_serve_partly_filled_calls():
     choice, seen = _choose_at(key, others, lambda other: [1.0, 0.75, 1.0] if other in partly
                               else [1.0, 1.3, 1.3])
     assert choice.index == 0
-    assert choice.off_grid == 1 and choice.off_grid_config == ("torch", {"mode": "loop"})
-    assert dict(choice.off_grid_us) == {o.as_text(): 0.75 for o in partly}
+    # one config for each side of the key's steps: here the same
+    for off, side in ((choice.off_grid, [o for o in partly if o.t < key.t]),
+                      (choice.off_grid_beyond, [o for o in partly if o.t > key.t])):
+        assert off.index == 1 and off.config == ("torch", {"mode": "loop"})
+        assert dict(off.us) == {o.as_text(): 0.75 for o in side}
     screens = partly[:2]  # the first of each shape: below, then beyond
     assert [(o.n, o.t) for o in screens] == [(77, 19), (129, 39)]
     for other in others:
@@ -268,16 +273,40 @@ def test_a_config_faster_beyond_the_span_alone_becomes_the_off_grid_config():
 
     choice, seen = _choose_at(key, others, times_at)
     assert choice.index == 0
-    assert choice.off_grid_config == ("torch", {"mode": "loop"})
-    assert dict(choice.off_grid_us) == {
-        o.as_text(): 0.83 if o == beyond else 1.15 for o in partly}
+    # the calls beyond take it; those below keep the entry's own config
+    assert choice.off_grid is None
+    assert choice.off_grid_beyond.config == ("torch", {"mode": "loop"})
+    assert dict(choice.off_grid_beyond.us) == {beyond.as_text(): 0.83}
     for other in partly:
         modes = [c.params["mode"] for c in seen[other.as_text()]]
         want = list(MODES) if other in (below, beyond) else ["doubling", "loop"]
         assert modes == want, other.as_text()
     # screened below alone, it would have been timed nowhere else and not chosen
     alone, _ = _choose_at(key, [o for o in others if o != beyond], times_at)
-    assert alone.off_grid is None
+    assert alone.off_grid is None and alone.off_grid_beyond is None
+
+
+def test_each_side_of_the_keys_steps_gets_its_own_off_grid_config():
+    """Calls below the key's steps and beyond them take an off-grid config each, held to
+    the floor on their side alone. On the H100 (float32 V-trace, device time), the
+    32768x2048 entry's flat config (also rl-triton's, the floor, within noise) took 267
+    µs at 19661x1229, where tiled was no faster, and 2083 at 32769x2457; with one config
+    for both sides, tiled lost to the floor below and was barred from serving beyond."""
+    key = ProblemKey("vtrace", 32768, 2048)
+    others = neighbours.neighbourhood(key)
+    beyond = neighbours.companions(key)[2]
+
+    def times_at(other):
+        # doubling (the floor) is fastest at the key and below; loop is 10% slower below
+        # and 2.5x faster beyond
+        return [2.0, 0.8, 2.5] if other == beyond else [1.0, 1.1, 1.3]
+
+    choice, _ = _choose_at(key, others, times_at, key_us=(1.0, 1.3, 1.4), floor=0)
+    assert choice.index == 0 and choice.floor_held
+    assert choice.off_grid is None
+    assert choice.off_grid_beyond.config == ("torch", {"mode": "loop"})
+    assert choice.extra()["off_grid"] is None
+    assert choice.extra()["off_grid_beyond"]["companions"] == {beyond.as_text(): 0.8}
 
 
 def test_a_shape_whose_first_companion_runs_nothing_screens_at_its_next():
@@ -293,7 +322,7 @@ def test_a_shape_whose_first_companion_runs_nothing_screens_at_its_next():
         else [1.0, 1.1, 1.3]))
     assert [c.params["mode"] for c in seen[flagged[0].as_text()]] == list(MODES)
     assert [c.params["mode"] for c in seen[flagged[1].as_text()]] == ["doubling", "loop"]
-    assert choice.off_grid_config == ("torch", {"mode": "loop"})
+    assert choice.off_grid.config == ("torch", {"mode": "loop"})
     assert below.as_text() not in choice.companions
 
 
@@ -304,7 +333,7 @@ def test_a_config_only_the_screen_kept_does_not_move_the_entrys_own_choice():
     with_it, _, _ = _choose([1.0, 1.05, 1.5], [None, 1.0, 0.5], [1.2, 1.0, 1.7])
     without, _, _ = _choose([1.0, 1.05, 1.5], [None, 1.0, None], [1.2, 1.0, 1.7])
     assert with_it.index == without.index == 1
-    assert with_it.off_grid == 2 and without.off_grid is None
+    assert with_it.off_grid.index == 2 and without.off_grid is None
 
 
 def test_every_companions_candidates_are_prefetched_before_any_is_timed():
@@ -445,7 +474,7 @@ def test_calls_of_other_shapes_get_the_config_that_serves_the_shape_companions_b
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
     choice = neighbours.choose(KEY, cands, key_us, CPU, USABLE, 0.01, evaluator_for,
                                PAIR, floor=0)
-    assert (choice.index, choice.off_grid) == (0, 1)
+    assert (choice.index, choice.off_grid.index) == (0, 1)
     assert choice.extra()["off_grid"] == {"strategy": "torch", "params": {"mode": "loop"},
                                           "companions": {BELOW: 1.0}}
     assert choice.extra()["companions"] == {BELOW: 1.27, ABOVE: 1.30}
@@ -469,7 +498,7 @@ def test_the_off_grid_config_is_chosen_where_steps_fill_part_of_their_span():
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
     choice = neighbours.choose(KEY, cands, [1.00, 1.01, 1.50], CPU, USABLE, 0.01,
                                evaluator_for, PAIR)
-    assert (choice.index, choice.off_grid) == (0, 1)
+    assert (choice.index, choice.off_grid.index) == (0, 1)
     assert choice.extra()["off_grid"]["companions"] == {BELOW: 1.0}
 
 
@@ -508,13 +537,15 @@ def test_flag_sets_off_the_grid_weigh_in_the_off_grid_config_and_at_the_key_do_n
                                  evaluator_for)
 
     choice = run([1.30, 1.00, 1.50])
-    assert choice.index == 0 and choice.off_grid == 1
-    off_grid_keys = set(choice.extra()["off_grid"]["companions"])
+    assert choice.index == 0 and choice.off_grid.index == choice.off_grid_beyond.index == 1
     below, _, beyond = neighbours.companions(KEY)
-    assert off_grid_keys == {k.as_text() for k in (below, beyond,
-                                                   *neighbours.flagged_companions(KEY))}
-    # far slower with flags off the grid: no off-grid config
-    assert run([1.00, 3.00, 1.50]).off_grid is None
+    assert set(choice.extra()["off_grid"]["companions"]) == {
+        k.as_text() for k in (below, *neighbours.flagged_companions(KEY))}
+    assert set(choice.extra()["off_grid_beyond"]["companions"]) == {beyond.as_text()}
+    # far slower with flags off the grid: no off-grid config below; beyond, where no
+    # flagged companion lies, the same one
+    choice = run([1.00, 3.00, 1.50])
+    assert choice.off_grid is None and choice.off_grid_beyond.index == 1
 
 
 def test_the_floor_competes_for_the_off_grid_config_whatever_its_time_at_the_key():
@@ -527,7 +558,7 @@ def test_the_floor_competes_for_the_off_grid_config_whatever_its_time_at_the_key
     cands = [Candidate("torch", {"mode": m}) for m in MODES]
     choice = neighbours.choose(KEY, cands, [1.00, 1.05, 1.20], CPU, USABLE, 0.01,
                                evaluator_for, PAIR, floor=2)
-    assert choice.index != 2 and choice.off_grid == 2
+    assert choice.index != 2 and choice.off_grid.index == 2
     assert choice.extra()["off_grid"]["params"] == {"mode": "chunked"}
 
 

@@ -528,11 +528,11 @@ def test_rl_tritons_config_is_the_floor_of_the_neighbourhood_choice(monkeypatch,
 def test_a_refresh_records_the_off_grid_config_and_drops_a_stale_one(monkeypatch):
     """The choice's off-grid config (``neighbours.off_grid_choice``) is recorded with the
     entry; a later refresh whose choice has none leaves none behind."""
-    from rltriton_tune.tune.neighbours import Choice
+    from rltriton_tune.tune.neighbours import Choice, OffGrid
 
     below = "gae|none|float32|env|N=5|T=9"
-    choices = [Choice(0, (below,), ((1.3, 1.0),), off_grid=1,
-                      off_grid_config=("torch", dict(SLOW)), off_grid_us=((below, 1.0),)),
+    choices = [Choice(0, (below,), ((1.3, 1.0),),
+                      off_grid=OffGrid(1, ("torch", dict(SLOW)), ((below, 1.0),))),
                Choice(0, (below,), ((1.0, 1.3),))]
     monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
     monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
@@ -544,6 +544,7 @@ def test_a_refresh_records_the_off_grid_config_and_drops_a_stale_one(monkeypatch
     refresh_module.refresh(CPU, ["gae"])
     assert _current().extra["off_grid"] == {"strategy": "torch", "params": SLOW,
                                             "companions": {below: 1.0}}
+    assert _current().extra["off_grid_beyond"] is None
     refresh_module.refresh(CPU, ["gae"])
     assert _current().extra["off_grid"] is None
 
