@@ -45,7 +45,10 @@ may be no faster below. The 32768x2048 entry, screened below alone (19661x1229,
 where flat on 16 warps took 265 µs), chose flat and recorded no off-grid config; flat
 then took 2087 µs at the companion beyond (32769x2457), and calls at 27665x2425 with
 bootstrap values and truncations 1233 µs, where the former entry's tiled config with
-256-step tiles on 4 warps had taken 828 (rl-triton: 1235-1248).
+256-step tiles on 4 warps had taken 828 (rl-triton: 1235-1248). Nor is one config enough
+for both sides of the key's steps: each side gets its own (``off_grid`` and
+``off_grid_beyond``, see ``dispatch.lookup.OFF_GRID_FIELDS``), chosen at that side's
+companions alone.
 
 The geometric mean can trade a loss at one companion for a gain at another. Where the
 finalists include a *floor*, the config of the peer users would call instead
@@ -337,9 +340,10 @@ def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
                     key_us: Sequence[float], choosable: Sequence[int],
                     floor: int | None) -> int | None:
     """The finalist that calls of other shapes than the key's whose steps fill part of
-    their power-of-two span (``dispatch.lookup.partial_span``) should take, where it is
-    not ``chosen``: the one with the least geometric mean of slowdowns at the companions
-    of such shapes alone (``shape_times``: per companion, every finalist's time or None),
+    their power-of-two span (``dispatch.lookup.partial_span``), on one side of the key's
+    steps, should take, where it is not ``chosen``: the one with the least geometric mean
+    of slowdowns at that side's companions of such shapes alone (``shape_times``: per
+    companion, every finalist's time or None),
     among the ``choosable`` finalists that ran at all of them (:func:`choose` passes
     those its screen kept, the floor among them), held to the floor there as
     :func:`choose` holds its choice (where every one loses to the floor somewhere and the
