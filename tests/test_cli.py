@@ -610,13 +610,22 @@ def test_entries_that_cannot_serve_here_are_named_by_doctor_and_warned_about(cap
         Entry(ProblemKey("gae", 64, 64), "torch", {"mode": "loop"}, 5.0,
               extra={"off_grid": {"strategy": "warp9", "params": {}}}),
         Entry(ProblemKey("gae", 64, 8), "torch", {"mode": "loop"}, 5.0,
-              extra={"off_grid": "tiled"})])
+              extra={"off_grid": "tiled"}),
+        Entry(ProblemKey("gae", 32, 8), "torch", {"mode": "loop"}, 5.0,
+              extra={"off_grid": None, "off_grid_beyond": {"strategy": "torch",
+                                                           "params": {"mode": "nope"}}}),
+        Entry(ProblemKey("gae", 16, 8), "torch", {"mode": "loop"}, 5.0,
+              extra={"off_grid": [], "off_grid_beyond": {"strategy": "warp9", "params": {}}})])
     code, out, _ = run(capsys, "doctor")
     assert code == 0
     assert "of which 3 cannot serve a call here" in out
-    assert "of which 2 record an off-grid config that cannot serve here" in out
-    assert "gae|none|float32|env|N=64|T=64: off-grid strategy 'warp9' cannot run here" in out
+    assert "of which 4 record an off-grid config that cannot serve here" in out
+    assert "gae|none|float32|env|N=64|T=64: off_grid: strategy 'warp9' cannot run here" in out
     assert "gae|none|float32|env|N=64|T=8: malformed off_grid field 'tiled'" in out
+    assert ("gae|none|float32|env|N=32|T=8: off_grid_beyond: torch refuses config "
+            "{'mode': 'nope'}") in out
+    assert ("gae|none|float32|env|N=16|T=8: malformed off_grid field []; off_grid_beyond: "
+            "strategy 'warp9' cannot run here") in out
     assert "gae|none|float32|env|N=6|T=7: torch refuses config {'mode': 'no-such-mode'}" in out
     assert "vtrace|none|float32|env|N=6|T=7: strategy 'warp9' cannot run here" in out
     x, y = torch.zeros(6, 7), torch.zeros(5, 7)

@@ -173,10 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--refresh", action="store_true",
                    help="re-time the entries this device uses (of --algorithms; with "
                    "--shapes, only those shapes in the --dtypes and --layouts asked for) on "
-                   "this software stack: each stored config against its runner-up, the "
-                   "built-in rules' config, rl-triton's config and itself with each other "
-                   "setting of a switch (Retrace's REDUCE_A, flat's DESCEND), at the key and "
-                   "at an off-grid neighbour; the one that serves both best is recorded")
+                   "this software stack: each stored config against its runner-up, its "
+                   "off-grid configs, the built-in rules' config, rl-triton's config, related "
+                   "entries' configs and itself with each other setting of a switch, at the "
+                   "key and at its companions (off-grid shapes, other flag sets); the one "
+                   "that serves them best is recorded, with an off-grid config for each side "
+                   "of the key's steps where another serves partly filled spans better")
     t.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
     t.add_argument("--no-compile-baseline", action="store_true",
                    help="skip measuring torch.compile (seconds of compilation per key)")

@@ -216,22 +216,25 @@ def unusable_entries(profiles: Any, usable: dict[str, Strategy]) -> dict[str, st
 
 
 def unusable_off_grid(profiles: Any, usable: dict[str, Strategy]) -> dict[str, str]:
-    """The entries whose recorded off-grid config cannot serve with ``usable`` strategies
+    """The entries whose recorded off-grid configs cannot serve with ``usable`` strategies
     (calls of other shapes then take the entry's own config), by key text: why (the
     field is malformed, its strategy cannot run here, or refuses it)."""
     out = {}
     for text, entry in profiles.entries.items():
+        why = []
         for field in OFF_GRID_FIELDS:
             recorded = entry.extra.get(field)
             if recorded is None:
                 continue
             off = _config_field(recorded)
             if off is None:
-                out[text] = f"malformed {field} field {recorded!r}"
+                why.append(f"malformed {field} field {recorded!r}")
             elif off[0] not in usable:
-                out[text] = f"off-grid strategy {off[0]!r} cannot run here"
+                why.append(f"{field}: strategy {off[0]!r} cannot run here")
             elif validated(usable[off[0]], entry.key, off[1]) is None:
-                out[text] = f"{off[0]} refuses off-grid config {off[1]}"
+                why.append(f"{field}: {off[0]} refuses config {off[1]}")
+        if why:
+            out[text] = "; ".join(why)
     return out
 
 

@@ -32,7 +32,10 @@ cost the key. An off-grid shape whose steps fill part of their span (the compani
 where the key's steps are a power of two) with each of those flag sets is a companion too
 (:func:`flagged_companions`): calls of other shapes whose steps fill part of their
 power-of-two span take the entry's off-grid config where it records one
-(:func:`off_grid_choice`), whatever their flags. That config answers to those calls
+(:func:`off_grid_choice`), whatever their flags. (The companion beyond is timed with the
+key's flag set alone, each flag set costing a compile and a timing of the finalists
+kept: on the H100, V-trace's tiled config chosen beyond 32768x2048 served 27665x2425
+with bootstrap values and truncations at 1.50x of rl-triton.) That config answers to those calls
 alone, so its time at the key bars nothing: every finalist is screened at the first
 partly filled companion of each shape (where the key's steps are a power of two, the one
 below and the one beyond where there is one; otherwise the one above can be one too).
@@ -149,7 +152,8 @@ def flagged_companions(key: ProblemKey) -> list[ProblemKey]:
     (``dispatch.lookup.partial_span``; the one below where the key's steps are a power of
     two), else the first, with each other flag set real calls carry: a call of another
     shape whose steps fill part of their span, with another flag set, borrows the entry's
-    off-grid config (see :func:`off_grid_choice`), which must hold with flags as well.
+    off-grid config (see :func:`off_grid_choice`), which must hold with flags as well
+    (the one below; the one beyond is timed with the key's flags alone).
     One shape: each companion costs a compile and a timing of every finalist."""
     shapes = companions(key)
     if not shapes:
@@ -187,20 +191,26 @@ class Choice:
     #: steps (``off_grid``), and with more (``off_grid_beyond``).
     off_grid: OffGrid | None = None
     off_grid_beyond: OffGrid | None = None
+    #: Whether a companion with more steps than the key's was timed: where none was (the
+    #: next span has an entry of its own), ``off_grid`` serves those calls too.
+    beyond_timed: bool = False
 
     def extra(self) -> dict[str, Any]:
         """What an entry records of the choice: the chosen config's time at each companion
         where it ran, and where there is an off-grid config, that of each side
         (``dispatch.lookup.OFF_GRID_FIELDS``; None where that side's calls take the
-        entry's own)."""
+        entry's own). ``off_grid_beyond`` is left out where no companion beyond was
+        timed: ``off_grid``, the one measured, then serves those calls too."""
         times = {text: round(float(us[self.index]), 3)
                  for text, us in zip(self.companions, self.companion_us, strict=True)
                  if us[self.index] is not None}
         out: dict[str, Any] = {"companions": times} if times else {}
-        sides = (self.off_grid, self.off_grid_beyond)
-        if any(sides):
-            out.update({field: None if off is None else off.record()
-                        for field, off in zip(lookup.OFF_GRID_FIELDS, sides, strict=True)})
+        below, beyond = lookup.OFF_GRID_FIELDS
+        if self.off_grid is not None or self.off_grid_beyond is not None:
+            out[below] = None if self.off_grid is None else self.off_grid.record()
+            if self.beyond_timed:
+                out[beyond] = None if self.off_grid_beyond is None else \
+                    self.off_grid_beyond.record()
         return out
 
 
@@ -318,10 +328,13 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     # with its flags or others: the calls that take an off-grid config
     # (``dispatch.lookup.configs_for``), one for each side of the key's steps. The others
     # serve calls that take the entry's own.
+    def side(beyond: bool) -> list[tuple[str, tuple[float | None, ...]]]:
+        return [(text, there) for text, there, other in zip(timed, times, timed_keys,
+                                                           strict=True)
+                if _partly_filled(key, other) and (other.t > key.t) == beyond]
+
     def off_grid_of(beyond: bool) -> OffGrid | None:
-        shaped = [(text, there) for text, there, other in zip(timed, times, timed_keys,
-                                                             strict=True)
-                  if _partly_filled(key, other) and (other.t > key.t) == beyond]
+        shaped = side(beyond)
         # The floor and every finalist the screens kept compete for it: only those calls
         # take the off-grid config, so their times at the key do not bar them.
         off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
@@ -333,7 +346,8 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
 
     return Choice(chosen, tuple(timed), tuple(times),
                   floor_held=floor is not None and bool(guarded),
-                  off_grid=off_grid_of(beyond=False), off_grid_beyond=off_grid_of(beyond=True))
+                  off_grid=off_grid_of(beyond=False), off_grid_beyond=off_grid_of(beyond=True),
+                  beyond_timed=bool(side(beyond=True)))
 
 
 def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],

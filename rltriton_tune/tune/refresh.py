@@ -202,7 +202,8 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
                                       seed=seed, pool=pool, floor=floor)
     best, runner = chosen_and_runner_up(ok, choice.index)
     extra = {k: v for k, v in entry.extra.items()
-             if k not in ("companion", "companion_us", "companions", "floor")}
+             if k not in ("companion", "companion_us", "companions", "floor",
+                          *OFF_GRID_FIELDS)}
     # The companions the choice was made for (``neighbours.neighbourhood_texts``), so that
     # ``--missing-only`` refreshes again an entry chosen for another neighbourhood (one
     # refreshed before flag companions existed, say).
@@ -212,11 +213,12 @@ def refresh_entry(entry: Any, device: torch.device, *, isolate: bool = False,
     # ``related``: how many of the profile's related configs joined the contenders;
     # ``off_grid``, ``off_grid_beyond``: the configs calls of other shapes filling part
     # of their span take, with at most the key's steps and with more, None where they
-    # take the entry's own.
+    # take the entry's own (``off_grid_beyond`` only where a companion beyond was timed,
+    # see ``neighbours.Choice.extra``).
     extra.update({"host_us": round(best.timing.host_us, 3), "refreshed": REFRESH_VERSION,
                   "neighbourhood": neighbourhood_texts(key), "related": len(added),
                   "floor": floor.label() if floor is not None and choice.floor_held else None,
-                  **dict.fromkeys(OFF_GRID_FIELDS), **choice_extra(key, choice)})
+                  OFF_GRID_FIELDS[0]: None, **choice_extra(key, choice)})
     new = replace(entry, strategy=best.candidate.strategy, params=dict(best.candidate.params),
                   device_time_us=round(best.timing.device_us, 3),
                   runner_up=runner_up_record(runner, key),

@@ -278,8 +278,8 @@ def related_choices(key: ProblemKey, device: torch.device,
       (8.6 µs) where four estimators' 12-trial studies stopped at flat (9.5-10.9 µs);
     * winners of the same key at the nearest shape on each side (fewer environments,
       more, fewer steps, more: :func:`nearest_on_each_side`; distinct configs, nearest
-      in log N + log T first), each followed by its off-grid config where it records
-      one: a shape between two tuned ones often wants one of their strategies, where the
+      in log N + log T first), each followed by its off-grid configs where it records
+      them: a shape between two tuned ones often wants one of their strategies, where the
       borrowed config (one neighbour's, rescaled) may be the other's. On the H200,
       time-major GAE 1024x8192 borrowed ``tiled`` from 2048x8192 (117.7 µs) while its
       512x32768 neighbour's ``lookback`` family held the best config found there (63.3

@@ -19,7 +19,8 @@ from rltriton_tune.dispatch.devices import device_fingerprint
 from rltriton_tune.fallback import STRATEGIES
 from rltriton_tune.tune import refresh as refresh_module
 from rltriton_tune.tune.evaluate import Evaluator
-from rltriton_tune.tune.study import finalize
+from rltriton_tune.tune.space import Candidate
+from rltriton_tune.tune.study import finalize, stored_params
 from rltriton_tune.tuning_db import Entry, load_profiles, record
 from rltriton_tune.tuning_db.fingerprint import software_versions
 from rltriton_tune.tuning_db.state import invalidate_cache
@@ -535,8 +536,13 @@ def test_a_refresh_records_the_off_grid_config_and_drops_a_stale_one(monkeypatch
     from rltriton_tune.tune.neighbours import Choice, OffGrid
 
     below = "gae|none|float32|env|N=5|T=9"
-    choices = [Choice(0, (below,), ((1.3, 1.0),),
-                      off_grid=OffGrid(1, ("torch", dict(SLOW)), ((below, 1.0),))),
+    beyond = "gae|none|float32|env|N=9|T=19"
+    choices = [Choice(0, (below, beyond), ((1.3, 1.0), (1.0, 1.3)),
+                      off_grid=OffGrid(1, ("torch", dict(SLOW)), ((below, 1.0),)),
+                      beyond_timed=True),
+               Choice(0, (below, beyond), ((1.0, 1.3), (2.0, 1.0)),
+                      off_grid_beyond=OffGrid(1, ("torch", {"mode": "loop"}), ((beyond, 1.0),)),
+                      beyond_timed=True),
                Choice(0, (below,), ((1.0, 1.3),))]
     monkeypatch.setattr(refresh_module, "make_evaluator", lambda *a, **k: _evaluator())
     monkeypatch.setattr(refresh_module, "heuristic_choice", lambda key, device: None)
@@ -548,9 +554,15 @@ def test_a_refresh_records_the_off_grid_config_and_drops_a_stale_one(monkeypatch
     refresh_module.refresh(CPU, ["gae"])
     assert _current().extra["off_grid"] == {"strategy": "torch", "params": SLOW,
                                             "companions": {below: 1.0}}
-    assert _current().extra["off_grid_beyond"] is None
+    assert _current().extra["off_grid_beyond"] is None  # timed beyond: the entry's own
     refresh_module.refresh(CPU, ["gae"])
     assert _current().extra["off_grid"] is None
+    # completed with its strategy's defaults, as the entry's own config is
+    assert _current().extra["off_grid_beyond"]["params"] == stored_params(
+        KEY, Candidate("torch", {"mode": "loop"}))
+    refresh_module.refresh(CPU, ["gae"])  # nothing beyond timed: no stale field left
+    assert _current().extra["off_grid"] is None
+    assert "off_grid_beyond" not in _current().extra
 
 
 def test_a_refresh_times_the_stored_off_grid_config(monkeypatch):

@@ -371,6 +371,26 @@ def test_seeds_take_the_off_grid_configs_related_entries_record():
                      "torch(chunk=64, mode=chunked)"]
 
 
+def test_seeds_take_the_off_grid_config_of_each_side_once():
+    """An entry with an off-grid config for each side of its steps seeds both after its
+    winner, the one below first, and a config both sides share once."""
+    from rltriton_tune.tune.space import related_choices
+
+    def off(chunk):
+        return {"strategy": "torch", "params": {"mode": "chunked", "chunk": chunk}}
+
+    key = ProblemKey("gae", 1024, 2048, "float32", "env")
+    for extra, want in (({"off_grid": None, "off_grid_beyond": off(32)}, ["chunk=32"]),
+                        ({"off_grid": off(16), "off_grid_beyond": off(32)},
+                         ["chunk=16", "chunk=32"]),
+                        ({"off_grid": off(16), "off_grid_beyond": off(16)}, ["chunk=16"])):
+        _record_tuned("torch", [(ProblemKey("gae", 1024, 2048, "float32", "env",
+                                            "last_value"), {"mode": "loop"}, extra)])
+        seeds = [c.label() for c in related_choices(key, torch.device("cpu"))]
+        assert seeds == ["torch(mode=loop)",
+                         *(f"torch({c}, mode=chunked)" for c in want)], extra
+
+
 def test_nearest_on_each_side_keeps_an_entry_once_and_orders_by_distance():
     """An entry nearest on two sides (fewer environments and more steps) is kept once;
     a side without entries gives none."""
