@@ -287,12 +287,12 @@ def serving_config(entry: Any, key: ProblemKey, usable: dict[str, Strategy],
 
 #: The extra fields of an entry's off-grid configs: for partly filled calls with at most
 #: the entry's steps (``off_grid``), and with more (``off_grid_beyond``). An entry written
-#: before the sides were told apart has no ``off_grid_beyond`` field, and its
-#: ``off_grid`` serves both sides. One config cannot serve both: on the H100 (torch 2.11,
-#: Triton 3.6, float32 V-trace, device time), at 32768x2048 flat on 16 warps took 267 µs
-#: at 19661x1229, where tiled was no faster, and 2083 µs at 32769x2457 (one flat tile a
-#: row holds 4096 steps), where calls at 27665x2425 took 1760 µs with flat and about 720
-#: with tiled (rl-triton: 1141).
+#: before the sides were told apart, or where no companion beyond its steps was timed,
+#: has no ``off_grid_beyond`` field, and its ``off_grid`` serves both sides. One config
+#: cannot serve both: on the H100 (torch 2.11, Triton 3.6, float32 V-trace, device time),
+#: at 32768x2048 flat on 16 warps took 267 µs at 19661x1229, where tiled was no faster,
+#: and 2083 µs at 32769x2457 (one flat tile a row holds 4096 steps), where calls at
+#: 27665x2425 took 1760 µs with flat and about 720 with tiled (rl-triton: 1141).
 OFF_GRID_FIELDS = ("off_grid", "off_grid_beyond")
 
 

@@ -35,10 +35,11 @@ power-of-two span take the entry's off-grid config where it records one
 (:func:`off_grid_choice`), whatever their flags. (The companion beyond is timed with the
 key's flag set alone, each flag set costing a compile and a timing of the finalists
 kept: on the H100, V-trace's tiled config chosen beyond 32768x2048 served 27665x2425
-with bootstrap values and truncations at 1.50x of rl-triton.) That config answers to those calls
-alone, so its time at the key bars nothing: every finalist is screened at the first
-partly filled companion of each shape (where the key's steps are a power of two, the one
-below and the one beyond where there is one; otherwise the one above can be one too).
+with bootstrap values and truncations at 1.50x of rl-triton.) That config answers to
+those calls alone, so its time at the key bars nothing: every finalist is screened at
+the first partly filled companion of each shape (where the key's steps are a power of
+two, the one below and the one beyond where there is one; otherwise the one above can
+be one too).
 On the H100 (float32 V-trace, device time), the 4096x2048 entry had tiled with
 256-step tiles on 4 warps among its contenders and recorded no off-grid config when
 only the configs within :data:`KEY_MARGIN` at the key were timed at the companions,
@@ -328,13 +329,13 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
     # with its flags or others: the calls that take an off-grid config
     # (``dispatch.lookup.configs_for``), one for each side of the key's steps. The others
     # serve calls that take the entry's own.
-    def side(beyond: bool) -> list[tuple[str, tuple[float | None, ...]]]:
-        return [(text, there) for text, there, other in zip(timed, times, timed_keys,
-                                                           strict=True)
-                if _partly_filled(key, other) and (other.t > key.t) == beyond]
+    below: list[tuple[str, tuple[float | None, ...]]] = []
+    beyond: list[tuple[str, tuple[float | None, ...]]] = []
+    for text, there, other in zip(timed, times, timed_keys, strict=True):
+        if _partly_filled(key, other):
+            (beyond if other.t > key.t else below).append((text, there))
 
-    def off_grid_of(beyond: bool) -> OffGrid | None:
-        shaped = side(beyond)
+    def off_grid_of(shaped: list[tuple[str, tuple[float | None, ...]]]) -> OffGrid | None:
         # The floor and every finalist the screens kept compete for it: only those calls
         # take the off-grid config, so their times at the key do not bar them.
         off = off_grid_choice(chosen, [there for _, there in shaped], key_us,
@@ -346,8 +347,8 @@ def choose(key: ProblemKey, finalists: Sequence[Any], key_us: Sequence[float],
 
     return Choice(chosen, tuple(timed), tuple(times),
                   floor_held=floor is not None and bool(guarded),
-                  off_grid=off_grid_of(beyond=False), off_grid_beyond=off_grid_of(beyond=True),
-                  beyond_timed=bool(side(beyond=True)))
+                  off_grid=off_grid_of(below), off_grid_beyond=off_grid_of(beyond),
+                  beyond_timed=bool(beyond))
 
 
 def off_grid_choice(chosen: int, shape_times: Sequence[Sequence[float | None]],
