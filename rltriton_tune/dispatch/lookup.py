@@ -102,7 +102,7 @@ class Found:
     expected_slowdown: float = 1.0
     differs: tuple[str, ...] = ()
     tuned: tuple[str, dict[str, Any]] | None = None  # the config as tuned, when moved
-    off_grid: bool = False  # the entry's off-grid config, not its own
+    off_grid: str = ""  # the entry's off-grid field that served (OFF_GRID_FIELDS), if any
 
     def describe(self) -> str:
         if self.exact:
@@ -110,7 +110,8 @@ class Found:
         moved = "" if self.tuned is None else \
             f"; config moved from {self.tuned[0]} {self.tuned[1]}"
         whose = " of a sibling GPU's profile" if "gpu" in self.differs else ""
-        which = "; its off-grid config" if self.off_grid else ""
+        which = f"; its off-grid config for {OFF_GRID_SIDES[self.off_grid]} " \
+            f"({self.off_grid})" if self.off_grid else ""
         return (f"borrowed from {self.entry}{whose} (differs in {', '.join(self.differs)}; "
                 f"expected within {self.expected_slowdown:.2f}x{which}{moved})")
 
@@ -270,11 +271,11 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
 
 def serving_config(entry: Any, key: ProblemKey, usable: dict[str, Strategy],
                    failed: frozenset = frozenset()
-                   ) -> tuple[str, dict[str, Any], str, dict[str, Any], bool] | None:
+                   ) -> tuple[str, dict[str, Any], str, dict[str, Any], str] | None:
     """The first of :func:`configs_for` that can serve a call of ``key``: its strategy
     usable, moved to ``key`` and valid there, not ``failed``. Returns (strategy and
-    parameters as moved, strategy and parameters as the entry records them, whether it
-    is the off-grid config), or None where none can."""
+    parameters as moved, strategy and parameters as the entry records them, the off-grid
+    field it comes from or ""), or None where none can."""
     for strategy, config, off_grid in configs_for(entry, key):
         impl = usable.get(strategy)
         if impl is None:
@@ -294,19 +295,32 @@ def serving_config(entry: Any, key: ProblemKey, usable: dict[str, Strategy],
 #: and 2083 µs at 32769x2457 (one flat tile a row holds 4096 steps), where calls at
 #: 27665x2425 took 1760 µs with flat and about 720 with tiled (rl-triton: 1141).
 OFF_GRID_FIELDS = ("off_grid", "off_grid_beyond")
+#: The calls each off-grid field serves, as explanations name them.
+OFF_GRID_SIDES = {"off_grid": "calls with at most its steps",
+                  "off_grid_beyond": "calls with more steps"}
 
 
-def configs_for(entry: Any, key: ProblemKey) -> list[tuple[str, dict[str, Any], bool]]:
+def configs_for(entry: Any, key: ProblemKey) -> list[tuple[str, dict[str, Any], str]]:
     """The configs ``entry`` offers a call of ``key``, first choice first, each as
-    (strategy, parameters, whether it is an off-grid one): at another shape whose steps
-    fill part of their span (:func:`partial_span`), the off-grid config of its side (more
-    steps than the entry's or not) first where it records a well-formed one (a foreign or
-    broken field is ignored), then its config; elsewhere its config."""
-    own = (entry.strategy, dict(entry.params), False)
+    (strategy, parameters, the off-grid field it comes from or "" for the entry's own
+    config): at another shape whose steps fill part of their span (:func:`partial_span`),
+    the off-grid config of its side (more steps than the entry's or not) first where it
+    records a well-formed one (a foreign or broken field is ignored), then its config;
+    elsewhere its config."""
+    own = (entry.strategy, dict(entry.params), "")
     if (key.n, key.t) == (entry.key.n, entry.key.t) or not partial_span(key.t):
         return [own]
-    off = off_grid_config(entry, beyond=key.t > entry.key.t)
-    return [own] if off is None else [(*off, True), own]
+    beyond = key.t > entry.key.t
+    off = off_grid_config(entry, beyond)
+    return [own] if off is None else [(*off, off_grid_field(entry, beyond)), own]
+
+
+def off_grid_field(entry: Any, beyond: bool = False) -> str:
+    """The field of ``entry`` that holds the off-grid config for partly filled calls with
+    more steps than its own (``beyond``) or not: ``off_grid_beyond`` where beyond and the
+    entry has that field, else ``off_grid`` (see :data:`OFF_GRID_FIELDS`)."""
+    extra = entry.extra if isinstance(entry.extra, dict) else {}
+    return OFF_GRID_FIELDS[1] if beyond and OFF_GRID_FIELDS[1] in extra else OFF_GRID_FIELDS[0]
 
 
 def off_grid_config(entry: Any, beyond: bool = False) -> tuple[str, dict[str, Any]] | None:
@@ -314,8 +328,7 @@ def off_grid_config(entry: Any, beyond: bool = False) -> tuple[str, dict[str, An
     steps than its own (``beyond``) or not (see :data:`OFF_GRID_FIELDS`), or None where it
     records none or a malformed one."""
     extra = entry.extra if isinstance(entry.extra, dict) else {}
-    field = OFF_GRID_FIELDS[1] if beyond and OFF_GRID_FIELDS[1] in extra else OFF_GRID_FIELDS[0]
-    return _config_field(extra.get(field))
+    return _config_field(extra.get(off_grid_field(entry, beyond)))
 
 
 def off_grid_configs(entry: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -230,7 +230,7 @@ def test_a_call_of_another_shape_takes_the_entrys_off_grid_config(profiles, fake
                                    extra={"off_grid": off})])
     odd = decide(key(4745, 1047), FAKE_GPU)
     assert (odd.origin, odd.strategy, odd.params["BLOCK_T"]) == ("borrowed", "tiled", 16)
-    assert "its off-grid config" in odd.detail
+    assert "its off-grid config for calls with at most its steps (off_grid)" in odd.detail
     same_shape = decide(key(4096, 2048, flags="last_value"), FAKE_GPU)
     assert (same_shape.origin, same_shape.strategy) == ("borrowed", "flat")
     assert "off-grid" not in same_shape.detail
@@ -281,6 +281,11 @@ def test_calls_beyond_an_entrys_steps_take_the_off_grid_config_of_their_side(
             assert d.entry == key(4096, 2048).as_text(), (extra, call)
             got = d.params["BLOCK_T"] if d.strategy == "tiled" else None
             assert got == want, (extra, call)
+            # the explanation names the field that served: off_grid_beyond only where
+            # the entry has it and the call has more steps
+            field = ("off_grid_beyond" if call.t > 2048 and "off_grid_beyond" in extra
+                     else "off_grid")
+            assert (f"({field})" in d.detail) is (want is not None), (extra, call, d.detail)
         assert decide(key(4096, 2048), FAKE_GPU).strategy == "flat"
         assert decide(key(4096, 3583), FAKE_GPU).strategy == "flat"  # fills its span
 
