@@ -2,9 +2,10 @@
 
 In a time-major ``[T, N]`` buffer the environments of one step are contiguous. A
 program here owns BLOCK_N neighbouring environments (a column block) for BLOCK_T
-steps: each step's loads are full 16-byte vectors across environments, and with
-BLOCK_N at least one vector per thread (``shapes.vector_elems``) every thread holds whole
-columns, so the scan along time runs in registers, without shuffles or shared memory.
+steps: each step's loads are 16-byte vectors across environments (narrower where N
+allows no more, ``shapes.lane_elems``), and with BLOCK_N at least one such load per
+lane of a warp every thread holds whole columns, so the scan along time runs in
+registers, without shuffles or shared memory.
 Chunks of BLOCK_T steps are separate programs, N / BLOCK_N x T / BLOCK_T of them,
 so a few column blocks still fill the GPU; each chunk gets its carry from the chunks
 before it by the look-back of ``lookback`` (same kernel), reading a few predecessors
@@ -28,7 +29,7 @@ from rltriton_tune.kernels.actions import (
 from rltriton_tune.kernels.builders import BUILDERS
 from rltriton_tune.kernels.launch import TILE_BUDGET, next_pow2, pow2_range, require
 from rltriton_tune.kernels.lookback import LookbackStrategy
-from rltriton_tune.kernels.shapes import vector_elems
+from rltriton_tune.kernels.shapes import lane_elems
 from rltriton_tune.strategy import Params
 
 #: Tagged words (per plane) a thread may hold while it looks back: the window shrinks
@@ -65,30 +66,32 @@ class ColumnsStrategy(LookbackStrategy):
     def skip_reason(self, key: ProblemKey, params: Params,
                     sm_count: int | None = None) -> str | None:
         """Env-major keys are not searched (``lookback`` and ``tiled`` scan rows there),
-        nor blocks narrower than one warp of 16-byte vectors (128 float32 rows) where the
-        key has more environments: Triton then spreads a column's steps over several
-        lanes. Warps beyond that one go along time (compiled for sm_90, (128, 32, 2 warps)
-        lays lanes along environments and warps along steps), so they are searched. Per-
-        action keys (Retrace) keep narrow blocks where the scan reads the [N, T, A] inputs,
-        whose loads lay the tile out by actions (H200, 4096x1024, A = 8: (64, 8, 1)
-        199 us, (128, 8, 1) 253 us); after the action pre-pass (``REDUCE_A``) their loads
-        are those of any estimator."""
+        nor blocks narrower than one warp of the widest loads the key allows (16-byte
+        vectors: 128 float32 rows; 32 rows where N is odd, see ``shapes.lane_elems``)
+        where the key has more environments: Triton then spreads a column's steps over
+        several lanes. Warps beyond that one go along time (compiled for sm_90, (128, 32,
+        2 warps) lays lanes along environments and warps along steps), so they are
+        searched. Per-action keys (Retrace) keep narrow blocks where the scan reads the
+        [N, T, A] inputs, whose loads lay the tile out by actions (H200, 4096x1024, A = 8:
+        (64, 8, 1) 199 us, (128, 8, 1) 253 us); after the action pre-pass (``REDUCE_A``)
+        their loads are those of any estimator."""
         if not key.time_major:
             return "env-major: columns of environments are not contiguous"
-        full = vector_elems(key) * 32
+        full = lane_elems(key) * 32
         if params["BLOCK_N"] < full and next_pow2(key.n) > params["BLOCK_N"] \
                 and not reads_actions(key, params):
             return f"BLOCK_N={params['BLOCK_N']} < {full}: steps spread over lanes"
         return super(LookbackStrategy, self).skip_reason(key, params, sm_count)
 
     def default_params(self, key: ProblemKey) -> Params:
-        """One warp, one 16-byte vector of environments a thread, 64 values a thread (32
-        where a finish reads the neighbour's value too, V-trace's exact one included).
+        """One warp, one load of environments a thread (a 16-byte vector where N allows,
+        ``shapes.lane_elems``), 64 values a thread (32 where a finish reads the
+        neighbour's value too, V-trace's exact one included).
         H200, 32768x2048 time-major
         float32: (128, 16, 1) was the best of 3-8 configs for five single-output
         estimators (GAE: 460 us against 436 for (256, 16, 2)), (128, 8, 1) for V-trace
         (852 us; 16 steps: 1728); bfloat16 GAE (256, 8, 1)."""
-        vec = vector_elems(key)
+        vec = lane_elems(key)
         builder = BUILDERS[key.algorithm]
         reads_next = builder.next_value or (builder.exact is not None
                                             and builder.exact.next_value)

@@ -65,6 +65,16 @@ def test_searched_for_time_major_keys_with_whole_columns_per_thread():
     assert impl.skip_reason(time_major, {**wide, "BLOCK_T": 32, "num_warps": 2}) is None
     assert impl.skip_reason(half, {"BLOCK_N": 256, "BLOCK_T": 32, "num_warps": 4}) is None
     assert "lanes" in impl.skip_reason(time_major, {**wide, "BLOCK_N": 64, "num_warps": 2})
+    # An odd N allows single-element loads alone: a warp of them, 32 rows, holds whole
+    # columns; N = 2 mod 4 allows 8-byte loads: 64 rows.
+    odd = ProblemKey("gae", 4745, 1047, "float32", "time", "none")
+    assert impl.skip_reason(odd, {**wide, "BLOCK_N": 32, "BLOCK_T": 32}) is None
+    assert "< 32" in impl.skip_reason(odd, {**wide, "BLOCK_N": 16})
+    even = ProblemKey("gae", 4098, 1047, "float32", "time", "none")
+    assert "< 64" in impl.skip_reason(even, {**wide, "BLOCK_N": 32})
+    assert impl.skip_reason(even, {**wide, "BLOCK_N": 64}) is None
+    # the default keeps 64 values a thread, one environment a lane
+    assert impl.default_params(odd) == {"BLOCK_N": 32, "BLOCK_T": 64, "num_warps": 1}
     # Fewer environments than a full block: the narrower block is all there is.
     assert impl.skip_reason(ProblemKey("gae", 20, 4096, "float32", "time", "none"),
                             {"BLOCK_N": 32, "BLOCK_T": 8, "num_warps": 1}) is None

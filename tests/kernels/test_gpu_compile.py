@@ -208,10 +208,17 @@ def test_per_env_inputs_and_column_scans_stay_in_registers(tmp_path):
              ("flat", "eligibility_traces|none|float32|env|N=24000|T=300", flat),
              ("flat", "eligibility_traces|seed|float32|env|N=24000|T=300", flat),
              ("columns", "gae|last_value|float32|time|N=32768|T=2048", cols)]
+    # One warp of single-element loads: whole columns a lane where N is odd (what
+    # ``shapes.lane_elems`` tells ``columns``' search), four lanes a column where N is a
+    # multiple of 4 (16-byte loads of 4 columns a lane).
+    narrow = {"BLOCK_N": 32, "BLOCK_T": 32, "num_warps": 1}
+    cases += [("columns", "gae|none|float32|time|N=4745|T=1047", narrow),
+              ("columns", "gae|none|float32|time|N=4096|T=1047", narrow)]
     found = _compiled_json(SYNC.format(here=str(SCRIPT.parent), cases=cases), tmp_path)
     assert found[cases[1][1]][0] == found[cases[0][1]][0], found
     assert found[cases[3][1]][0] == found[cases[2][1]][0], found
     assert found[cases[4][1]][1] == 0, found
+    assert found[cases[5][1]][1] == 0 < found[cases[6][1]][1], found
 
 
 PIPELINE = """

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from rltriton_tune.call import ProblemKey
-from rltriton_tune.kernels.shapes import SHARED_BYTES, stage_buffer_bytes, time_major_columns
+from rltriton_tune.kernels.shapes import (
+    SHARED_BYTES,
+    lane_elems,
+    stage_buffer_bytes,
+    time_major_columns,
+)
 
 
 def _key(text: str) -> ProblemKey:
@@ -32,6 +37,16 @@ def test_time_major_columns(text, sm_count, want):
     params = time_major_columns(_key(text), sm_count)
     assert (params["BLOCK_N"], params["BLOCK_T"]) == want
     assert params["num_warps"] == 1 and params["num_stages"] == 3
+
+
+@pytest.mark.parametrize(("n", "dtype", "want"), [
+    (4096, "float32", 4), (4100, "float32", 4), (4098, "float32", 2), (4745, "float32", 1),
+    (4096, "bfloat16", 8), (4100, "bfloat16", 4), (4745, "bfloat16", 1), (1, "float32", 1),
+])
+def test_lane_elems_is_the_vector_the_environment_count_allows(n, dtype, want):
+    """A thread's widest load along a time-major step: a 16-byte vector, capped by the
+    power of two dividing N (step t's row starts t * N elements in)."""
+    assert lane_elems(_key(f"gae|none|{dtype}|time|N={n}|T=64")) == want
 
 
 def test_stage_buffers_count_per_step_inputs_and_a_neighbour():
