@@ -1,4 +1,4 @@
-"""The flat kernel's machine code beside rl-triton's, for Hopper, without a GPU.
+"""A strategy's machine code beside rl-triton's, for Hopper, without a GPU.
 
 Small env-major cells of the backward estimators trail rl-triton by a few percent at
 rl-triton's own launch config (``benchmarks/switches.py`` measures it on a GPU). This
@@ -8,19 +8,25 @@ both kernels for sm_90 with this machine's Triton and disassembles them, and cou
 what each thread executes: instructions, global loads and stores, shuffles, barriers,
 selects, and how many instructions run before the first global load (the prologue on
 every program's critical path), and the registers and stack bytes (spilled registers)
-the assembler gave each thread. The counts are static: a difference here is a place to
-look and to A/B on a GPU, not a timing.
+the assembler gave each thread, and the thread layouts Triton chose for the tiles
+(``sizePerThread`` and ``threadsPerWarp``, slowest axis last: whether a thread holds
+whole rows or columns or the scan crosses lanes). The counts are static: a difference
+here is a place to look and to A/B on a GPU, not a timing.
 
     python benchmarks/kernel_sass.py                       # the default cells
     python benchmarks/kernel_sass.py --cells "gae|none|float32|env|N=333|T=150" \\
         --descend 0 --dump /tmp/sass                       # write both SASS listings
     python benchmarks/kernel_sass.py --cells "gae|bootstrap+trunc|float32|time|N=4096|T=512" \\
         --params BLOCK_N=16,num_warps=4,num_stages=1    # does this config spill?
+    python benchmarks/kernel_sass.py --cells "gae|none|float32|time|N=4745|T=1047" \
+        --strategy columns --params BLOCK_N=32,BLOCK_T=32,num_warps=1   # odd N time-major
     python benchmarks/kernel_sass.py --smoke --output /tmp/k   # CPU check, seconds
 
-Ours runs at rl-triton's config (one row a program, its warps for next_pow2(T)), or at
-``--params`` where given, with ``DESCEND`` as asked (1, rl-triton's tile order, by
-default where the key offers it).
+Ours runs the flat kernel at rl-triton's config (one row a program, its warps for
+next_pow2(T)), or at ``--params`` where given, with ``DESCEND`` as asked (1, rl-triton's
+tile order, by default where the key offers it); with ``--strategy``, that strategy's
+kernel at ``--params`` (its default config where not given). A strategy of several
+launches is shown by its first.
 rl-triton 0.1.3 is optional: without it, ours alone is compiled. The Triton
 interpreter must be off (``TRITON_INTERPRET`` unset): it replaces the kernels.
 """
@@ -79,25 +85,30 @@ class _Captured(Exception):
 
 
 def capture(run: Any) -> Launch:
-    """The first Triton launch ``run()`` makes, intercepted before anything is launched."""
+    """The first Triton launch ``run()`` makes, intercepted before anything is launched.
+    Our launchers' launches take Triton's generic path meanwhile (``FastLaunch``'s direct
+    one reads the current CUDA device first)."""
     from triton.runtime.jit import JITFunction
+
+    from rltriton_tune.kernels.launch import FastLaunch
 
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise RuntimeError("unset TRITON_INTERPRET: the interpreter replaces the kernels")
     seen: list[Launch] = []
-    original = JITFunction.run
+    original, direct = JITFunction.run, FastLaunch.__call__
 
     def intercept(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
         seen.append(Launch(self, args, kwargs))
         raise _Captured
 
     JITFunction.run = intercept
+    FastLaunch.__call__ = FastLaunch.generic
     try:
         run()
     except _Captured:
         pass
     finally:
-        JITFunction.run = original
+        JITFunction.run, FastLaunch.__call__ = original, direct
     if not seen:
         raise RuntimeError("the call launched no Triton kernel")
     return seen[0]
@@ -203,16 +214,35 @@ def parse_params(text: str) -> dict[str, int]:
 
 
 def ours(key: ProblemKey, kwargs: dict[str, Any], descend: int,
-         params: dict[str, int] | None = None) -> tuple[Launch, dict]:
-    flat = kernel_strategies()["flat"]
-    params = dict(rl_triton_params(key.t, key.algorithm) if params is None else params)
-    if tile_order_space(key) and "DESCEND" not in params:
-        params["DESCEND"] = descend
-    params = flat.validate(key, params)
+         params: dict[str, int] | None = None, strategy: str = "flat") -> tuple[Launch, dict]:
+    impl = kernel_strategies()[strategy]
+    if strategy == "flat":
+        params = dict(rl_triton_params(key.t, key.algorithm) if params is None else params)
+        if tile_order_space(key) and "DESCEND" not in params:
+            params["DESCEND"] = descend
+    params = impl.validate(key, {**impl.default_params(key), **(params or {})})
     call = prepare_call(key.algorithm, **kwargs)
-    launcher = flat._launcher(key, params)  # a fresh one: no binary kept, nothing cached
-    args, _ = launcher.pack.args(call)
-    return capture(lambda: launcher.kernel.generic(args)), params
+    launcher = impl._launcher(key, params)  # a fresh one: no binary kept, nothing cached
+    return capture(lambda: launcher(call)), params
+
+
+#: A tile layout in Triton's GPU dialect, e.g. ``#ttg.blocked<{sizePerThread = [4, 1],
+#: threadsPerWarp = [2, 16], ...}>``.
+_BLOCKED = re.compile(r"#ttg\.blocked<\{sizePerThread = \[([\d, ]+)\], "
+                      r"threadsPerWarp = \[([\d, ]+)\]")
+
+
+def tile_layouts(ttgir: str) -> list[str]:
+    """The two-dimensional blocked layouts of a kernel's Triton GPU IR, each as
+    ``sizePerThread/threadsPerWarp`` (``4x1/2x16``: a thread holds 4 rows of one step,
+    2 lanes span the rows and 16 the steps), sorted; one-dimensional ones (vectors of
+    carries, look-back words) are left out."""
+    found = set()
+    for per_thread, lanes in _BLOCKED.findall(ttgir):
+        if per_thread.count(",") == 1:
+            found.add("x".join(per_thread.replace(" ", "").split(",")) + "/"
+                      + "x".join(lanes.replace(" ", "").split(",")))
+    return sorted(found)
 
 
 class _LooksCuda(torch.Tensor):
@@ -242,11 +272,11 @@ def theirs(key: ProblemKey, kwargs: dict[str, Any]) -> Launch | None:
 
 
 def measure(text: str, arch: int, descend: int, dump: Path | None,
-            params: dict[str, int] | None = None) -> dict[str, Any]:
+            params: dict[str, int] | None = None, strategy: str = "flat") -> dict[str, Any]:
     key = ProblemKey.from_text(text)
     kwargs = as_users_pass(random_inputs(key, "cpu", seed=0))
-    row: dict[str, Any] = {"cell": text, "arch": f"sm_{arch}"}
-    launch, row["params"] = ours(key, kwargs, descend, params)
+    row: dict[str, Any] = {"cell": text, "arch": f"sm_{arch}", "strategy": strategy}
+    launch, row["params"] = ours(key, kwargs, descend, params, strategy)
     sides = {"ours": launch, "rl_triton": theirs(key, kwargs)}
     for side, captured in sides.items():
         if captured is None:
@@ -254,7 +284,8 @@ def measure(text: str, arch: int, descend: int, dump: Path | None,
             continue
         compiled = compile_launch(captured, arch)
         sass = sass_of(compiled)
-        row[side] = {**counts(sass), **resources(compiled.asm["cubin"])}
+        row[side] = {**counts(sass), **resources(compiled.asm["cubin"]),
+                     "layouts": tile_layouts(compiled.asm["ttgir"])}
         if dump is not None:
             dump.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^A-Za-z0-9]+", "_", text)
@@ -263,16 +294,20 @@ def measure(text: str, arch: int, descend: int, dump: Path | None,
 
 
 def report(rows: list[dict[str, Any]]) -> str:
-    """A markdown table: ours / rl-triton per count."""
-    columns = ("instructions", "before_first_load", *COUNTED, *RESOURCES)
-    head = ["cell", "params", *(f"{c} ours / rl" for c in columns)]
+    """A markdown table: ours / rl-triton per count, and the tile layouts."""
+    columns = ("instructions", "before_first_load", *COUNTED, *RESOURCES, "layouts")
+    head = ["cell", "config", *(f"{c} ours / rl" for c in columns)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def shown(side: dict[str, Any], column: str) -> str:
+        value = side[column]
+        return " ".join(value) if isinstance(value, list) else str(value)
+
     for row in rows:
         mine, peer = row["ours"], row["rl_triton"]
-        cells = [f"{mine[c]}" + (f" / {peer[c]}" if peer else "")
-                 for c in columns]
-        params = " ".join(f"{k}={v}" for k, v in row["params"].items())
-        lines.append("| " + " | ".join([row["cell"].replace("|", "\\|"), params, *cells])
+        cells = [shown(mine, c) + (f" / {shown(peer, c)}" if peer else "") for c in columns]
+        config = " ".join([row["strategy"], *(f"{k}={v}" for k, v in row["params"].items())])
+        lines.append("| " + " | ".join([row["cell"].replace("|", "\\|"), config, *cells])
                      + " |")
     return "\n".join(lines)
 
@@ -283,16 +318,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 90")
     p.add_argument("--descend", type=int, choices=(0, 1), default=1,
                    help="our DESCEND where the key offers it (default 1, rl-triton's order)")
+    p.add_argument("--strategy", default="flat",
+                   help="our strategy (default flat): flat, tiled, split, sequential, "
+                        "lookback or columns")
     p.add_argument("--params", type=parse_params,
                    help="our config, e.g. BLOCK_N=16,num_warps=4,num_stages=1 (default: "
-                        "rl-triton's; a DESCEND here wins over --descend); rl-triton keeps "
-                        "its own")
+                        "rl-triton's for flat, the strategy's default config otherwise; a "
+                        "DESCEND here wins over --descend); rl-triton keeps its own")
     p.add_argument("--dump", type=Path, help="write each SASS listing here")
     p.add_argument("--output", type=Path, help="write kernel_sass.json here")
     p.add_argument("--smoke", action="store_true", help="one tiny cell (CPU check)")
     args = p.parse_args(argv)
     cells = SMOKE_CELLS if args.smoke else tuple(args.cells)
-    rows = [measure(text, args.arch, args.descend, args.dump, args.params) for text in cells]
+    known = kernel_strategies()
+    if args.strategy not in known:
+        p.error(f"--strategy: expected one of {', '.join(known)}, got {args.strategy!r}")
+    rows = [measure(text, args.arch, args.descend, args.dump, args.params, args.strategy)
+            for text in cells]
     print(report(rows))
     if args.output is not None:
         args.output.mkdir(parents=True, exist_ok=True)

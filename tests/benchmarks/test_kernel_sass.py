@@ -1,6 +1,6 @@
-"""benchmarks/kernel_sass.py: our flat kernel compiled for sm_90 on the CPU, its SASS
-counted; the counts of a hand-written listing and resource report; --params; the
-interpreter refused."""
+"""benchmarks/kernel_sass.py: our kernels compiled for sm_90 on the CPU, their SASS
+counted; the counts of a hand-written listing, resource report and tile layouts;
+--params, --strategy; the interpreter refused."""
 
 from __future__ import annotations
 
@@ -51,6 +51,21 @@ def test_resources_of_a_report(script):
         sass.parse_resources("Resource usage:\n")
 
 
+TTGIR = """#blocked = #ttg.blocked<{sizePerThread = [1, 1], threadsPerWarp = [32, 1], \
+warpsPerCTA = [1, 1], order = [0, 1]}>
+#blocked1 = #ttg.blocked<{sizePerThread = [4, 1], threadsPerWarp = [8, 4], \
+warpsPerCTA = [1, 1], order = [0, 1]}>
+#blocked2 = #ttg.blocked<{sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], \
+order = [0]}>
+"""
+
+
+def test_tile_layouts_of_an_ir(script):
+    """Two-dimensional layouts only (a vector of carries is not a tile), sorted."""
+    assert script("kernel_sass").tile_layouts(TTGIR) == ["1x1/32x1", "4x1/8x4"]
+    assert script("kernel_sass").tile_layouts("module {}") == []
+
+
 def test_params_are_parsed_and_bad_items_named(script):
     sass = script("kernel_sass")
     assert sass.parse_params("BLOCK_N=16, num_warps=4,") == {"BLOCK_N": 16, "num_warps": 4}
@@ -94,3 +109,26 @@ def test_smoke_compiles_our_kernel_for_sm90_and_counts_it(tmp_path):
     listing = next((tmp_path / "sass").glob("*.ours.sass")).read_text()
     assert "flat_kernel" in listing
     assert "| gae\\|none" in done.stdout
+
+
+def test_smoke_compiles_another_strategy_at_its_default_config(tmp_path):
+    """``--strategy``: the tiled kernel of the smoke cell at its default config, compiled
+    and counted like the flat one, with its tile layouts."""
+    triton = pytest.importorskip("triton")
+    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    if not all((tools / name).exists() for name in ("ptxas", "cuobjdump")):
+        pytest.skip("this Triton has no NVIDIA assembler or disassembler")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "kernel_sass.py"), "--smoke",
+                           "--strategy", "tiled", "--output", str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "kernel_sass.json").read_text())["rows"]
+    assert row["strategy"] == "tiled" and {"BLOCK_N", "BLOCK_T"} <= set(row["params"])
+    assert row["ours"]["LDG"] >= 3 and row["ours"]["layouts"]
+    assert "| tiled BLOCK_N=" in done.stdout
+    bad = subprocess.run([sys.executable, str(BENCHMARKS / "kernel_sass.py"), "--smoke",
+                          "--strategy", "warp9"], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "--strategy: expected one of flat" in bad.stderr
