@@ -81,21 +81,26 @@ def test_capture_refuses_the_interpreter(script, monkeypatch):
         script("kernel_sass").capture(lambda: None)
 
 
-def test_smoke_compiles_our_kernel_for_sm90_and_counts_it(tmp_path):
-    """Outside the interpreter (a process of its own): the flat kernel of a tiny GAE cell
-    at the config asked for is captured at its launch, compiled for sm_90 and
-    disassembled; its counts are those of a real kernel (loads of three inputs, a store,
-    a scan's shuffles)."""
+def _run_smoke(*args: str) -> subprocess.CompletedProcess:
+    """``kernel_sass.py --smoke`` with ``args`` in a process of its own, the interpreter
+    off; skips the test where this Triton cannot assemble or disassemble for NVIDIA."""
     triton = pytest.importorskip("triton")
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     if not all((tools / name).exists() for name in ("ptxas", "cuobjdump")):
         pytest.skip("this Triton has no NVIDIA assembler or disassembler")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "kernel_sass.py"), "--smoke",
-                           "--params", "BLOCK_N=2,num_warps=1,num_stages=1",
-                           "--output", str(tmp_path), "--dump", str(tmp_path / "sass")],
-                          env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run([sys.executable, str(BENCHMARKS / "kernel_sass.py"), "--smoke",
+                           *args], env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_smoke_compiles_our_kernel_for_sm90_and_counts_it(tmp_path):
+    """Outside the interpreter (a process of its own): the flat kernel of a tiny GAE cell
+    at the config asked for is captured at its launch, compiled for sm_90 and
+    disassembled; its counts are those of a real kernel (loads of three inputs, a store,
+    a scan's shuffles)."""
+    done = _run_smoke("--params", "BLOCK_N=2,num_warps=1,num_stages=1",
+                      "--output", str(tmp_path), "--dump", str(tmp_path / "sass"))
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = json.loads((tmp_path / "kernel_sass.json").read_text())["rows"]
     ours = row["ours"]
@@ -114,21 +119,11 @@ def test_smoke_compiles_our_kernel_for_sm90_and_counts_it(tmp_path):
 def test_smoke_compiles_another_strategy_at_its_default_config(tmp_path):
     """``--strategy``: the tiled kernel of the smoke cell at its default config, compiled
     and counted like the flat one, with its tile layouts."""
-    triton = pytest.importorskip("triton")
-    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    if not all((tools / name).exists() for name in ("ptxas", "cuobjdump")):
-        pytest.skip("this Triton has no NVIDIA assembler or disassembler")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "kernel_sass.py"), "--smoke",
-                           "--strategy", "tiled", "--output", str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=900)
+    done = _run_smoke("--strategy", "tiled", "--output", str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = json.loads((tmp_path / "kernel_sass.json").read_text())["rows"]
     assert row["strategy"] == "tiled" and {"BLOCK_N", "BLOCK_T"} <= set(row["params"])
     assert row["ours"]["LDG"] >= 3 and row["ours"]["layouts"]
     assert "| tiled BLOCK_N=" in done.stdout
-    bad = subprocess.run([sys.executable, str(BENCHMARKS / "kernel_sass.py"), "--smoke",
-                          "--strategy", "warp9"], env=env, capture_output=True, text=True,
-                         timeout=300)
+    bad = _run_smoke("--strategy", "warp9")
     assert bad.returncode == 2 and "--strategy: expected one of flat" in bad.stderr
