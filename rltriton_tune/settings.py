@@ -50,9 +50,17 @@ def parse_bool(name: str, text: str) -> bool:
     raise ValueError(f"{name}={text!r} is not a boolean; use 1/0, true/false, yes/no or on/off")
 
 
-def _path(text: str) -> Path | None:
+def _path(name: str, text: str) -> Path | None:
+    """``text`` of variable ``name`` as an absolute path (``~`` expanded), None if empty;
+    ValueError naming the variable where it cannot be made one (``~user`` of an unknown
+    user, a NUL byte)."""
     text = text.strip()
-    return Path(text).expanduser().absolute() if text else None
+    if not text:
+        return None
+    try:
+        return Path(text).expanduser().absolute()
+    except (RuntimeError, OSError, ValueError) as err:
+        raise ValueError(f"{name}={text!r} is not a usable path: {err}") from None
 
 
 def _budget(text: str) -> float:
@@ -95,12 +103,12 @@ class Settings:
         """Read and validate every variable (``environ`` defaults to ``os.environ``)."""
         env = os.environ if environ is None else environ
         return cls(
-            db_dir=_path(env.get(ENV_DB, "")),
-            shipped_dir=_path(env.get(ENV_SHIPPED, "")),
+            db_dir=_path(ENV_DB, env.get(ENV_DB, "")),
+            shipped_dir=_path(ENV_SHIPPED, env.get(ENV_SHIPPED, "")),
             force=env.get(ENV_FORCE, "").strip(),
             online=parse_bool(ENV_ONLINE, env.get(ENV_ONLINE, "")),
             online_budget_s=_budget(env.get(ENV_ONLINE_BUDGET, "")),
-            record_path=_path(env.get(ENV_RECORD, "")),
+            record_path=_path(ENV_RECORD, env.get(ENV_RECORD, "")),
             log_decisions=_log(env.get(ENV_LOG, "")),
             siblings=parse_bool(ENV_SIBLINGS, env.get(ENV_SIBLINGS, "1")),
         )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,6 +48,9 @@ def test_relative_db_path_is_resolved_when_read(tmp_path, monkeypatch):
     ("RLTRITON_TUNE_ONLINE_BUDGET", "-1", "positive"),
     ("RLTRITON_TUNE_LOG", "loud", "expected 'debug'"),
     ("RLTRITON_TUNE_SIBLINGS", "sometimes", "not a boolean"),
+    # ~user of a user this machine does not have
+    ("RLTRITON_TUNE_DB", "~no-such-user-rltriton/db", "not a usable path"),
+    ("RLTRITON_TUNE_RECORD", "~no-such-user-rltriton/calls.json", "not a usable path"),
 ])
 def test_bad_values_name_the_variable(name, value, match):
     with pytest.raises(ValueError, match=f"{name}.*{match}"):
@@ -78,3 +84,20 @@ def test_the_profile_folder_follows_the_settings(tmp_path, monkeypatch):
 def test_sibling_profiles_are_on_unless_turned_off():
     assert Settings.from_environ({}).siblings
     assert not Settings.from_environ({"RLTRITON_TUNE_SIBLINGS": "off"}).siblings
+
+
+def test_an_unusable_path_fails_the_calls_not_the_import(tmp_path):
+    """The package imports with any environment; its calls then raise the variable's
+    error (a training script sees it at its first call, not as an import crash)."""
+    code = ("import torch, rltriton_tune\n"
+            "try:\n"
+            "    rltriton_tune.compute_gae(torch.ones(2, 3), torch.ones(2, 3), torch.zeros(2, 3))\n"
+            "except ValueError as err:\n"
+            "    print('raised', err)\n")
+    env = {**os.environ, "RLTRITON_TUNE_RECORD": "~no-such-user-rltriton/calls.json",
+           "RLTRITON_TUNE_DB": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "raised RLTRITON_TUNE_RECORD='~no-such-user-rltriton/calls.json' is not a usable " \
+           "path" in done.stdout
