@@ -88,16 +88,23 @@ def entry(n: int = 8, t: int = 8, params: dict | None = None, time_us: float = 5
 
 @pytest.mark.parametrize("storage", ["victim", "", "bogus://x", "sqlite:////nonexistent/dir/x.db",
                                      "sqlite-victim", "folder", "under-a-file",
-                                     "postgresql://nobody@127.0.0.1:1/db", "damaged-journal"])
+                                     "postgresql://nobody@127.0.0.1:1/db", "damaged-journal",
+                                     "unknown-op-journal", "bad-field-journal"])
 def test_bad_storage_is_refused_before_anything_is_written(storage, tmp_path, capsys):
     victim = tmp_path / "victim.txt"
     victim.write_text("hello\n")
-    damaged = tmp_path / "damaged.journal"
-    damaged.write_text('{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}'
-                       "\ngarbage{\n")
+    study = '{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}\n'
+    journals = {"damaged-journal": study + "garbage{\n",
+                # an operation of another Optuna version, a field of the wrong type
+                "unknown-op-journal": study + '{"op_code": 99, "worker_id": "w"}\n',
+                "bad-field-journal": study + '{"op_code": 4, "worker_id": "w", "study_id": 0, '
+                                             '"datetime_start": 5}\n'}
     url = {"victim": str(victim), "sqlite-victim": f"sqlite:///{victim}",
-           "folder": str(tmp_path), "under-a-file": str(victim / "x.journal"),
-           "damaged-journal": str(damaged)}.get(storage, storage)
+           "folder": str(tmp_path), "under-a-file": str(victim / "x.journal")}.get(storage,
+                                                                                   storage)
+    if storage in journals:
+        url = str(tmp_path / f"{storage}.journal")
+        Path(url).write_text(journals[storage])
     code, out, err = run(capsys, *TUNE, "--storage", url)
     assert code == 1
     assert "--storage" in one_error_line(err)

@@ -129,6 +129,54 @@ def test_export_dash_to_a_failing_or_closed_stdout_is_one_error_line(monkeypatch
     assert code == 1 and "export: standard output is closed" in err
 
 
+def test_import_dash_from_a_closed_stdin_is_one_error_line(monkeypatch, capsys):
+    """`import - <&-`: one line, not a traceback."""
+    monkeypatch.setattr(sys, "stdin", None)
+    code, _, err = run(capsys, "import", "-")
+    assert code == 1 and "import: standard input is closed" in err
+
+
+def test_export_and_import_report_a_file_name_stdout_cannot_encode(tmp_path, monkeypatch,
+                                                                    capsys):
+    """A file name of bytes that are not UTF-8 (kept by Python as lone surrogates) is
+    written and read, and the report shows it escaped: it does not fail after the work
+    is done."""
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.tuning_db import Entry, device_fingerprint, record
+
+    record(device_fingerprint("cpu"), [Entry(ProblemKey("gae", 8, 16), "torch",
+                                             {"mode": "loop"}, 3.0)])
+    strict = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    monkeypatch.setattr(sys, "stdout", strict)
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/caf\xe9.json")
+    assert main(["export", "--force", name]) == 0
+    assert main(["import", name]) == 0
+    strict.flush()
+    shown = strict.buffer.getvalue().decode()
+    assert "exported 1 entries to" in shown and "caf\\udce9.json" in shown
+    assert "imported 0 entries from" in shown
+
+
+def test_an_export_past_the_profile_size_limit_is_refused(tmp_path, capsys):
+    """Entries too large for a profile file are kept in memory (with a warning), and an
+    export of them, which no reader would take, is refused in one line: nothing is
+    written."""
+    from rltriton_tune.call import ProblemKey
+    from rltriton_tune.tuning_db import Entry, device_fingerprint, record
+    from rltriton_tune.tuning_db.schema import MAX_PROFILE_BYTES
+
+    big = Entry(ProblemKey("gae", 8, 16), "torch", {"mode": "loop"}, 3.0,
+                extra={"notes": "x" * MAX_PROFILE_BYTES})
+    with pytest.warns(RuntimeWarning, match="too large"):
+        assert record(device_fingerprint("cpu"), [big]) is None
+    dest = tmp_path / "out.json"
+    for target in (str(dest), "-"):
+        code, out, err = run(capsys, "export", "--force", target)
+        assert code == 1 and "export: too large" in err and "not written" in err, err
+        assert out == ""
+    assert not dest.exists()
+
+
 def test_tune_stopped_by_max_seconds_records_nothing_partial_and_resumes(capsys):
     argv = ["tune", "--algorithms", "gae,discounted_returns", "--device", "cpu",
             "--no-progress", "--shapes", "8x8", "--trials", "3"]

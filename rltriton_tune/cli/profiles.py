@@ -97,15 +97,19 @@ def _sibling_note(fp: dict[str, Any]) -> list[str]:
 def cmd_export(args) -> int:
     from rltriton_tune.tuning_db import (
         ExportError,
+        ProfileError,
         check_export_destination,
         export_profiles,
         export_text,
     )
 
     if args.file == "-":
-        text, count = export_text()
         if sys.stdout is None:
             raise CLIError("export: standard output is closed")
+        try:
+            text, count = export_text()
+        except ProfileError as exc:  # more than a profile may hold
+            raise CLIError(f"export: {exc.reason}") from None
         try:
             sys.stdout.flush()
             sys.stdout.buffer.write(text.encode("utf-8"))  # UTF-8 whatever the locale
@@ -123,10 +127,13 @@ def cmd_export(args) -> int:
             print(f"{PROG}: export: {args.file} left as it was", file=sys.stderr)
             return 1
         count = export_profiles(args.file, overwrite=True)
+    except ProfileError as exc:  # more than a profile may hold: nothing written
+        raise CLIError(f"export: {exc.reason}") from None
     except (ExportError, OSError) as exc:
         raise CLIError(f"export: {exc.strerror or exc}" if not isinstance(exc, ExportError)
                        else f"export: {exc}") from None
-    print(f"exported {count} entries to {args.file}")
+    # The name as given may not be encodable on stdout (bytes that are not UTF-8).
+    print(f"exported {count} entries to {cell(args.file, 300)}")
     return 0
 
 
@@ -136,7 +143,9 @@ def cmd_import(args) -> int:
     from rltriton_tune.tuning_db.store import read_profiles
 
     stdin = args.file == "-"
-    source = "standard input" if stdin else args.file
+    source = "standard input" if stdin else cell(args.file, 300)
+    if stdin and sys.stdin is None:
+        raise CLIError("import: standard input is closed")
     try:
         if stdin:
             profiles = profiles_from_text(sys.stdin.buffer.read(MAX_PROFILE_BYTES + 1), source)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rltriton_tune.cli.args import PRESETS, PROG, CLIError, keys_of, resolve_device
-from rltriton_tune.cli.output import params_text, speedup, table, time_header
+from rltriton_tune.cli.output import cell, params_text, speedup, table, time_header
 from rltriton_tune.cli.userdb import missing_keys, save_unsaved, writable_db
 from rltriton_tune.tune.baselines import COMPILE, COMPILE_DOUBLING, best_compile
 from rltriton_tune.tune.keys import coverage_order
@@ -223,11 +223,19 @@ def _against_later_siblings(key: Any, space: Any, study: Any, result: Any, devic
 
 
 def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
+    import filelock
+
     from rltriton_tune.dispatch.decide import usable_strategies
     from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.borrowing import factors, measure
-    from rltriton_tune.tuning_db import fingerprint_id, load_profiles, user_dir
-    from rltriton_tune.tuning_db.store import record_borrowing
+    from rltriton_tune.tuning_db import (
+        DB_ENV,
+        ProfileError,
+        fingerprint_id,
+        load_profiles,
+        user_dir,
+    )
+    from rltriton_tune.tuning_db.store import record_borrowing, write_atomic
 
     fp = device_fingerprint(device)
     profiles = load_profiles(fp)  # this GPU's own entries: the factors are for its profile
@@ -243,14 +251,24 @@ def _measure_borrowing(device: Any, algorithms: list[str]) -> int:
         print(f"{PROG}: no pair of entries to compare on {device}", file=sys.stderr)
         return 1
     found = factors(rows)
-    evidence = user_dir() / f"borrowing-{fingerprint_id(fp)}.jsonl"
-    evidence.parent.mkdir(parents=True, exist_ok=True)
-    evidence.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # The factors are printed first: a profile or folder that refuses the write does
+    # not lose the measurement.
     print(table(["dimension", "pairs", "mean slowdown"],
                  [[d, str(sum(r["dimension"] == d for r in rows)), f"{f:.3f}x"]
                   for d, f in found.items()]))
-    path = record_borrowing(fp, found)
-    print(f"stored in {path}; the pairs measured are in {evidence}")
+    evidence = user_dir() / f"borrowing-{fingerprint_id(fp)}.jsonl"
+    try:
+        evidence.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(evidence, "".join(json.dumps(r) + "\n" for r in rows))
+        path = record_borrowing(fp, found)
+    except ProfileError as exc:  # a newer schema's profile in the way, or one too large
+        raise CLIError(f"tune --borrowing: cannot store the factors above: "
+                       f"{cell(exc.path, 300)}: {exc.reason}") from None
+    except (OSError, filelock.Timeout) as exc:
+        raise CLIError(f"tune --borrowing: cannot store the factors above in "
+                       f"{cell(evidence.parent, 300)}: {getattr(exc, 'strerror', None) or exc}"
+                       f"; set {DB_ENV} to a writable folder") from None
+    print(f"stored in {cell(path, 300)}; the pairs measured are in {cell(evidence, 300)}")
     return 0
 
 

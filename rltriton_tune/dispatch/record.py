@@ -10,8 +10,11 @@ launcher, so keys that hit the database pay nothing and recorded ones one
 increment a call. Counts are merged into FILE (summed with what is there, under
 a file lock, written atomically) every :data:`FLUSH_EVERY_S` seconds by a daemon
 thread, so a run stopped without its exit handlers (SIGTERM, SIGKILL: how clusters
-preempt) loses at most that much; at exit; and, in a ``multiprocessing`` child,
-which ends without the exit handlers, when the child's work returns. The file
+preempt) loses at most that much; at exit (after a flush already under way, which
+the exit would otherwise cut short); and, in a ``multiprocessing`` child, which ends
+without the exit handlers, when the child's work returns and every
+:data:`CHILD_FLUSH_EVERY_S` seconds (a pool's workers are terminated, not returned
+from, when its ``with`` block ends). The file
 holds at most :data:`MAX_KEYS` keys; the least-called are dropped beyond that. A
 forked child starts counting from zero, so nothing is counted twice. A path that
 exists and is not a regular file (a FIFO, device or folder) is never opened:
@@ -38,6 +41,10 @@ MAX_KEYS = 4096
 #: Largest record file read (MAX_KEYS rows take about 1 MiB).
 MAX_BYTES = 16 << 20
 FLUSH_EVERY_S = 30.0
+#: The flush interval in a ``multiprocessing`` child: a ``Pool`` used as a context manager
+#: terminates its workers (SIGTERM, no exit handlers) when its block ends. A flush with
+#: nothing new to write does no I/O.
+CHILD_FLUSH_EVERY_S = 2.0
 
 
 class RecordError(ValueError):
@@ -59,6 +66,10 @@ class Recorder:
         #: calls already merged into the file]. Only the calls write the count; a flush
         #: (the flusher thread's too) moves the merged mark, so no call is lost to it.
         self.counts: dict[tuple[str, str], list] = {}
+        #: Held through a whole flush, so that one (the exit's) waits for another (the
+        #: flusher thread's) to finish writing instead of finding nothing pending and
+        #: letting the process end in the middle of the write.
+        self.flushing = threading.Lock()
         self.warned = False
         #: Set when the path is not a regular file: nothing is counted or written any more.
         self.refused = False
@@ -94,15 +105,18 @@ class Recorder:
         when its work returns (it ends with ``os._exit``, past the exit handlers). Done on
         first use in each process: a child's start-up clears the finalizers registered
         before it."""
+        import multiprocessing
         from multiprocessing import util
 
         self.armed = True
         util.Finalize(None, self.flush, exitpriority=10)
-        threading.Thread(target=self._flush_every, args=(self.closed,),
+        every = FLUSH_EVERY_S if multiprocessing.parent_process() is None \
+            else CHILD_FLUSH_EVERY_S
+        threading.Thread(target=self._flush_every, args=(self.closed, every),
                          name="rltriton-tune-record", daemon=True).start()
 
-    def _flush_every(self, closed: threading.Event) -> None:
-        while not closed.wait(FLUSH_EVERY_S) and not self.refused:
+    def _flush_every(self, closed: threading.Event, every: float) -> None:
+        while not closed.wait(every) and not self.refused:
             self.flush()
 
     def close(self) -> None:
@@ -112,6 +126,7 @@ class Recorder:
 
     def after_fork_in_child(self) -> None:
         self.lock = threading.Lock()
+        self.flushing = threading.Lock()
         self.closed = threading.Event()
         self.armed = False
         for cell in self.counts.values():
@@ -119,6 +134,10 @@ class Recorder:
 
     def flush(self) -> None:
         """Merge the counts into the file; on failure warn once and keep counting."""
+        with self.flushing:
+            self._flush()
+
+    def _flush(self) -> None:
         with self.lock:
             pending, origins = {}, {}
             for k, cell in self.counts.items():

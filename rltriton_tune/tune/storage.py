@@ -124,7 +124,9 @@ def journal_storage(path: Path | str) -> JournalStorage:
         return JournalStorage(backend)
     except OSError as err:
         raise StorageError(f"cannot open study journal {path}: {err.strerror or err}") from None
-    except (ValueError, KeyError) as err:  # a journal whose later lines are damaged
+    except (ValueError, KeyError, TypeError, AssertionError) as err:
+        # A journal whose later lines are damaged, or hold operations of another Optuna
+        # version (an unknown op code fails Optuna's own assertion while it replays).
         raise StorageError(f"study journal {path} is damaged ({type(err).__name__}: "
                            f"{_first_line(err)})") from None
 

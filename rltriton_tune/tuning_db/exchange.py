@@ -16,7 +16,7 @@ from rltriton_tune.tuning_db.schema import (
     ProfileError,
     UnsupportedVersion,
     bundle_to_json,
-    dumps,
+    sized_dumps,
 )
 from rltriton_tune.tuning_db.store import WriteError, read_profiles, record, write_atomic
 
@@ -80,7 +80,7 @@ def export_text(fp: dict[str, Any] | None = None) -> tuple[str, int]:
         document = profiles[0].to_json()
     else:
         document = bundle_to_json(profiles)
-    return dumps(document), sum(len(p.entries) for p in profiles)
+    return sized_dumps(document), sum(len(p.entries) for p in profiles)
 
 
 def import_profiles(src: Path, directory: Path | None = None) -> int:

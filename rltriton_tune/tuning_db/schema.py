@@ -65,6 +65,11 @@ class UnsupportedVersion(ProfileError):
     """A profile written for a newer schema major version: readable by a newer package only."""
 
 
+class TooLarge(ProfileError):
+    """A profile text over :data:`MAX_PROFILE_BYTES`: never written, since no reader would
+    take it (see :func:`sized_dumps`)."""
+
+
 def utc_now() -> str:
     """The current time as ISO-8601 UTC with second resolution, e.g. ``2026-11-30T01:02:03Z``."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -201,6 +206,18 @@ class Profile:
 def dumps(document: dict[str, Any]) -> str:
     """Human-readable, diffable JSON text (rejects NaN/infinity, which JSON lacks)."""
     return json.dumps(document, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def sized_dumps(document: dict[str, Any], path: Path | str | None = None) -> str:
+    """:func:`dumps` of a document to be written as a profile file or bundle; raises
+    :class:`TooLarge` where the text exceeds :data:`MAX_PROFILE_BYTES`, which every reader
+    refuses (a profile written past it would be unusable, and moved aside by the next
+    write)."""
+    text = dumps(document)
+    size = len(text.encode("utf-8"))
+    if size > MAX_PROFILE_BYTES:
+        raise TooLarge(f"{too_large(size)}; not written", path)
+    return text
 
 
 def profiles_from_text(text: str | bytes, path: Path | str | None = None) -> list[Profile]:

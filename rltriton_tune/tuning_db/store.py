@@ -33,10 +33,12 @@ from rltriton_tune.tuning_db.schema import (
     Entry,
     Profile,
     ProfileError,
+    TooLarge,
     UnsupportedVersion,
     canonical_fingerprint,
     dumps,
     profiles_from_text,
+    sized_dumps,
     too_large,
     utc_now,
 )
@@ -94,8 +96,10 @@ def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so that a crash at any moment leaves the old or the
     new content: temp file in the same folder, fsync, rename, fsync of the folder. A file
     replaced keeps its permission bits; a new one is readable by all, writable by its
-    owner."""
+    owner. A symbolic link is written through: its target is replaced, the link kept."""
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
@@ -136,12 +140,13 @@ def record(fp: dict[str, Any], entries: Iterable[Entry], directory: Path | None 
     ``replace``: an entry replaces the stored one of its key (the caller compared
     them); when False, keys already stored keep their entry (see :func:`merge_entries`).
     Entries without a date get the current time. If the folder cannot be written
-    (read-only, uncreatable, lock timeout, or a profile of a newer schema is in
-    the way), the entries are kept in this process's memory, where
-    ``load_profiles`` still finds them, one warning is issued per folder, and
-    ``None`` is returned (as it is for no entries); with ``keep_in_memory=False``
-    :class:`WriteError` is raised instead and nothing is kept. Bad entries raise
-    :class:`ProfileError` (or ``TypeError`` for non-entries) before any I/O.
+    (read-only, uncreatable, lock timeout, a profile of a newer schema in the way, or
+    a profile that would exceed the size readers take), the entries are kept in this
+    process's memory, where ``load_profiles`` still finds them, one warning is issued
+    per folder, and ``None`` is returned (as it is for no entries); with
+    ``keep_in_memory=False`` :class:`WriteError` is raised instead and nothing is kept.
+    Bad entries raise :class:`ProfileError` (or ``TypeError`` for non-entries) before
+    any I/O.
     """
     canonical_fingerprint(fp)
     canonical = identity_text(fp)
@@ -153,7 +158,7 @@ def record(fp: dict[str, Any], entries: Iterable[Entry], directory: Path | None 
     pending = state.overlay_take(canonical, path)  # earlier unwritten entries: retry them
     try:
         _merge_into(path, fp, pending, fresh, replace)
-    except (OSError, filelock.Timeout, UnsupportedVersion) as err:
+    except (OSError, filelock.Timeout, UnsupportedVersion, TooLarge) as err:
         state.overlay_add(canonical, pending, path)
         reason = err.reason if isinstance(err, ProfileError) else (
             f"{type(err).__name__}: {err.strerror or err}" if isinstance(err, OSError)
@@ -254,8 +259,8 @@ def _merge_into(path: Path, fp: dict[str, Any], pending: list[Entry], incoming: 
                 stale.unlink()
         current = _on_disk(path, fp)
         merged = merge_entries(merge_entries(current.entries, pending), incoming, replace)
-        write_atomic(path, dumps(Profile(fp, merged, borrowing=current.borrowing,
-                                         extra=current.extra).to_json()))
+        write_atomic(path, sized_dumps(Profile(fp, merged, borrowing=current.borrowing,
+                                               extra=current.extra).to_json(), path))
 
 
 def record_borrowing(fp: dict[str, Any], factors: dict[str, float],
@@ -268,8 +273,9 @@ def record_borrowing(fp: dict[str, Any], factors: dict[str, float],
     try:
         with filelock.FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
             current = _on_disk(path, fp)
-            write_atomic(path, dumps(Profile(fp, current.entries, borrowing=dict(factors),
-                                             extra=current.extra).to_json()))
+            write_atomic(path, sized_dumps(Profile(
+                fp, current.entries, borrowing=dict(factors), extra=current.extra).to_json(),
+                path))
     finally:
         state.invalidate_cache()
     return path

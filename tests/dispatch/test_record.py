@@ -239,6 +239,49 @@ def test_a_multiprocessing_child_flushes_when_its_work_returns(recording):
     assert _calls_recorded(recording) == 21
 
 
+def _calls_then_linger(n: int) -> int:
+    _calls_in_child(n)
+    time.sleep(0.5)  # the pool's work is done; its block is about to end
+    return n
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_pools_workers_flush_before_its_block_terminates_them(recording, monkeypatch):
+    """A ``Pool`` used as a context manager terminates its workers (SIGTERM: no exit
+    handler, no finalizer) when its block ends: a child's flusher thread merges its
+    counts every CHILD_FLUSH_EVERY_S (shortened here) before that."""
+    monkeypatch.setattr(record, "CHILD_FLUSH_EVERY_S", 0.05)
+    with mp.get_context("fork").Pool(2) as pool:
+        assert pool.map(_calls_then_linger, [10, 10]) == [10, 10]
+    assert _calls_recorded(recording) == 20
+
+
+def test_the_exit_flush_waits_for_a_flush_under_way(recording, monkeypatch):
+    """A flush that finds the flusher thread's write under way waits for it, instead of
+    returning at once (nothing left to merge) and letting the process end mid-write."""
+    real, started, release = record.merge_into, threading.Event(), threading.Event()
+
+    def slow(*args, **kwargs):
+        started.set()
+        release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(record, "merge_into", slow)
+    for _ in range(5):
+        gae(4, 9)
+    writer = threading.Thread(target=STATE.recorder.flush)
+    writer.start()
+    assert started.wait(10)
+    exiting = threading.Thread(target=STATE.recorder.flush)
+    exiting.start()
+    exiting.join(0.2)
+    assert exiting.is_alive()  # waits for the write under way
+    release.set()
+    exiting.join(10)
+    writer.join(10)
+    assert _calls_recorded(recording) == 5
+
+
 def test_a_killed_writers_temp_files_are_cleared(recording):
     stale = recording.parent / f".{recording.name}.abc123.tmp"
     stale.write_text("partial")

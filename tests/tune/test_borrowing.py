@@ -72,6 +72,22 @@ def test_cli_borrowing_stores_factors(tmp_path):
     assert load_profiles(CPU).borrowing
 
 
+def test_cli_borrowing_that_cannot_store_is_one_error_line_after_the_factors(capsys):
+    """A folder that refuses the write (here a folder stands where the evidence file goes)
+    ends the command in one error line, after the factors measured are printed."""
+    from rltriton_tune.cli import main
+    from rltriton_tune.tuning_db import fingerprint_id, user_dir
+
+    record(CPU, entries())
+    (user_dir() / f"borrowing-{fingerprint_id(CPU)}.jsonl").mkdir()
+    code = main(["tune", "--device", "cpu", "--borrowing", "--algorithms", "gae"])
+    out, err = capsys.readouterr()
+    assert code == 1 and "mean slowdown" in out
+    assert err.count("\n") == 1 and "tune --borrowing: cannot store the factors above" in err
+    dispatch.reset()
+    assert not load_profiles(CPU).borrowing
+
+
 def test_a_shape_pair_times_the_config_dispatch_would_borrow(monkeypatch):
     """Across shapes dispatch takes the neighbour's off-grid config where it serves (at
     steps that fill part of their span: 20 of 32), else its own: the measured pair times

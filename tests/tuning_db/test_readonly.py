@@ -79,3 +79,42 @@ def test_failing_rename_keeps_entries_in_memory_and_retries_later(tmp_path, monk
     assert record(H200, [entry(n=16)]) == profile_path(H200)
     assert len(read_profile(profile_path(H200)).entries) == 4
     assert load_profiles(H200).in_memory == set()
+
+
+def test_a_profile_past_the_readers_limit_is_not_written(tmp_path, monkeypatch):
+    """A write that would take the profile past the size every reader refuses keeps the
+    new entries in memory, with one warning, and leaves the file as it was (written, it
+    would be unusable and moved aside by the next write). The limit is lowered here."""
+    from rltriton_tune.tuning_db import schema
+
+    user = tmp_path / "user"
+    monkeypatch.setenv("RLTRITON_TUNE_DB", str(user))
+    _reset_runtime()
+    record(H200, [entry(n=1)])
+    before = profile_path(H200).read_bytes()
+    monkeypatch.setattr(schema, "MAX_PROFILE_BYTES", len(before) + 100)
+    results, loaded, found = _record_twice_and_load()
+    assert results == [None, None]
+    assert len(found) == 1 and "too large" in str(found[0].message), found
+    assert loaded.in_memory == {KEY_A, KEY_B}
+    assert profile_path(H200).read_bytes() == before
+    assert [p.name for p in user.iterdir() if ".bad-" in p.name] == []
+
+
+def test_a_symlinked_profile_is_written_through(tmp_path, monkeypatch):
+    """A profile that is a symbolic link (to a file kept elsewhere) stays a link: the
+    write replaces its target."""
+    user = tmp_path / "user"
+    elsewhere = tmp_path / "dotfiles"
+    monkeypatch.setenv("RLTRITON_TUNE_DB", str(elsewhere))
+    _reset_runtime()
+    record(H200, [entry(n=1)])
+    target = profile_path(H200)
+    user.mkdir()
+    link = user / target.name
+    link.symlink_to(target)
+    monkeypatch.setenv("RLTRITON_TUNE_DB", str(user))
+    _reset_runtime()
+    assert record(H200, [entry(n=8)]) == link
+    assert link.is_symlink() and os.path.realpath(link) == str(target)
+    assert set(read_profile(target).entries) == {"gae|none|float32|env|N=1|T=32", KEY_B}
