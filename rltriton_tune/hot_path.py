@@ -10,10 +10,11 @@ layout, the boundary of episodic prefix sums), one flat function that makes exac
 the checks the general path would make for that pattern and hands the inputs to the
 memoised launcher. A launcher of one Triton kernel offers its whole launch as one
 function of the inputs (``bind``: ``kernels.launch.FastLaunch.bind``), bound once per
-memo key, which makes no ``Call``; any other launcher (the torch implementations, a
-strategy of several kernels, the workload recorder's counting wrapper), and a bound
-launch that declines a call, gets a ``Call`` (so recording, failed configs and the
-fallback chain stay the dispatcher's).
+memo key, which makes no ``Call`` (the workload recorder's counting wrapper offers the
+bound launch of the launcher it wraps, counting its launches); any other launcher (the
+torch implementations, a strategy of several kernels), and a bound launch that
+declines a call, gets a ``Call`` (so failed configs and the fallback chain stay the
+dispatcher's).
 
 Anything else returns None and the call takes the general path, which gives the
 errors, copies non-contiguous inputs, flattens ``[*B, T]`` shapes, converts

@@ -6,8 +6,9 @@ exactly the recorded keys, most-called first, and the next run finds them.
 
 A key is recorded when its decision did not come from its own profile entry
 (borrowed, rules, fallback). Its calls are counted by a thin wrapper around its
-launcher, so keys that hit the database pay nothing and recorded ones one
-increment a call. Counts are merged into FILE (summed with what is there, under
+launcher (and around the launcher's bound launch, which the usual call's fast path
+takes), so keys that hit the database pay nothing and recorded ones one increment a
+call. Counts are merged into FILE (summed with what is there, under
 a file lock, written atomically) every :data:`FLUSH_EVERY_S` seconds by a daemon
 thread, so a run stopped without its exit handlers (SIGTERM, SIGKILL: how clusters
 preempt) loses at most that much; at exit (after a flush already under way, which
@@ -96,6 +97,28 @@ class Recorder:
                 self._arm()
             return launcher(call)
 
+        bind = getattr(launcher, "bind", None)
+        if bind is not None:
+            # The usual call's fast path launches through the launcher's bound launch
+            # (``hot_path``), not through the launcher: count those launches too, so that
+            # recording keeps that path. A bound launch that declines returns None, and the
+            # call then goes through ``counted``: counted once either way.
+            def counted_bind(*args: Any, **kwargs: Any) -> Callable[..., Any] | None:
+                go = bind(*args, **kwargs)
+                if not go:
+                    return go
+
+                def counted_go(*inputs: Any) -> Any:
+                    out = go(*inputs)
+                    if out is not None:
+                        cell[0] += 1
+                        if not self.armed:
+                            self._arm()
+                    return out
+
+                return counted_go
+
+            counted.bind = counted_bind  # type: ignore[attr-defined]
         if not self.armed:
             self._arm()
         return counted

@@ -282,6 +282,46 @@ def test_the_exit_flush_waits_for_a_flush_under_way(recording, monkeypatch):
     assert _calls_recorded(recording) == 5
 
 
+def test_the_counting_wrapper_keeps_the_bound_launch_and_counts_it(tmp_path):
+    """A launcher's bound launch (the usual call's fast path on a GPU) stays offered
+    through the recorder's wrapper, counting the launches it makes; one it declines (None)
+    is counted when the call then goes through the launcher, so once either way. A
+    launcher without one gets a wrapper without one."""
+    recorder = record.Recorder(tmp_path / "calls.json")
+    key, fp = ProblemKey("gae", 4, 9), {"device": "test"}
+
+    def launcher(call):
+        return "launched"
+
+    launcher.bind = lambda *args: (lambda serve: "bound" if serve else None)
+    try:
+        wrapped = recorder.wrap(launcher, key, fp, "rules")  # the call that missed: 1
+        go = wrapped.bind("names", "scalars", "like", True)
+        assert go(True) == "bound"  # 2
+        assert go(False) is None and wrapped(object()) == "launched"  # declined, then 3
+        cell = recorder.counts[(key.as_text(), json.dumps(fp, sort_keys=True))]
+        assert cell[0] == 3
+        launcher.bind = lambda *args: None  # offers none for these arguments
+        assert recorder.wrap(launcher, key, fp, "rules").bind("n", "s", "l", True) is None
+        assert not hasattr(recorder.wrap(lambda call: None, key, fp, "rules"), "bind")
+    finally:
+        recorder.close()
+
+
+@pytest.mark.gpu
+def test_a_recorded_key_keeps_the_bound_launch_on_a_gpu(recording):
+    """On a GPU a recorded key's calls still take the fast path's bound launch (the
+    recorder counts through it), and every call is counted."""
+    inputs = (torch.randn(37, 23, device="cuda"), torch.randn(37, 23, device="cuda"),
+              torch.zeros(37, 23, device="cuda"))
+    for _ in range(5):
+        R.compute_gae(*inputs)
+    torch.cuda.synchronize()
+    assert any(callable(go) for go in STATE.bound.values())
+    STATE.recorder.flush()
+    assert _calls_recorded(recording) == 5
+
+
 def test_a_killed_writers_temp_files_are_cleared(recording):
     stale = recording.parent / f".{recording.name}.abc123.tmp"
     stale.write_text("partial")
