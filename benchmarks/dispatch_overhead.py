@@ -13,7 +13,11 @@ numbers taken in the same seconds:
   dispatch, output allocation, argument packing, launch);
 * ``empty_triton``: launching a Triton kernel that does nothing (the launch floor);
 * ``torch_add``: ``torch.add`` of two small tensors (PyTorch's own dispatch floor);
-* ``graph_replay`` (CUDA): replaying a CUDA graph holding one public call.
+* ``graph_replay`` (CUDA): replaying a CUDA graph holding one public call;
+* ``recorded`` and ``unrecorded``: the public call with workload recording on
+  (``RLTRITON_TUNE_RECORD``, to a temporary file) and off, round by round in turn (each
+  switch resets dispatch and memoises the decision again): what recording costs a call
+  whose key missed the database (the cases' keys are borrowed, so recorded).
 
 and, to show where the public call's time goes, its stages alone (each also per call):
 
@@ -143,6 +147,38 @@ def graph_replay(fn: Callable[[], object], device: torch.device) -> Callable[[],
     return graph.replay
 
 
+def recording_cost(function: Callable[..., Any], kwargs: dict[str, Any], device: torch.device,
+                   reps: int, rounds: int) -> dict[str, float]:
+    """``recorded_us`` and ``unrecorded_us``: the public call's host time with workload
+    recording on (to a temporary file) and off, medians over ``rounds`` in which the two
+    take turns; dispatch is reset at each switch and the environment restored after."""
+    import tempfile
+
+    from rltriton_tune import dispatch
+    from rltriton_tune.settings import ENV_RECORD
+
+    saved = os.environ.get(ENV_RECORD)
+    samples: dict[str, list[float]] = {"recorded_us": [], "unrecorded_us": []}
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            for r in range(rounds):
+                for name in (("recorded_us", "unrecorded_us") if r % 2 == 0
+                             else ("unrecorded_us", "recorded_us")):
+                    if name == "recorded_us":
+                        os.environ[ENV_RECORD] = os.path.join(folder, "calls.json")
+                    else:
+                        os.environ.pop(ENV_RECORD, None)
+                    dispatch.reset()
+                    samples[name].append(host_us(lambda: function(**kwargs), device, reps, 1))
+        finally:
+            if saved is None:
+                os.environ.pop(ENV_RECORD, None)
+            else:
+                os.environ[ENV_RECORD] = saved
+            dispatch.reset()  # flushes the recorder into the folder before it goes
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
 def stages(algorithm: str, kwargs: dict[str, Any], device: torch.device, reps: int,
            rounds: int, together: dict[str, Callable[[], object]] | None = None
            ) -> dict[str, float]:
@@ -235,6 +271,7 @@ def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
         together["graph_replay_us"] = graph_replay(lambda: function(**kwargs), device)
     row.update(stages(algorithm, kwargs, device, reps, rounds, together))
     row["over_floor_us"] = row["public_us"] - row["empty_triton_us"]
+    row.update(recording_cost(function, kwargs, device, reps, rounds))
     row["within_budget"] = row["over_floor_us"] <= BUDGET_OVER_FLOOR_US
     return row
 
@@ -286,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     (output / "dispatch_overhead.json").write_text(json.dumps(result, indent=1) + "\n")
     cols = ("public_us", "validate_us", "dispatch_us", "fast_path_us", "launcher_us", "pack_us",
             "launch_us", "bound_us", "empty_triton_us", "torch_add_us", "graph_replay_us",
-            "over_floor_us")
+            "over_floor_us", "recorded_us", "unrecorded_us")
     print(f"{'case':<44}" + "".join(f"{c[:-3]:>14}" for c in cols))
     for r in result["rows"]:
         print(f"{r['case']:<44}" + "".join(

@@ -4,6 +4,7 @@ and both floors in one process, in turn, and writes them."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -18,6 +19,8 @@ def test_smoke_writes_public_call_and_floors(script, tmp_path):
         assert r["over_floor_us"] == pytest.approx(r["public_us"] - r["empty_triton_us"])
         assert r["strategy"] and r["source"]
         assert r["validate_us"] > 0 and r["dispatch_us"] > 0 and r["launcher_us"] > 0
+        assert r["recorded_us"] > 0 and r["unrecorded_us"] > 0
+    assert "RLTRITON_TUNE_RECORD" not in os.environ  # restored after the recorded rounds
     fallback, retrace, forced = report["rows"]
     # Every case's usual call takes the fast path, Retrace's too.
     assert all(r["fast_path_us"] > 0 for r in (fallback, retrace, forced))
