@@ -320,6 +320,9 @@ STAGES = (("validate_us", "validation"), ("dispatch_us", "dispatch"),
           ("fast_path_us", "fast path"), ("launcher_us", "launcher"),
           ("pack_us", "launcher: packing"), ("launch_us", "launcher: launch"),
           ("bound_us", "bound launch"))
+#: The public call with workload recording off and on, timed in turn, where a report has
+#: them: (field, column).
+RECORDING = (("unrecorded_us", "recording off"), ("recorded_us", "recording on"))
 #: How a one-kernel launcher launched (``direct_launch``): Triton's compiled launcher
 #: called directly, or its generic path (argument binding included).
 LAUNCH_PATHS = {True: "direct", False: "generic"}
@@ -327,9 +330,10 @@ LAUNCH_PATHS = {True: "direct", False: "generic"}
 
 def overhead_lines(report: dict[str, Any]) -> list[str]:
     stages = [(f, name) for f, name in STAGES if any(f in r for r in report["rows"])]
-    lines = ["| call | strategy | public call | " + "".join(f"{n} | " for _, n in stages)
-             + "empty Triton launch | torch.add | public - empty launch |",
-             "|---|---|---:|" + "---:|" * len(stages) + "---:|---:|---:|"]
+    recording = [(f, name) for f, name in RECORDING if any(f in r for r in report["rows"])]
+    heads = ["call", "strategy", "public call", *(n for _, n in stages), "empty Triton launch",
+             "torch.add", "public - empty launch", *(n for _, n in recording)]
+    lines = ["| " + " | ".join(heads) + " |", "|---|---|" + "---:|" * (len(heads) - 2)]
     for r in report["rows"]:
         path = LAUNCH_PATHS.get(r.get("direct_launch"))
         strategy = r["strategy"] + (f" ({path})" if path else "")
@@ -337,7 +341,8 @@ def overhead_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"| `{case}` | {strategy} | {r['public_us']:.1f} | "
                      + "".join(f"{r[f]:.1f} | " if f in r else "- | " for f, _ in stages)
                      + f"{r['empty_triton_us']:.1f} | {r['torch_add_us']:.1f} | "
-                     f"{r['over_floor_us']:.1f} |")
+                     f"{r['over_floor_us']:.1f} |"
+                     + "".join(f" {r[f]:.1f} |" if f in r else " - |" for f, _ in recording))
     return lines
 
 
@@ -489,7 +494,11 @@ def folder_section(folder: Path, output: Path) -> list[str]:
                   "memoised, as in a training loop. Validation and dispatch are the general "
                   "path's stages; the usual call (plain contiguous tensors, float scalars, no "
                   "gradient) runs the fast path in their place (`rltriton_tune/hot_path.py`; "
-                  "the \"fast path\" column where the run timed it).", "",
+                  "the \"fast path\" column where the run timed it)."
+                  + (" The last columns are the public call with workload recording "
+                     "(`RLTRITON_TUNE_RECORD`) off and on, in turn: these keys missed the "
+                     "database, so recording counts their calls."
+                     if any("recorded_us" in r for r in report["rows"]) else ""), "",
                   *overhead_lines(report), ""]
     flag_rows = read_flag_rows(folder / "flag_cost.jsonl")
     if flag_rows:

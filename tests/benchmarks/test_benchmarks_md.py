@@ -106,6 +106,12 @@ def test_overhead_table_shows_the_stages_a_report_has(script):
     assert "| dispatch | fast path | launcher |" in lines[0]
     assert "| 0.5 | 2.5 | 12.2 |" in lines[2] and "| 0.5 | - | 12.2 |" in lines[3]
     assert lines[3].count("|") == lines[0].count("|")
+    # The public call with recording off and on: last, where a report has them.
+    recorded = {**row, "unrecorded_us": 20.5, "recorded_us": 21.25}
+    lines = md.overhead_lines({"rows": [recorded, row]})
+    assert lines[0].endswith("| public - empty launch | recording off | recording on |")
+    assert lines[2].endswith("| 9.0 | 20.5 | 21.2 |") and lines[3].endswith("| 9.0 | - | - |")
+    assert lines[1].count("|") == lines[2].count("|") == lines[0].count("|")
 
 
 def test_backward_table_has_a_row_per_measurement(script):
