@@ -153,8 +153,12 @@ class Call:
 
     @property
     def compute_dtype(self) -> torch.dtype:
-        """float64 for float64 inputs, float32 otherwise (SPEC: accumulate in >= float32)."""
-        return torch.float64 if self.out_dtype == torch.float64 else torch.float32
+        """float64 where any input is float64 (SPEC: float64 inputs accumulate in float64,
+        whatever the outputs' dtype), float32 otherwise (SPEC: accumulate in >= float32)."""
+        if self.out_dtype == torch.float64 or any(
+                x.dtype == torch.float64 for x in self.tensors.values() if x is not None):
+            return torch.float64
+        return torch.float32
 
     @property
     def flags(self) -> frozenset[str]:

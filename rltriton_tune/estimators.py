@@ -322,6 +322,11 @@ def _build(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
         if n and t and source.is_cpu:
             low, high = map(int, torch.aminmax(tensors["actions"]))  # one pass for both
             if low < 0 or high >= a:
+                given = values[plan.names.index("actions")]
+                if low < 0 and given.dtype in _WIDE_UNSIGNED:
+                    # int64 wrapped the unsigned values of 2**63 and more to negatives
+                    raise ValueError(f"{function}: actions has values of 2**63 or more, "
+                                     f"outside [0, {a}) for {a} actions")
                 raise ValueError(f"{function}: actions has values in [{low}, {high}], outside "
                                  f"[0, {a}) for {a} actions")
     # Positional, in Call's field order: keyword construction costs twice as much.

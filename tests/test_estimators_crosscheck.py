@@ -164,3 +164,15 @@ def test_last_value_matches_equivalent_bootstrap_values(algorithm):
     with_bootstrap = as_tuple(ESTIMATORS[algorithm](**kwargs, bootstrap_values=bootstrap))
     for x, y in zip(with_last, with_bootstrap, strict=True):
         torch.testing.assert_close(x, y)
+
+
+def test_float64_inputs_beside_float32_rewards_accumulate_in_float64():
+    """SPEC: float64 inputs accumulate in float64, whatever the outputs' dtype (that of
+    rewards). Values of 2^24 + 1 and 2^24 differ in float64 and not in float32: the
+    advantage at step 0 is -1, which a float32 output holds exactly."""
+    rewards = torch.zeros(1, 2)
+    values = torch.tensor([[16777217.0, 16777216.0]], dtype=torch.float64)
+    out = ESTIMATORS["gae"](rewards, values, torch.zeros(1, 2), gamma=1.0, lambda_=1.0,
+                            last_value=torch.tensor([16777216.0], dtype=torch.float64))
+    assert out.dtype == torch.float32
+    assert out.tolist() == [[-1.0, 0.0]]

@@ -194,6 +194,9 @@ def test_forced_choices_and_resets_are_followed(builds):
     (lambda kw: {"actions": torch.full_like(kw["actions"], 4)}, ValueError,
      r"actions has values in \[4, 4\], outside \[0, 4\)"),
     (lambda kw: {"actions": kw["actions"] - 1}, ValueError, "outside"),
+    # unsigned actions of 2**64 - 1: named as such, not as the -1 int64 wraps them to
+    (lambda kw: {"actions": torch.full_like(kw["actions"], -1).view(torch.uint64)},
+     ValueError, r"actions has values of 2\*\*63 or more, outside \[0, 4\)"),
     (lambda kw: {"next_q_values_all": kw["next_q_values_all"][..., :3].contiguous()},
      ValueError, "next_q_values_all has 3 actions"),
     (lambda kw: {"action_probs_target": kw["action_probs_target"][:5].contiguous()},

@@ -35,7 +35,7 @@ def empty_outputs(call: Call) -> tuple[Tensor, ...]:
 
 
 def compute(call: Call, scan: Scan, time_contiguous: bool = False,
-            step_elements: int | None = None) -> tuple[Tensor, ...]:
+            step_elements: int | None = None, regroups: bool = False) -> tuple[Tensor, ...]:
     """Outputs of ``call`` in its layout and ``out_dtype`` using ``scan``.
 
     ``time_contiguous`` stores α, β time-major before scanning, so that each
@@ -43,6 +43,10 @@ def compute(call: Call, scan: Scan, time_contiguous: bool = False,
     inputs with many rows). ``step_elements`` is the size of the scan's
     operations (default: the whole problem): on a CPU, each phase whose
     operations are small runs on one thread (:mod:`rltriton_tune.fallback.threads`).
+    ``regroups``: ``scan`` multiplies β's together (chunked, doubling), where
+    ``inf · 0`` gives NaN at steps whose step-by-step value is ±inf; on a CPU, where
+    looking costs no device synchronisation, a call with an infinite β is scanned step by
+    step instead (SPEC: NaN and Inf propagate exactly as the recurrence says).
     """
     if call.n == 0 or call.t == 0:
         return empty_outputs(call)
@@ -52,8 +56,9 @@ def compute(call: Call, scan: Scan, time_contiguous: bool = False,
     steps = call.n * call.t if step_elements is None else step_elements
 
     def scan_serial_below(alpha: Tensor, beta: Tensor, reverse: bool) -> Tensor:
-        with serial_below(device, steps):
-            return scan(alpha, beta, reverse)
+        exact = regroups and bool(torch.isinf(beta).any())
+        with serial_below(device, call.n if exact else steps):
+            return (scans.scan_loop if exact else scan)(alpha, beta, reverse)
 
     with serial_below(device, call.n * call.t * max(call.a, 1)):
         return _compute(call, scan_serial_below, time_contiguous)
@@ -76,11 +81,11 @@ def loop(call: Call) -> tuple[Tensor, ...]:
 def chunked(call: Call, chunk: int | None = None) -> tuple[Tensor, ...]:
     size = max(2, chunk if chunk is not None else scans.default_chunk(call.t))
     return compute(call, lambda a, b, rev: scans.scan_chunked(a, b, rev, chunk),
-                   step_elements=call.n * -(-call.t // size))
+                   step_elements=call.n * -(-call.t // size), regroups=True)
 
 
 def doubling(call: Call) -> tuple[Tensor, ...]:
-    return compute(call, scans.scan_doubling)
+    return compute(call, scans.scan_doubling, regroups=True)
 
 
 #: From these sizes the loop first stores env-major α, β time-major: on the 2-core

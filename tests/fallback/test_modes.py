@@ -103,3 +103,23 @@ def test_grad_algorithms_match_reference(mode, algorithm, flags):
         kwargs, call = make_case(make_key(algorithm, n, t, flags, layout, dtype), seed=n * t)
         assert_matches(launch(call, mode, **MODE_PARAMS[mode]), expected(algorithm, kwargs),
                        dtype)
+
+
+@pytest.mark.parametrize("mode", CPU_MODES)
+def test_an_infinite_decay_follows_the_recurrence_on_a_cpu(mode):
+    """V-trace with c_bar = inf and an infinite importance ratio: the decay at step 0 is
+    infinite and the one at the terminated step 1 is zero. Step by step D[0] is +inf;
+    a scan that multiplies the decays together makes inf * 0 = NaN there, so on a CPU
+    such a call is scanned step by step in every mode."""
+    inf = float("inf")
+    kwargs = dict(log_pi_target=torch.tensor([[inf, 0.0, 0.0], [0.0, 0.0, 0.0]]),
+                  log_pi_behavior=torch.zeros(2, 3),
+                  values=torch.tensor([[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]),
+                  rewards=torch.tensor([[1.0, 3.0, 1.0], [1.0, 3.0, 1.0]]),
+                  terminateds=torch.tensor([[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]),
+                  gamma=0.9, rho_bar=1.0, c_bar=inf)
+    outputs = launch(prepare_call("vtrace", **kwargs), mode, **MODE_PARAMS[mode])
+    want = expected("vtrace", kwargs)
+    assert outputs[0][0, 0].item() == inf
+    for got, ref in zip(outputs, want, strict=True):
+        torch.testing.assert_close(got.double(), ref, equal_nan=True)
