@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -386,6 +387,7 @@ def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     # Under torch.compile, and when autograd must record the call, the call goes through
     # its custom operator (rltriton_tune.ops), which runs _direct and has a backward.
     if _is_compiling():
+        scalar_values = tuple(traced_scalar(value) for value in scalar_values)
         _check_traced(plan, values, scalar_values, time_major)
         return ops.estimate(plan.algorithm, values, scalar_values, time_major, starts_at)
     outputs = plan.hot(values, scalar_values, time_major, starts_at)
@@ -395,6 +397,26 @@ def _run(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],
     if _requires_grad(call):
         return ops.estimate(plan.algorithm, values, scalar_values, time_major, starts_at)
     return _dispatch(plan, call)
+
+
+def traced_scalar(value: Any) -> Any:
+    """A scalar as the operator takes it under torch.compile, where the eager call reads
+    it as a float: a numpy scalar (which dynamo traces as a 0-d array, a graph input) as
+    a 0-d tensor, another real number (a ``Fraction``, a constant) as a float; a tensor,
+    a float, an integer (the operator's conversion names one too large for a float) and
+    anything else as it is, for :func:`_check_traced` to name."""
+    if isinstance(value, (Tensor, float, int)):
+        return value
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)) \
+            and value.ndim == 0:
+        return torch.as_tensor(value)
+    if isinstance(value, numbers.Real):
+        try:
+            return float(value)
+        except (OverflowError, ValueError):
+            return value
+    return value
 
 
 def _check_traced(plan: _Plan, values: tuple[Any, ...], scalar_values: tuple[Any, ...],

@@ -115,6 +115,15 @@ class _Operators:
     def _forward_fake(self, *args: Any) -> Tensor | tuple[Tensor, ...]:
         tensors, _, _, _ = _split(self.spec, args)
         like = _shape_source(self.spec, tensors)
+        # The eager call's device check (``estimators._build``): this implementation also
+        # serves the meta device at run time, so a call with one input there would return
+        # uninitialised outputs on the others' device.
+        plan = _estimators()._PLANS[self.algorithm]
+        for name, x in zip(self.spec.tensors, tensors, strict=True):
+            if x is not None and x.device != like.device:
+                raise ValueError(f"{plan.function}: {name} is on {x.device} but "
+                                 f"{plan.source_name} is on {like.device}; all inputs must "
+                                 "be on one device")
         dtype = _output_dtype(self.spec, tensors)
         outputs = tuple(like.new_empty(like.shape, dtype=dtype) for _ in self.spec.outputs)
         return outputs[0] if self.single else outputs
@@ -176,7 +185,7 @@ class _Operators:
         for slot, name, w in zip(self.grad_slots, self.grad_names, needed, strict=True):
             raw = tensors[slot]
             if not w or raw is None:
-                result.append(torch.empty(0, device=grad_outputs[0].device))
+                result.append(grad_outputs[0].new_empty(0))  # as _backward_fake's
             elif name in computed:
                 result.append(computed[name].reshape(raw.shape).to(raw.dtype).contiguous())
             else:

@@ -47,6 +47,7 @@ from rltriton_tune.estimators import (
     compute_vtrace,
     dtype_problem,
     not_dense,
+    traced_scalar,
 )
 from rltriton_tune.ops import as_float, type_name
 
@@ -126,6 +127,9 @@ def _scalar(name: str, value: Any) -> float | Tensor:
     """A number as a float, or a 0-d tensor: read to the host on a GPU, passed on unread
     on a CPU (its NaN check is made here outside torch.compile, which cannot trace the
     read). Errors name the argument (NaN, bools, non-real values, meta tensors)."""
+    if torch.compiler.is_compiling():
+        # A numpy scalar is traced as a 0-d array: a 0-d tensor, as the estimators take it.
+        value = traced_scalar(value)
     if isinstance(value, Tensor):
         if value.dim() != 0:
             raise ValueError(f"{name} must be a number or a 0-d tensor, got a tensor of shape "

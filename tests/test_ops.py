@@ -233,6 +233,52 @@ def test_compiled_calls_refuse_what_eager_calls_refuse(bad, error, message):
                       backend="eager")()
 
 
+def test_compiled_calls_take_numpy_and_fraction_scalars():
+    """numpy scalars (which dynamo traces as 0-d arrays) and other real numbers compile
+    with fullgraph and give the eager outputs."""
+    import fractions
+
+    import numpy as np
+
+    kwargs = kwargs_for("gae")
+    expected = rt.compute_gae(**{**kwargs, "gamma": 0.5, "lambda_": 0.75})
+    for gamma, lambda_ in ((np.float32(0.5), np.float64(0.75)),
+                           (fractions.Fraction(1, 2), np.int64(1) * 0.75)):
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda g, lam: rt.compute_gae(**{**kwargs, "gamma": g,
+                                                                  "lambda_": lam}),
+                                 fullgraph=True, backend="aot_eager")
+        torch.testing.assert_close(compiled(gamma, lambda_), expected)
+
+
+def test_a_compiled_call_with_an_input_on_another_device_raises_the_eager_error():
+    """An input on the meta device beside CPU ones: the operator's fake implementation
+    (which also serves the meta device when the graph runs) makes the eager device check,
+    instead of returning uninitialised outputs."""
+    kwargs = {**kwargs_for("gae"), "terminateds": torch.zeros(3, 5, device="meta")}
+    message = "terminateds is on meta but rewards is on cpu"
+    with pytest.raises(ValueError, match=message):
+        rt.compute_gae(**kwargs)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=message):
+        torch.compile(lambda: rt.compute_gae(**kwargs), fullgraph=True,
+                      backend="aot_eager")()
+
+
+def test_the_backward_operators_fake_outputs_match_the_real_ones():
+    """A gradient not asked for is an empty tensor of the gradients' dtype in both the
+    real and the fake backward (float64 here)."""
+    n, t = 3, 5
+    rewards = torch.randn(n, t, dtype=torch.float64)
+    values = torch.randn(n, t, dtype=torch.float64)
+    args = ([torch.ones(n, t, dtype=torch.float64)], [], [True, False, False, False, False],
+            rewards, values, torch.zeros(n, t, dtype=torch.float64), None, None, None, None,
+            0.9, 0.9, False, False)
+    result = torch.library.opcheck(torch.ops.rltriton_tune.gae_backward.default, args,
+                                   test_utils=("test_schema", "test_faketensor"))
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
 def test_compiled_prefix_sum_refuses_an_unknown_boundary():
     x = kwargs_for("episodic_prefix_sum")
     torch._dynamo.reset()

@@ -220,3 +220,18 @@ def test_compile_fullgraph_with_a_cpu_tensor_scalar():
     for got, want in zip(compiled(base), ours.generalized_advantage_estimate(**base),
                          strict=True):
         close(got, want)
+
+
+def test_compile_fullgraph_with_a_numpy_scalar():
+    """A numpy scalar gamma (dynamo traces it as a 0-d array) compiles as one graph and
+    gives the eager outputs."""
+    import numpy as np
+
+    torch._dynamo.reset()
+    base = _arguments("generalized_advantage_estimate", data((3, 12, 1), -2))
+    compiled = torch.compile(lambda kw, g: ours.generalized_advantage_estimate(**kw, gamma=g),
+                             fullgraph=True, backend="aot_eager")
+    eager = ours.generalized_advantage_estimate(**{**base, "gamma": np.float64(GAMMA)})
+    for got, want in zip(compiled({k: v for k, v in base.items() if k != "gamma"},
+                                  np.float64(GAMMA)), eager, strict=True):
+        close(got, want)

@@ -43,25 +43,31 @@ def compute(call: Call, scan: Scan, time_contiguous: bool = False,
     inputs with many rows). ``step_elements`` is the size of the scan's
     operations (default: the whole problem): on a CPU, each phase whose
     operations are small runs on one thread (:mod:`rltriton_tune.fallback.threads`).
-    ``regroups``: ``scan`` multiplies β's together (chunked, doubling), where
-    ``inf · 0`` gives NaN at steps whose step-by-step value is ±inf; on a CPU, where
-    looking costs no device synchronisation, a call with an infinite β is scanned step by
-    step instead (SPEC: NaN and Inf propagate exactly as the recurrence says).
+    ``regroups``: ``scan`` multiplies β's together (chunked, doubling), where an
+    infinite β, or a product of large ones that overflows, meets a zero one and gives
+    NaN at steps whose step-by-step value is finite or ±inf. On a CPU, where looking
+    costs no device synchronisation, outputs holding a NaN are computed again step by
+    step (SPEC: NaN and Inf propagate exactly as the recurrence says; a NaN in the data
+    gives the same outputs again).
     """
     if call.n == 0 or call.t == 0:
         return empty_outputs(call)
     device = call.device
     if device.type != "cpu" or torch.compiler.is_compiling():
         return _compute(call, scan, time_contiguous)
-    steps = call.n * call.t if step_elements is None else step_elements
 
-    def scan_serial_below(alpha: Tensor, beta: Tensor, reverse: bool) -> Tensor:
-        exact = regroups and bool(torch.isinf(beta).any())
-        with serial_below(device, call.n if exact else steps):
-            return (scans.scan_loop if exact else scan)(alpha, beta, reverse)
+    def serial_scan(scan: Scan, steps: int) -> Scan:
+        def run(alpha: Tensor, beta: Tensor, reverse: bool) -> Tensor:
+            with serial_below(device, steps):
+                return scan(alpha, beta, reverse)
+        return run
 
     with serial_below(device, call.n * call.t * max(call.a, 1)):
-        return _compute(call, scan_serial_below, time_contiguous)
+        outputs = _compute(call, serial_scan(
+            scan, call.n * call.t if step_elements is None else step_elements), time_contiguous)
+        if regroups and any(bool(torch.isnan(y).any()) for y in outputs):
+            outputs = _compute(call, serial_scan(scans.scan_loop, call.n), False)
+        return outputs
 
 
 def _compute(call: Call, scan: Scan, time_contiguous: bool) -> tuple[Tensor, ...]:

@@ -123,3 +123,19 @@ def test_an_infinite_decay_follows_the_recurrence_on_a_cpu(mode):
     assert outputs[0][0, 0].item() == inf
     for got, ref in zip(outputs, want, strict=True):
         torch.testing.assert_close(got.double(), ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("mode", CPU_MODES)
+def test_decays_whose_product_overflows_follow_the_recurrence_on_a_cpu(mode):
+    """gamma = 1e200 (float64): no decay is infinite, but products of them overflow, and
+    a scan that multiplies them together meets the zero decay at the terminated step
+    with inf * 0 = NaN; step by step every return is finite."""
+    rewards = torch.zeros(2, 8, dtype=torch.float64)
+    rewards[:, 5] = 1.0
+    terminateds = torch.zeros(2, 8, dtype=torch.float64)
+    terminateds[:, 3] = 1.0
+    kwargs = dict(rewards=rewards, terminateds=terminateds, gamma=1e200)
+    (got,) = launch(prepare_call("discounted_returns", **kwargs), mode, **MODE_PARAMS[mode])
+    (want,) = expected("discounted_returns", kwargs)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, want)
