@@ -196,6 +196,30 @@ def test_tune_stopped_by_max_seconds_records_nothing_partial_and_resumes(capsys)
         ("discounted_returns", 3), ("gae", 3)]
 
 
+def test_a_resumed_tune_skips_keys_at_their_budget_with_an_entry(capsys, monkeypatch):
+    """The same arguments again after a run that finished some keys: their studies are at
+    their trial budget and their entries are recorded, so they are skipped (nothing timed
+    again, nothing listed as left to do), and the run goes on with the rest."""
+    from rltriton_tune.tune import study as study_module
+
+    argv = ["tune", "--algorithms", "gae,discounted_returns", "--device", "cpu",
+            "--no-progress", "--shapes", "8x8", "--trials", "3"]
+    assert run(capsys, *argv, "--algorithms", "gae")[0] == 0
+    finalized = []
+    real = study_module.finalize
+    monkeypatch.setattr(study_module, "finalize",
+                        lambda study, key, *a, **k: finalized.append(key.algorithm)
+                        or real(study, key, *a, **k))
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and finalized == ["discounted_returns"]
+    assert "1 key(s) already tuned to their trial budget" in err and "resume" not in err
+    code, out, err = run(capsys, *argv, "--max-seconds", "0.000001")
+    assert code == 0 and "resume" not in err  # every key has its entry: none left
+    assert "2 key(s) not reached before --max-seconds have an entry" in err
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "2 key(s) already tuned" in err and finalized == ["discounted_returns"]
+
+
 def test_interrupted_tune_resumes_to_the_budget(capsys):
     argv = ["tune", "--algorithms", "discounted_returns", "--device", "cpu", "--no-progress",
             "--shapes", "8x8"]
@@ -259,6 +283,20 @@ def test_bench_on_cpu_writes_markdown_json_and_png(tmp_path, capsys):
     for alg in ("gae", "vtrace"):
         png = out_dir / f"bench_{alg}.png"
         assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_tools_own_calls_are_not_recorded(tmp_path, capsys, monkeypatch):
+    """bench times public calls; with RLTRITON_TUNE_RECORD set they would lead the user's
+    workload record. The command runs without recording and puts the variable back."""
+    record_path = tmp_path / "calls.json"
+    monkeypatch.setenv("RLTRITON_TUNE_RECORD", str(record_path))
+    assert run(capsys, "bench", "--algorithms", "gae", "--shapes", "9x9", "--budget", "0.005",
+               "--device", "cpu", "--output", str(tmp_path / "bench"))[0] == 0
+    from rltriton_tune import dispatch
+
+    dispatch.reset()  # the recorder, had there been one, flushes here
+    assert not record_path.exists()
+    assert os.environ["RLTRITON_TUNE_RECORD"] == str(record_path)
 
 
 def test_bench_saves_every_row_and_resumes_where_it_stopped(tmp_path, capsys, monkeypatch):
@@ -485,7 +523,7 @@ def test_tune_refresh_retimes_stored_entries(capsys):
     # --missing-only resumes: the entry was refreshed on this stack
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
-    assert code == 0 and "no stored entries to refresh" in out
+    assert code == 0 and "nothing left to refresh: every entry asked for is refreshed" in out
 
 
 def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys):
@@ -510,7 +548,7 @@ def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys
     assert show_json(capsys)[0]["neighbourhood"]
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
-    assert code == 0 and "no stored entries to refresh" in out
+    assert code == 0 and "nothing left to refresh: every entry asked for is refreshed" in out
     shape_only = {"refreshed": True, "neighbourhood": ["gae|none|float32|env|N=5|T=5"]}
     record(device_fingerprint("cpu"), [dataclasses.replace(old, extra=shape_only)],
            replace=True)
@@ -537,7 +575,7 @@ def test_refresh_missing_only_redoes_entries_refreshed_without_companions(capsys
         assert code == 0 and "gae|none|float32|env|N=8|T=8" in out
     code, out, _ = run(capsys, "tune", "--refresh", "--missing-only", "--algorithms", "gae",
                        "--device", "cpu")
-    assert code == 0 and "no stored entries to refresh" in out
+    assert code == 0 and "nothing left to refresh: every entry asked for is refreshed" in out
 
 
 def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
@@ -558,6 +596,51 @@ def test_tune_says_what_a_cut_short_or_finished_run_leaves(capsys):
     # one progress line per entry, with the seconds it took
     assert re.search(r"refreshed gae\|none\|float32\|env\|N=8\|T=8: (kept|replaced) "
                      r"\(\d+\.\d s\)", err)
+
+
+def test_flag_sets_that_leave_no_key_are_one_error_line(capsys):
+    """'none' joined to a flag is refused by the parser (exit 2); flag sets that none of
+    the estimators asked for takes leave no key: one line naming the options (exit 1),
+    not an empty table, and not "nothing left to tune" with --missing-only."""
+    tune = ("tune", "--algorithms", "gae", "--shapes", "8x8", "--trials", "1", "--device",
+            "cpu", "--no-progress")
+    with pytest.raises(SystemExit) as exc:
+        main([*tune, "--flags", "none+last_value"])
+    assert exc.value.code == 2 and "'none' alone" in capsys.readouterr().err
+    for extra in ((), ("--missing-only",)):
+        code, out, err = run(capsys, *tune, "--flags", "seed", *extra)
+        assert code == 1 and "nothing left" not in out
+        assert "no key to run" in err and "--flags" in err and err.count("\n") == 1
+    code, out, err = run(capsys, "bench", "--algorithms", "gae", "--shapes", "8x8",
+                         "--device", "cpu", "--flags", "seed")
+    assert code == 1 and "no key to run" in err
+
+
+def test_from_record_tunes_the_recorded_keys_of_the_algorithms_asked_for(tmp_path, capsys):
+    from rltriton_tune.dispatch import record as workload
+    from rltriton_tune.dispatch.devices import device_fingerprint
+
+    path = tmp_path / "calls.json"
+    fp = json.dumps(device_fingerprint("cpu"), sort_keys=True)
+    keys = {"gae|none|float32|env|N=4|T=9": 5, "discounted_returns|none|float32|env|N=3|T=7": 9}
+    workload.merge_into(path, {(k, fp): n for k, n in keys.items()},
+                        {(k, fp): "rules" for k in keys})
+    tune = ("tune", "--from-record", str(path), "--device", "cpu", "--trials", "1",
+            "--no-progress", "--no-compile-baseline")
+    code, out, err = run(capsys, *tune, "--algorithms", "gae")
+    assert code == 0 and [e["algorithm"] for e in show_json(capsys)] == ["gae"]
+    code, out, err = run(capsys, *tune, "--algorithms", "vtrace")
+    assert code == 0 and "records no key of the --algorithms asked for" in out
+
+
+def test_refresh_takes_the_flag_sets_asked_for(capsys):
+    assert run(capsys, "tune", "--algorithms", "gae", "--shapes", "8x8", "--trials", "1",
+               "--device", "cpu", "--no-progress", "--no-compile-baseline",
+               "--flags", "none,last_value")[0] == 0
+    code, out, err = run(capsys, "tune", "--refresh", "--algorithms", "gae", "--device", "cpu",
+                         "--flags", "last_value")
+    assert code == 0 and "gae|last_value|float32|env|N=8|T=8" in out
+    assert "gae|none|" not in out and "gae|none|" not in err
 
 
 def test_doctor_says_when_the_profile_folder_is_not_a_folder(tmp_path, monkeypatch, capsys):

@@ -25,6 +25,7 @@ from rltriton_tune.cli.bench import cmd_bench
 from rltriton_tune.cli.doctor import cmd_doctor
 from rltriton_tune.cli.profiles import cmd_clear, cmd_export, cmd_import, cmd_show
 from rltriton_tune.cli.tuning import cmd_tune
+from rltriton_tune.settings import ENV_RECORD
 
 __all__ = ["PRESETS", "VERBS", "build_parser", "main"]
 
@@ -60,6 +61,9 @@ def _sigterm_interrupts() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rltriton-tune`` console script."""
     args = build_parser().parse_args(argv)
+    # The tools' own calls (bench's timed calls, tuning's checks) are not a workload:
+    # with RLTRITON_TUNE_RECORD set they would count into the user's record.
+    recording = os.environ.pop(ENV_RECORD, None)
     try:
         from rltriton_tune import dispatch
 
@@ -87,3 +91,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         return 1
+    finally:
+        if recording is not None:
+            os.environ[ENV_RECORD] = recording

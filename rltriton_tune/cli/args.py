@@ -145,7 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_key_options(t)
     t.add_argument("--from-record", type=Path, metavar="FILE",
                    help="tune the keys a run recorded with RLTRITON_TUNE_RECORD=FILE, "
-                   "most-called first (instead of the preset's grid)")
+                   "most-called first (instead of the preset's grid), as recorded: "
+                   "--algorithms narrows them; the shape, dtype, layout and flag options "
+                   "do not apply")
     t.add_argument("--borrowing", action="store_true",
                    help="instead of tuning, measure how well entries' configs serve their "
                    "neighbours' keys (other flag set, dtype, layout, shape) and store the "
@@ -155,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "Triton in the user's profile (resumes a long grid run); with --refresh, "
                    "entries already refreshed on this stack")
     t.add_argument("--trials", type=_positive(int), help="trials per key (default: preset's)")
-    t.add_argument("--timeout", type=_positive(float), help="seconds per key for trials")
+    t.add_argument("--timeout", type=_positive(float),
+                   help="seconds per key for trials in this run; a key short of its trial "
+                   "budget then records nothing and resumes on the next run")
     t.add_argument("--max-seconds", type=_positive(float),
                    help="stop starting trials after this many seconds in all; keys whose "
                    "budget is complete are recorded, the rest resume on the next run (grid "
@@ -270,16 +274,23 @@ def _flag_sets(text: str) -> list[str]:
 
     known = set(FLAG_NAMES.values()) | {STARTS_AT, "none"}
     items = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in items if s != "common" and not set(s.split("+")) <= known]
+    bad = [s for s in items if s != "common" and (
+        not set(s.split("+")) <= known or ("none" in s.split("+") and s != "none"))]
     if not items or bad:
         raise argparse.ArgumentTypeError(
             f"invalid flag set {','.join(bad) or text!r}; flags are {', '.join(sorted(known))}"
-            " joined by '+', or 'common'")
+            " joined by '+' ('none' alone), or 'common'")
     return items
 
 
 def keys_of(args) -> list:
-    """The keys a ``tune`` or ``bench`` run covers (see ``tune/keys.py``)."""
+    """The keys a ``tune`` or ``bench`` run covers (see ``tune/keys.py``); CLIError where
+    the options leave none (flag sets no estimator asked for takes)."""
     flags = list(args.flags) or [("trunc" if t == "on" else "none") for t in args.truncations]
     shapes = args.shapes or PRESETS[getattr(args, "preset", "default")]["shapes"]
-    return grid_keys(args.algorithms, shapes, args.dtypes, args.layouts, flags, args.actions)
+    keys = grid_keys(args.algorithms, shapes, args.dtypes, args.layouts, flags, args.actions)
+    if not keys:
+        raise CLIError(f"no key to run: no estimator of --algorithms "
+                       f"({','.join(args.algorithms)}) takes a flag set of --flags or "
+                       f"--truncations ({','.join(flags)})")
+    return keys

@@ -69,13 +69,22 @@ def cmd_tune(args) -> int:
         except (OSError, ValueError) as exc:
             print(f"{PROG}: --from-record: {exc}", file=sys.stderr)
             return 1
+        recorded = len(keys)
+        keys = [k for k in keys if k.algorithm in args.algorithms]
         if not keys:
-            print(f"{PROG}: {args.from_record} records no key for this device; nothing to tune")
+            which = "" if not recorded else " of the --algorithms asked for"
+            print(f"{PROG}: {cell(args.from_record, 300)} records no key{which} for this "
+                  "device; nothing to tune")
             return 0
     else:
         keys = coverage_order(keys_of(args))
+    missing = missing_keys(keys, device)
+    # Keys with an entry measured on this stack in the user's profile: when their study
+    # has reached its trial budget too, a resumed run (the same arguments after a
+    # --max-seconds stop) skips them instead of timing their finalists again.
+    entered = {k.as_text() for k in keys} - {k.as_text() for k in missing}
     if args.missing_only:
-        keys = missing_keys(keys, device)
+        keys = missing
         if not keys:
             print("nothing left to tune: every key has an entry measured on this stack")
             return 0
@@ -113,6 +122,8 @@ def cmd_tune(args) -> int:
                file=sys.stderr)
     errors: list[str] = []
     incomplete: list[str] = []  # stopped by --max-seconds: the next run resumes them
+    done_before: list[str] = []  # study at its budget and entry recorded: nothing to do
+    served: list[str] = []  # not reached before --max-seconds, but with an entry already
     rows: list[list[str]] = []
     skip = (COMPILE, COMPILE_DOUBLING) if args.no_compile_baseline else ()
     if parallel:
@@ -146,12 +157,18 @@ def cmd_tune(args) -> int:
                 bar.set_postfix_str(key.as_text())
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    incomplete.append(f"{key.as_text()}: not started")
+                    if key.as_text() in entered:
+                        served.append(key.as_text())
+                    else:
+                        incomplete.append(f"{key.as_text()}: not started")
                     continue
                 try:
                     space, study = open_key(key)
                 except CLIError as exc:  # e.g. a database gone mid-run: the other keys go on
                     _add_row(rows, errors, key, None, 0, 0, str(exc))
+                    continue
+                if key.as_text() in entered and len(finished_trials(study)) >= trials:
+                    done_before.append(key.as_text())
                     continue
                 try:
                     run_trials(key, device, trials=trials, timeout_s=tightest(args.timeout, left),
@@ -178,6 +195,13 @@ def cmd_tune(args) -> int:
                   "ok trials"], rows))
     for err in errors:
         print(f"{PROG}: warning: {err}", file=sys.stderr)
+    if done_before:
+        print(f"{PROG}: {len(done_before)} key(s) already tuned to their trial budget, with "
+              f"an entry measured on this stack: skipped (`{PROG} tune --refresh` re-times "
+              "entries)", file=sys.stderr)
+    if served:
+        print(f"{PROG}: {len(served)} key(s) not reached before --max-seconds have an entry "
+              "measured on this stack already", file=sys.stderr)
     if incomplete:
         limit = "--max-seconds" if deadline is not None and time.monotonic() >= deadline \
             else "--timeout"
@@ -188,7 +212,7 @@ def cmd_tune(args) -> int:
     lost = [line for d in (devices or [device]) if (line := save_unsaved(d))]
     if lost:
         raise CLIError("; ".join(lost))
-    return 0 if rows or (incomplete and not errors) else 1
+    return 0 if rows or ((incomplete or done_before or served) and not errors) else 1
 
 
 def _against_later_siblings(key: Any, space: Any, study: Any, result: Any, device: Any,
@@ -293,6 +317,7 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     saved, and ``--missing-only`` picks up the rest."""
     from rltriton_tune.dispatch.devices import device_fingerprint
     from rltriton_tune.tune.compile_pool import compile_pool_for
+    from rltriton_tune.tune.keys import flag_sets
     from rltriton_tune.tune.neighbours import neighbourhood_texts
     from rltriton_tune.tune.refresh import REFRESH_VERSION, entries_to_refresh, refresh
     from rltriton_tune.tuning_db.fingerprint import software_versions
@@ -302,6 +327,7 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
     errors: list[str] = []
     shapes, dtypes, layouts = set(args.shapes or ()), set(args.dtypes), set(args.layouts)
     here = software_versions()
+    refreshed_already: set[str] = set()  # entries --missing-only skips: refreshed here
 
     def wanted_on(device: Any) -> Callable[[Any], bool]:
         """--shapes (with --dtypes, --layouts) picks entries; --missing-only skips those
@@ -324,7 +350,12 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
             if shapes and not ((key.n, key.t) in shapes and key.dtype in dtypes
                                and key.layout in layouts):
                 return False
-            return not (args.missing_only and done(entry))
+            if args.flags and key.flags not in flag_sets(key.algorithm, args.flags):
+                return False
+            if args.missing_only and done(entry):
+                refreshed_already.add(key.as_text())
+                return False
+            return True
         return wanted
     left = 0
     for device in devices:
@@ -352,6 +383,8 @@ def _refresh(args, devices: list[Any], deadline: float | None = None) -> int:
         unit = time_header(devices[0])
         print(table(["key", "stored", f"stored {unit}", "choice", f"now {unit}", "result"],
                      rows))
+    elif not left and refreshed_already:
+        print("nothing left to refresh: every entry asked for is refreshed on this stack")
     elif not left:
         print("no stored entries to refresh")
     for err in errors:

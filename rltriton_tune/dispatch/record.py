@@ -232,6 +232,11 @@ def read_record(path: Path | str) -> list[dict[str, Any]]:
         raise RecordError(f"{path}: not a workload record (invalid JSON)") from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         raise RecordError(f"{path}: not a workload record (schema is not {SCHEMA!r})")
+    version = document.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version > VERSION:
+        # a newer package's record (merging into it would write it back as this version)
+        raise RecordError(f"{path}: workload record version {version!r} is not supported "
+                          f"(this package reads version {VERSION} and older)")
     rows = document.get("keys")
     if not isinstance(rows, list):
         raise RecordError(f"{path}: field 'keys' must be a list")
@@ -242,7 +247,9 @@ def read_record(path: Path | str) -> list[dict[str, Any]]:
             if not isinstance(key, str) or not isinstance(fp, dict) or not fp \
                     or isinstance(calls, bool) or not isinstance(calls, int) or calls < 0:
                 raise ValueError
-            ProblemKey.from_text(key)
+            parsed = ProblemKey.from_text(key)
+            if parsed.n < 1 or parsed.t < 1:  # calls without steps or rows miss nothing
+                raise ValueError
         except (KeyError, TypeError, ValueError):
             raise RecordError(f"{path}: row {i} is malformed") from None
         out.append({"key": row["key"], "fingerprint": fp, "calls": calls,

@@ -133,6 +133,28 @@ def test_a_malformed_record_never_stops_the_training_call(recording, row):
         record.read_record(recording)
 
 
+def test_a_newer_record_or_a_row_without_steps_is_refused_and_kept(recording):
+    """A record of a newer version is neither read (its rows may mean something else) nor
+    written back as this version; a row of no environments or steps is malformed (such
+    calls miss nothing)."""
+    fp = {"device": "test"}
+    for document, error in (
+            ({"version": record.VERSION + 1, "keys": []},
+             f"version {record.VERSION + 1} is not supported"),
+            ({"version": record.VERSION,
+              "keys": [{"key": "gae|none|float32|env|N=0|T=9", "calls": 1, "fingerprint": fp}]},
+             "row 0 is malformed")):
+        text = json.dumps({"schema": record.SCHEMA, **document})
+        recording.write_text(text)
+        with pytest.raises(record.RecordError, match=error):
+            record.read_record(recording)
+        dispatch.reset()
+        with pytest.warns(RuntimeWarning, match="cannot write the workload record"):
+            gae(4, 9)
+            STATE.recorder.flush()
+        assert recording.read_text() == text
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
 def test_reading_a_fifo_as_a_record_is_refused_without_opening_it(tmp_path):
     """``tune --from-record`` on a FIFO: a clear error at once, not a read that blocks."""
