@@ -460,20 +460,27 @@ def test_bench_output_that_is_a_file_is_one_line(tmp_path, capsys):
 
 
 def test_clear_asks_and_deletes_only_this_packages_profiles(tmp_path, capsys):
+    from rltriton_tune.tuning_db import fingerprint_id
+
     record(CPU_FP, [entry()])
     folder = user_dir()
     mine = {"run-1701500000.json": '{"step": 1}',
-            "my-export.json": profile_path(CPU_FP).read_text()}
+            "my-export.json": profile_path(CPU_FP).read_text(),
+            "borrowing-0123456789.jsonl": '{"pair": 1}\n'}  # no profile of that id here
     for name, text in mine.items():
         (folder / name).write_text(text)
+    # what `tune --borrowing` wrote beside this profile: deleted with it
+    evidence = folder / f"borrowing-{fingerprint_id(CPU_FP)}.jsonl"
+    evidence.write_text('{"pair": 2}\n')
     code, out, err = run(capsys, "clear")  # no terminal: refuses, deletes nothing
     assert code == 1 and "--yes" in one_error_line(err)
     assert profile_path(CPU_FP).exists()
     lock = Path(f"{profile_path(CPU_FP)}.lock")
     assert lock.exists() and f"its lock file {lock}" in out   # the plan names all it deletes
+    assert str(evidence) in out
     code, out, _ = run(capsys, "clear", "--yes")
     assert code == 0 and str(profile_path(CPU_FP)) in out
-    assert not profile_path(CPU_FP).exists()
+    assert not profile_path(CPU_FP).exists() and not evidence.exists()
     assert not Path(f"{profile_path(CPU_FP)}.lock").exists()
     for name, text in mine.items():
         assert (folder / name).read_text() == text

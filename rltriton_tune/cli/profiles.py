@@ -187,15 +187,21 @@ def cmd_clear(args) -> int:
         ids = set(args.fingerprint)
     else:
         ids = {fingerprint_id(device_fingerprint(resolve_device(args.device)))}
-    targets = [path for path, fp in owned_profiles(user_dir())
-               if ids is None or fingerprint_id(fp) in ids]
+    owned = [(path, fingerprint_id(fp)) for path, fp in owned_profiles(user_dir())
+             if ids is None or fingerprint_id(fp) in ids]
+    targets = [path for path, _ in owned]
+    # The pairs `tune --borrowing` measured for each of those profiles (its factors live in
+    # the profile itself): regular files of the name it writes, nothing else.
+    evidence = [e for _, fp_id in owned
+                if (e := user_dir() / f"borrowing-{fp_id}.jsonl").is_file()
+                and not e.is_symlink()]
     journal = default_journal()
     try:
         has_journal = journal.is_file() and check_journal(journal) is not None
     except StorageError:
         has_journal = False  # not ours: left alone
     plan = [f"{p}" + (f" and its lock file {p}.lock" if Path(f"{p}.lock").exists() else "")
-            for p in targets]
+            for p in targets] + [str(e) for e in evidence]
     if has_journal:
         locks = [f"{journal}{suffix}" for suffix in (LOCK_SUFFIX, ".lock")
                  if Path(f"{journal}{suffix}").exists()]
@@ -215,6 +221,9 @@ def cmd_clear(args) -> int:
     try:
         for path in targets:
             removed += remove_profile(path)
+        for path in evidence:
+            path.unlink(missing_ok=True)
+            removed.append(path)
         if has_journal and ids is None:
             for path in (journal, Path(f"{journal}{LOCK_SUFFIX}"), Path(f"{journal}.lock")):
                 if path.exists():
