@@ -496,8 +496,8 @@ def folder_section(folder: Path, output: Path) -> list[str]:
                   "gradient) runs the fast path in their place (`rltriton_tune/hot_path.py`; "
                   "the \"fast path\" column where the run timed it)."
                   + (" The last columns are the public call with workload recording "
-                     "(`RLTRITON_TUNE_RECORD`) off and on, in turn: these keys missed the "
-                     "database, so recording counts their calls."
+                     "(`RLTRITON_TUNE_RECORD`) off and on, in turn, for the calls whose key "
+                     "missed the database (those recording counts)."
                      if any("recorded_us" in r for r in report["rows"]) else ""), "",
                   *overhead_lines(report), ""]
     flag_rows = read_flag_rows(folder / "flag_cost.jsonl")

@@ -17,7 +17,8 @@ numbers taken in the same seconds:
 * ``recorded`` and ``unrecorded``: the public call with workload recording on
   (``RLTRITON_TUNE_RECORD``, to a temporary file) and off, round by round in turn (each
   switch resets dispatch and memoises the decision again): what recording costs a call
-  whose key missed the database (the cases' keys are borrowed, so recorded).
+  whose key missed the database; timed only for cases whose decision is not their own
+  profile entry or forced (those are never recorded).
 
 and, to show where the public call's time goes, its stages alone (each also per call):
 
@@ -263,7 +264,7 @@ def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
     function = ESTIMATORS[algorithm]
     decision = explain(algorithm, n, t, flags=flags, A=key.a, device=device)
     row: dict[str, Any] = {"case": key.as_text(), "strategy": decision.strategy,
-                           "params": dict(decision.params),
+                           "params": dict(decision.params), "origin": decision.origin,
                            "source": portable_source(decision.source)}
     function(**kwargs)  # memoises the decision the stages look up
     together = {"public_us": lambda: function(**kwargs), **floors}
@@ -271,7 +272,8 @@ def measure(case: tuple[str, int, int, str], device: torch.device, reps: int,
         together["graph_replay_us"] = graph_replay(lambda: function(**kwargs), device)
     row.update(stages(algorithm, kwargs, device, reps, rounds, together))
     row["over_floor_us"] = row["public_us"] - row["empty_triton_us"]
-    row.update(recording_cost(function, kwargs, device, reps, rounds))
+    if decision.origin not in ("profile", "forced"):  # a miss: recording counts it
+        row.update(recording_cost(function, kwargs, device, reps, rounds))
     row["within_budget"] = row["over_floor_us"] <= BUDGET_OVER_FLOOR_US
     return row
 

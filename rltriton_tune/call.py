@@ -153,10 +153,16 @@ class Call:
 
     @property
     def compute_dtype(self) -> torch.dtype:
-        """float64 where any input is float64 (SPEC: float64 inputs accumulate in float64,
-        whatever the outputs' dtype), float32 otherwise (SPEC: accumulate in >= float32)."""
-        if self.out_dtype == torch.float64 or any(
-                x.dtype == torch.float64 for x in self.tensors.values() if x is not None):
+        """float64 where any value input is float64 (SPEC: float64 inputs accumulate in
+        float64, whatever the outputs' dtype), float32 otherwise (SPEC: accumulate in >=
+        float32). Flags hold 0 or 1 in any dtype: a float64 mask (numpy's) asks for
+        nothing more precise."""
+        if self.out_dtype == torch.float64:
+            return torch.float64
+        spec = self.spec
+        skip = (*spec.flags_inputs, *spec.integer)
+        if any(x is not None and x.dtype == torch.float64 and name not in skip
+               for name, x in self.tensors.items()):
             return torch.float64
         return torch.float32
 

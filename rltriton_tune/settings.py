@@ -57,6 +57,8 @@ def _path(name: str, text: str) -> Path | None:
     text = text.strip()
     if not text:
         return None
+    if "\0" in text:
+        raise ValueError(f"{name}={text!r} is not a usable path: it holds a NUL byte")
     try:
         return Path(text).expanduser().absolute()
     except (RuntimeError, OSError, ValueError) as err:

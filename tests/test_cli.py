@@ -693,6 +693,26 @@ def test_parallel_tune_seeds_every_study_before_the_workers_start(capsys, monkey
     assert len(seen["studies"]) == 4 and all(seen["seeded"])
 
 
+def test_parallel_tune_hands_the_workers_no_key_at_its_budget_with_an_entry(capsys,
+                                                                              monkeypatch):
+    """The skip of a resumed run holds with several devices too: keys whose study is at
+    its budget and whose entry is recorded are not handed to the workers."""
+    import rltriton_tune.cli.tuning as cli_tuning
+    import rltriton_tune.tune.parallel as parallel
+
+    tune = ("tune", "--shapes", "8x8", "--trials", "2", "--no-progress",
+            "--no-compile-baseline")
+    assert run(capsys, *tune, "--algorithms", "gae", "--device", "cpu")[0] == 0
+    monkeypatch.setattr(cli_tuning, "resolve_device", lambda text: torch.device("cpu"))
+    handed = []
+    monkeypatch.setattr(parallel, "run_workers",
+                        lambda keys, devices, **kw: handed.extend(keys) or [])
+    code, out, err = run(capsys, *tune, "--algorithms", "gae,discounted_returns",
+                         "--devices", "0,1")
+    assert [k.algorithm for k in handed] == ["discounted_returns"]
+    assert "1 key(s) already tuned to their trial budget" in err
+
+
 def test_a_study_that_cannot_open_mid_run_costs_only_its_key(capsys, monkeypatch):
     import rltriton_tune.tune.study as study_mod
 

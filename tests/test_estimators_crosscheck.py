@@ -176,3 +176,15 @@ def test_float64_inputs_beside_float32_rewards_accumulate_in_float64():
                             last_value=torch.tensor([16777216.0], dtype=torch.float64))
     assert out.dtype == torch.float32
     assert out.tolist() == [[-1.0, 0.0]]
+
+
+def test_only_float64_values_ask_for_float64_accumulation():
+    """A float64 flag mask (as numpy makes them) holds 0 and 1: it keeps float32 work;
+    float64 values beside float32 rewards switch it to float64."""
+    from rltriton_tune.estimators import prepare_call
+
+    x, x64 = torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.float64)
+    assert prepare_call("gae", rewards=x, values=x, terminateds=x64,
+                        truncateds=x64).compute_dtype == torch.float32
+    assert prepare_call("gae", rewards=x, values=x64, terminateds=x).compute_dtype \
+        == torch.float64

@@ -51,6 +51,7 @@ def test_relative_db_path_is_resolved_when_read(tmp_path, monkeypatch):
     # ~user of a user this machine does not have
     ("RLTRITON_TUNE_DB", "~no-such-user-rltriton/db", "not a usable path"),
     ("RLTRITON_TUNE_RECORD", "~no-such-user-rltriton/calls.json", "not a usable path"),
+    ("RLTRITON_TUNE_DB", "profiles\0x", "NUL byte"),  # a mapping given to from_environ
 ])
 def test_bad_values_name_the_variable(name, value, match):
     with pytest.raises(ValueError, match=f"{name}.*{match}"):

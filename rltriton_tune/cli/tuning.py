@@ -112,17 +112,20 @@ def cmd_tune(args) -> int:
     except StorageError as exc:
         raise CLIError(f"{where}: {exc}") from None
     parallel = bool(devices and len(devices) > 1)
+    done_before: list[str] = []  # study at its budget and entry recorded: nothing to do
     # Workers share the studies: each is created and seeded once, here, before they start
     # (with --seed, whichever worker reaches a key first). One device opens each study
     # when its key's turn comes, the first one here: a storage that refuses studies fails
     # before any work.
     for key in keys if parallel else keys[:1]:
-        open_key(key)
+        _, study = open_key(key)
+        if parallel and key.as_text() in entered and len(finished_trials(study)) >= trials:
+            done_before.append(key.as_text())  # at its budget, entry recorded: no work
+    keys = [k for k in keys if k.as_text() not in done_before]
     bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
                file=sys.stderr)
     errors: list[str] = []
     incomplete: list[str] = []  # stopped by --max-seconds: the next run resumes them
-    done_before: list[str] = []  # study at its budget and entry recorded: nothing to do
     served: list[str] = []  # not reached before --max-seconds, but with an entry already
     rows: list[list[str]] = []
     skip = (COMPILE, COMPILE_DOUBLING) if args.no_compile_baseline else ()
@@ -136,11 +139,12 @@ def cmd_tune(args) -> int:
             if kind == "finalized":
                 summaries[payload["key"]] = payload
 
-        errors += run_workers(keys, [str(d) for d in devices], trials=trials,
-                              timeout_s=args.timeout, storage=args.storage,
-                              isolate=args.isolate, seed=args.seed,
-                              compile_workers=args.compile_workers, skip=skip,
-                              max_seconds=args.max_seconds, on_event=on_event)
+        if keys:  # every key may be at its budget with its entry (done_before)
+            errors += run_workers(keys, [str(d) for d in devices], trials=trials,
+                                  timeout_s=args.timeout, storage=args.storage,
+                                  isolate=args.isolate, seed=args.seed,
+                                  compile_workers=args.compile_workers, skip=skip,
+                                  max_seconds=args.max_seconds, on_event=on_event)
         bar.close()
         for key in keys:
             summary = summaries.get(key.as_text(), {"error": "no worker finalized it"})

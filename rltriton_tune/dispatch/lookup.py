@@ -103,6 +103,7 @@ class Found:
     differs: tuple[str, ...] = ()
     tuned: tuple[str, dict[str, Any]] | None = None  # the config as tuned, when moved
     off_grid: str = ""  # the entry's off-grid field that served (OFF_GRID_FIELDS), if any
+    beyond: bool = False  # the call has more steps than the entry (the off-grid side)
 
     def describe(self) -> str:
         if self.exact:
@@ -110,8 +111,8 @@ class Found:
         moved = "" if self.tuned is None else \
             f"; config moved from {self.tuned[0]} {self.tuned[1]}"
         whose = " of a sibling GPU's profile" if "gpu" in self.differs else ""
-        which = f"; its off-grid config for {OFF_GRID_SIDES[self.off_grid]} " \
-            f"({self.off_grid})" if self.off_grid else ""
+        side = "calls with more steps" if self.beyond else "calls with at most its steps"
+        which = f"; its off-grid config for {side} ({self.off_grid})" if self.off_grid else ""
         return (f"borrowed from {self.entry}{whose} (differs in {', '.join(self.differs)}; "
                 f"expected within {self.expected_slowdown:.2f}x{which}{moved})")
 
@@ -266,7 +267,8 @@ def borrowed(key: ProblemKey, profiles: Any, usable: dict[str, Strategy],
         tuned = None if (name, params) == (strategy, validated(usable[strategy], key, config)) \
             else (strategy, dict(config))
         yield Found(name, params, other_text, str(profiles.sources.get(other_text, "?")),
-                    False, slowdown, differs, tuned, off_grid)
+                    False, slowdown, differs, tuned, off_grid,
+                    key.t > profiles.entries[other_text].key.t)
 
 
 def serving_config(entry: Any, key: ProblemKey, usable: dict[str, Strategy],
@@ -295,9 +297,6 @@ def serving_config(entry: Any, key: ProblemKey, usable: dict[str, Strategy],
 #: and 2083 µs at 32769x2457 (one flat tile a row holds 4096 steps), where calls at
 #: 27665x2425 took 1760 µs with flat and about 720 with tiled (rl-triton: 1141).
 OFF_GRID_FIELDS = ("off_grid", "off_grid_beyond")
-#: The calls each off-grid field serves, as explanations name them.
-OFF_GRID_SIDES = {"off_grid": "calls with at most its steps",
-                  "off_grid_beyond": "calls with more steps"}
 
 
 def configs_for(entry: Any, key: ProblemKey) -> list[tuple[str, dict[str, Any], str]]:

@@ -19,8 +19,13 @@ def test_smoke_writes_public_call_and_floors(script, tmp_path):
         assert r["over_floor_us"] == pytest.approx(r["public_us"] - r["empty_triton_us"])
         assert r["strategy"] and r["source"]
         assert r["validate_us"] > 0 and r["dispatch_us"] > 0 and r["launcher_us"] > 0
-        assert r["recorded_us"] > 0 and r["unrecorded_us"] > 0
+        # recording is timed for the calls it counts: those whose key missed the database
+        recorded = r["origin"] not in ("profile", "forced")
+        assert ("recorded_us" in r) is recorded and ("unrecorded_us" in r) is recorded
+        if recorded:
+            assert r["recorded_us"] > 0 and r["unrecorded_us"] > 0
     assert "RLTRITON_TUNE_RECORD" not in os.environ  # restored after the recorded rounds
+    assert any("recorded_us" in r for r in report["rows"])
     fallback, retrace, forced = report["rows"]
     # Every case's usual call takes the fast path, Retrace's too.
     assert all(r["fast_path_us"] > 0 for r in (fallback, retrace, forced))

@@ -281,11 +281,13 @@ def test_calls_beyond_an_entrys_steps_take_the_off_grid_config_of_their_side(
             assert d.entry == key(4096, 2048).as_text(), (extra, call)
             got = d.params["BLOCK_T"] if d.strategy == "tiled" else None
             assert got == want, (extra, call)
-            # the explanation names the field that served: off_grid_beyond only where
-            # the entry has it and the call has more steps
+            # the explanation names the call's side and the field that served it:
+            # off_grid_beyond only where the entry has it and the call has more steps
             field = ("off_grid_beyond" if call.t > 2048 and "off_grid_beyond" in extra
                      else "off_grid")
-            assert (f"({field})" in d.detail) is (want is not None), (extra, call, d.detail)
+            side = "more steps" if call.t > 2048 else "at most its steps"
+            assert (f"for calls with {side} ({field})" in d.detail) is (want is not None), (
+                extra, call, d.detail)
         assert decide(key(4096, 2048), FAKE_GPU).strategy == "flat"
         assert decide(key(4096, 3583), FAKE_GPU).strategy == "flat"  # fills its span
 
