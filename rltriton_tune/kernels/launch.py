@@ -28,7 +28,7 @@ from rltriton_tune.kernels.actions import ActionPass
 from rltriton_tune.kernels.builders import BUILDERS, Builder
 from rltriton_tune.kernels.native_launch import NativeLaunch, native_launch
 from rltriton_tune.kernels.shapes import vector_elems
-from rltriton_tune.pow2 import next_pow2
+from rltriton_tune.pow2 import next_pow2, pow2_divisor
 from rltriton_tune.strategy import InvalidConfig, Launcher, Params
 
 #: Offsets are computed in int64 when the largest input may reach this many elements.
@@ -130,8 +130,6 @@ def one_row_at_odd_length(params: Params, source: ProblemKey, target: ProblemKey
     return params
 
 
-#: Largest alignment hint: 16 elements cover a 16-byte vector of every supported dtype.
-MAX_ALIGN = 16
 #: Whether packers pass alignment hints (``scan.true_sizes``). Off, sizes that are not
 #: multiples of 16 compile to scalar accesses: benchmarks/switches.py measures the gap
 #: and the tests run both ways.
@@ -209,12 +207,6 @@ def descend_tiles(key: ProblemKey, tile_elems: int, num_warps: int,
     return BUILDERS[key.algorithm].reverse and (
         always or DESCEND_ALWAYS or key.time_major or tile_elems < 2 * 32 * num_warps
         or key.t % 2 == 1)
-
-
-def pow2_divisor(x: int, cap: int = MAX_ALIGN) -> int:
-    """Largest power of two, at most ``cap``, that divides ``x`` (``cap`` for 0)."""
-    x = int(x)
-    return cap if x == 0 else min(cap, x & -x)
 
 
 def is_pow2(x: int) -> bool:

@@ -4,7 +4,7 @@ built-in rules use them on machines without Triton too)."""
 from __future__ import annotations
 
 from rltriton_tune.call import DTYPES_BY_NAME, ProblemKey
-from rltriton_tune.pow2 import next_pow2, pow2_floor
+from rltriton_tune.pow2 import next_pow2, pow2_divisor, pow2_floor
 from rltriton_tune.strategy import Params
 
 
@@ -22,7 +22,7 @@ def lane_elems(key: ProblemKey) -> int:
     environment a lane (compiled for sm_90, GAE 4745x1047 float32, the ``columns`` block
     (32, 32, 1 warp) holds whole columns a thread and scans without shuffles), where with
     N a multiple of 4 it lays 4 environments a lane on 8 lanes and 4 lanes take steps."""
-    return min(vector_elems(key), key.n & -key.n) if key.n else vector_elems(key)
+    return pow2_divisor(key.n, cap=vector_elems(key))
 
 
 def time_major_columns(key: ProblemKey, sm_count: int | None = None) -> Params:
