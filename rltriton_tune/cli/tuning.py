@@ -83,6 +83,10 @@ def cmd_tune(args) -> int:
     # has reached its trial budget too, a resumed run (the same arguments after a
     # --max-seconds stop) skips them instead of timing their finalists again.
     entered = {k.as_text() for k in keys} - {k.as_text() for k in missing}
+
+    def done_earlier(key: Any, study: Any) -> bool:
+        """Whether ``key``'s study is at its trial budget and its entry is recorded."""
+        return key.as_text() in entered and len(finished_trials(study)) >= trials
     if args.missing_only:
         keys = missing
         if not keys:
@@ -119,7 +123,7 @@ def cmd_tune(args) -> int:
     # before any work.
     for key in keys if parallel else keys[:1]:
         _, study = open_key(key)
-        if parallel and key.as_text() in entered and len(finished_trials(study)) >= trials:
+        if parallel and done_earlier(key, study):
             done_before.append(key.as_text())  # at its budget, entry recorded: no work
     keys = [k for k in keys if k.as_text() not in done_before]
     bar = tqdm(total=len(keys) * trials, desc="tuning", unit="trial", disable=args.no_progress,
@@ -171,7 +175,7 @@ def cmd_tune(args) -> int:
                 except CLIError as exc:  # e.g. a database gone mid-run: the other keys go on
                     _add_row(rows, errors, key, None, 0, 0, str(exc))
                     continue
-                if key.as_text() in entered and len(finished_trials(study)) >= trials:
+                if done_earlier(key, study):
                     done_before.append(key.as_text())
                     continue
                 try:
