@@ -16,6 +16,7 @@ from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions
 from rltriton_tune.kernels.builders import Builder
 from rltriton_tune.kernels.launch import (
     MAX_BLOCK_N,
+    MAX_ELEMS_PER_THREAD,
     TILE_BUDGET,
     FastLaunch,
     Packer,
@@ -127,8 +128,14 @@ class FlatStrategy(TritonStrategy):
                 f"TWO_BLOCKS=1 caps nothing at num_warps={p['num_warps']} (8 or more)")
 
     def default_params(self, key: ProblemKey) -> Params:
-        return {**rl_triton_params(key.t, key.algorithm), **reduce_actions_default(key),
-                **tile_order_default(key), "TWO_BLOCKS": 0}
+        """rl-triton's config, with enough warps for the register rule of ``validate``:
+        past 32768 steps rl-triton's 16 warps hold 128 elements a thread, which
+        validation refuses, so the row takes 32 warps (64 elements a thread)."""
+        params = rl_triton_params(key.t, key.algorithm)
+        fits = next_pow2(key.t) // (32 * MAX_ELEMS_PER_THREAD)
+        params["num_warps"] = max(params["num_warps"], min(32, fits))
+        return {**params, **reduce_actions_default(key), **tile_order_default(key),
+                "TWO_BLOCKS": 0}
 
     def transfer(self, source: ProblemKey, target: ProblemKey,
                  params: Params) -> tuple[str, Params]:

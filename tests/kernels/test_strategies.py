@@ -12,6 +12,7 @@ import torch
 
 from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels import STRATEGY_NAMES, strategies
+from rltriton_tune.pow2 import next_pow2
 from rltriton_tune.reference import reference
 from rltriton_tune.strategy import InvalidConfig
 
@@ -55,6 +56,20 @@ def test_space_and_defaults(name):
             except InvalidConfig:
                 pass
         assert valid, (name, key)
+
+
+@pytest.mark.parametrize("t", [1, 100, 32768, 32769, 40000, 65536])
+@pytest.mark.parametrize("algorithm", ["gae", "discounted_returns"])
+def test_flat_default_is_valid_wherever_a_row_fits_the_tile(algorithm, t):
+    """Up to 65536 steps a whole row fits flat's tile: the default config (what
+    ``force("flat")`` runs without parameters) must pass validation there too."""
+    from rltriton_tune.kernels.launch import MAX_ELEMS_PER_THREAD
+
+    flat = strategies()["flat"]
+    key = ProblemKey(algorithm, 3, t)
+    params = flat.validate(key, {})
+    assert params["BLOCK_N"] == 1
+    assert next_pow2(t) // (32 * params["num_warps"]) <= MAX_ELEMS_PER_THREAD
 
 
 @pytest.mark.parametrize("name", ["tiled", "split", "sequential"])
