@@ -482,6 +482,10 @@ class TritonStrategy:
             except (TypeError, ValueError):
                 raise InvalidConfig(f"{self.name}: parameter {name}={value!r} is not an "
                                     "integer") from None
+            if isinstance(value, float) and value != full[name]:
+                # int() would truncate it: a fraction is a wrong config, not a rounded one.
+                raise InvalidConfig(f"{self.name}: parameter {name}={value!r} is not an "
+                                    "integer")
             if name in SWITCH_PARAMS:
                 if full[name] not in (0, 1):
                     raise InvalidConfig(f"{self.name}: {name}={value!r} must be 0 or 1")

@@ -113,6 +113,9 @@ def test_searches_skip_tiles_with_fewer_elements_than_threads():
     ("tiled", {"BLOCK_T": 24}, "power of two"),
     ("tiled", {"BLOCK_X": 4}, "unknown parameter"),
     ("tiled", {"BLOCK_N": "x"}, "not an integer"),
+    ("tiled", {"BLOCK_N": 2.5}, "BLOCK_N=2.5 is not an integer"),   # not truncated to 2
+    ("tiled", {"num_warps": 1.99}, "num_warps=1.99 is not an integer"),
+    ("flat", {"DESCEND": 0.5}, "DESCEND=0.5 is not an integer"),
     ("tiled", {"num_warps": 64}, "num_warps"),
     ("tiled", {"BLOCK_N": 256, "BLOCK_T": 1024}, "tile budget"),
     ("split", {"CHUNK_T": 64, "BLOCK_T": 128}, "multiple of BLOCK_T"),
@@ -122,6 +125,14 @@ def test_searches_skip_tiles_with_fewer_elements_than_threads():
 def test_invalid_configs(name, params, match):
     with pytest.raises(InvalidConfig, match=match):
         strategies()[name].validate(ProblemKey("gae", 8, 2**17), params)
+
+
+def test_integral_floats_are_accepted():
+    """A profile's JSON may hold 2.0 for 2: the same config."""
+    tiled = strategies()["tiled"]
+    key = ProblemKey("gae", 8, 2**17)
+    assert tiled.validate(key, {"BLOCK_N": 2.0, "num_warps": 4.0}) == \
+        tiled.validate(key, {"BLOCK_N": 2, "num_warps": 4})
 
 
 @pytest.mark.parametrize("name", STRATEGY_NAMES)
