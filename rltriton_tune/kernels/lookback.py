@@ -70,6 +70,7 @@ from rltriton_tune.kernels.scan import (
     take,
     time_block,
     true_sizes,
+    wide_product,
 )
 from rltriton_tune.strategy import Launcher, Params
 
@@ -239,9 +240,7 @@ def lookback_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N, T
     agg_b = take(p, out)
     r = tl.reshape(rows, [BLOCK_N])
     m = r < N
-    plane = NC * N
-    if BIG:
-        plane = plane.to(tl.int64)
+    plane = wide_product(NC, N, BIG)
     mine = _word_at(k, r, N, BIG)
     WORDS = STATE + 1
     # The first chunk's aggregate is its inclusive value; later chunks publish theirs

@@ -161,6 +161,16 @@ def block_indices(pid, BLOCK: tl.constexpr, BIG: tl.constexpr):
 
 
 @triton.jit
+def wide_product(x, y, BIG: tl.constexpr):
+    """``x * y`` of two integers, in int64 when offsets may pass 2^31: an int32 product
+    wraps before any later cast (``(NC * N).to(tl.int64)`` does not widen it)."""
+    if BIG:
+        return tl.cast(x, tl.int64) * y
+    else:
+        return x * y
+
+
+@triton.jit
 def row_block(pid, BLOCK_N: tl.constexpr, BIG: tl.constexpr):
     """Row indices [BLOCK_N, 1] of row block ``pid`` (see :func:`block_indices`)."""
     return block_indices(pid, BLOCK_N, BIG)[:, None]

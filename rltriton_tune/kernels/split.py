@@ -20,6 +20,7 @@ from rltriton_tune.call import Call, ProblemKey
 from rltriton_tune.kernels.actions import reduce_actions_default, reduce_actions_space
 from rltriton_tune.kernels.builders import Builder
 from rltriton_tune.kernels.launch import (
+    INT32_LIMIT,
     TILE_BUDGET,
     FastLaunch,
     Packer,
@@ -37,6 +38,7 @@ from rltriton_tune.kernels.scan import (
     tile_start,
     time_block,
     true_sizes,
+    wide_product,
 )
 from rltriton_tune.kernels.shapes import stage_buffers_too_big
 from rltriton_tune.strategy import Launcher, Params
@@ -86,9 +88,9 @@ def split_reduce_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, 
         agg_b = take(p, out) * agg_b
     r = tl.reshape(rows, [BLOCK_N])
     m = r < N
-    off = c * N + r
+    off = wide_product(c, N, BIG) + r
     tl.store(AGG + off, agg_a, mask=m)
-    tl.store(AGG + NC * N + off, agg_b, mask=m)
+    tl.store(AGG + wide_product(NC, N, BIG) + off, agg_b, mask=m)
 
 
 @triton.jit
@@ -125,7 +127,7 @@ def split_scan_kernel(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, O0, O1, O2, O3, N,
         m = rmask & km
         off = ks * N + rows
         ka = tl.load(AGG + off, mask=m, other=0.0)
-        kb = tl.load(AGG + NC * N + off, mask=m, other=1.0)
+        kb = tl.load(AGG + wide_product(NC, N, BIG) + off, mask=m, other=1.0)
         y, _ = scan_tile(ka, kb, carry, cfeed, REVERSE, 1)  # chunk-major: no thread runs
         carry = take(y, cout)
     # Rescan the chunk from that carry.
@@ -201,6 +203,9 @@ class SplitStrategy(TritonStrategy):
                       STAGES=params["num_stages"], num_warps=params["num_warps"],
                       num_stages=params["num_stages"])
         agg_shape = (2, n_chunks, key.n)
+        # The aggregates' offsets reach 2 * chunks * N, past the inputs' N * T when
+        # chunks are short.
+        consts["BIG"] = consts["BIG"] or 2 * n_chunks * key.n >= INT32_LIMIT
         reduce = FastLaunch(split_reduce_kernel, grid, consts, pack.pointers, pack.pointer_slots)
         scan = FastLaunch(split_scan_kernel, grid, consts, pack.pointers, pack.pointer_slots)
 

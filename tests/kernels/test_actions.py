@@ -70,6 +70,28 @@ def test_block_indices_of_a_program_past_2_31_elements_are_int64():
     assert out.split()[0] == "True", out
 
 
+def test_wide_product_does_not_wrap():
+    """The look-back words' plane (chunks x N) and split's aggregate offsets are products
+    of two int32 sizes: with BIG they are formed in int64, where an int32 product cast
+    afterwards has already wrapped (4096 chunks of 2^20 rows: 2^32, not 0)."""
+    out = run_child("""
+        import torch, triton, triton.language as tl
+        from rltriton_tune.kernels.scan import wide_product
+
+        @triton.jit
+        def probe(OUT, X, Y, BIG: tl.constexpr):
+            tl.store(OUT, wide_product(X, Y, BIG))
+            tl.store(OUT + 1, wide_product(tl.program_id(0) + X - 1, Y, BIG))
+
+        out = torch.zeros(2, dtype=torch.int64)
+        probe[(1,)](out, 4096, 2**20, BIG=True)
+        wide = out.tolist()
+        probe[(1,)](out, 3, 7, BIG=False)
+        print(wide == [2**32, 4095 * 2**20] and out.tolist() == [21, 14], wide)
+        """)
+    assert out.split()[0] == "True", out
+
+
 def test_the_pre_pass_past_2_31_steps_touches_only_its_own_steps():
     """The program that starts at step 2^31 of a problem whose steps end there reads and
     writes nothing (all its steps are masked); a wrapped index would read at negative

@@ -103,6 +103,30 @@ def test_int64_offsets(strategy, algorithm, monkeypatch):
     check_outputs(launcher(call), expected(algorithm, kwargs), call, f"{strategy} int64")
 
 
+def test_split_aggregate_offsets_take_64_bits_when_they_outgrow_the_inputs(monkeypatch):
+    """With one-step chunks split's aggregates (2 per chunk and row) outnumber the
+    inputs: their offsets turn 64-bit by themselves (here at a lowered limit), with the
+    same results."""
+    from rltriton_tune.kernels import split
+
+    seen = []
+
+    class Spy(split.FastLaunch):
+        def __init__(self, kernel, grid, consts, pointers=None, slots=None):
+            seen.append(consts["BIG"])
+            super().__init__(kernel, grid, consts, pointers, slots)
+
+    monkeypatch.setattr(split, "FastLaunch", Spy)
+    monkeypatch.setattr(split, "INT32_LIMIT", 2 * 3 * 7)  # aggregates of 7 rows x 3 chunks
+    for n_rows, big in ((6, False), (7, True)):  # N * T <= 21: the inputs stay small
+        key = ProblemKey("gae", n_rows, 3, "float32", "time", "trunc")
+        call, kwargs = make_call(key, seed=n_rows)
+        outs = split.SplitStrategy().prepare(key, {"BLOCK_N": 2, "BLOCK_T": 1, "CHUNK_T": 1,
+                                                   "CARRY_BLOCK": 2, "num_warps": 1})(call)
+        check_outputs(outs, expected("gae", kwargs), call, f"{n_rows} rows")
+        assert seen[-2:] == [big, big]   # both phases
+
+
 @pytest.mark.parametrize("hints", [True, False], ids=["hints", "no-hints"])
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @pytest.mark.parametrize(("layout", "n", "t"), [("env", 3, 12), ("time", 8, 5), ("env", 2, 40)])
