@@ -103,28 +103,35 @@ def test_int64_offsets(strategy, algorithm, monkeypatch):
     check_outputs(launcher(call), expected(algorithm, kwargs), call, f"{strategy} int64")
 
 
-def test_split_aggregate_offsets_take_64_bits_when_they_outgrow_the_inputs(monkeypatch):
-    """With one-step chunks split's aggregates (2 per chunk and row) outnumber the
-    inputs: their offsets turn 64-bit by themselves (here at a lowered limit), with the
-    same results."""
-    from rltriton_tune.kernels import split
+@pytest.mark.parametrize(("strategy", "layout", "params"), [
+    ("lookback", "env", {"BLOCK_N": 1, "BLOCK_T": 1, "num_warps": 1}),
+    ("split", "time", {"BLOCK_N": 2, "BLOCK_T": 1, "CHUNK_T": 1, "CARRY_BLOCK": 2,
+                       "num_warps": 1}),
+])
+def test_chunk_offsets_take_64_bits_when_they_outgrow_the_inputs(strategy, layout, params,
+                                                                  monkeypatch):
+    """With one-step chunks the per-chunk words (lookback) or aggregates (split), 2 per
+    chunk and row, outnumber the inputs: their offsets turn 64-bit by themselves (here at
+    a lowered limit), with the same results, in every launch of the strategy."""
+    import importlib
 
+    module = importlib.import_module(f"rltriton_tune.kernels.{strategy}")
     seen = []
 
-    class Spy(split.FastLaunch):
+    class Spy(module.FastLaunch):
         def __init__(self, kernel, grid, consts, pointers=None, slots=None):
             seen.append(consts["BIG"])
             super().__init__(kernel, grid, consts, pointers, slots)
 
-    monkeypatch.setattr(split, "FastLaunch", Spy)
-    monkeypatch.setattr(split, "INT32_LIMIT", 2 * 3 * 7)  # aggregates of 7 rows x 3 chunks
+    monkeypatch.setattr(module, "FastLaunch", Spy)
+    monkeypatch.setattr(module, "INT32_LIMIT", 2 * 3 * 7)  # 2 words of 7 rows x 3 chunks
     for n_rows, big in ((6, False), (7, True)):  # N * T <= 21: the inputs stay small
-        key = ProblemKey("gae", n_rows, 3, "float32", "time", "trunc")
+        key = ProblemKey("gae", n_rows, 3, "float32", layout, "trunc")
         call, kwargs = make_call(key, seed=n_rows)
-        outs = split.SplitStrategy().prepare(key, {"BLOCK_N": 2, "BLOCK_T": 1, "CHUNK_T": 1,
-                                                   "CARRY_BLOCK": 2, "num_warps": 1})(call)
-        check_outputs(outs, expected("gae", kwargs), call, f"{n_rows} rows")
-        assert seen[-2:] == [big, big]   # both phases
+        seen.clear()
+        outs = strategies()[strategy].prepare(key, params)(call)
+        check_outputs(outs, expected("gae", kwargs), call, f"{strategy} {n_rows} rows")
+        assert seen and all(b is big for b in seen), seen
 
 
 @pytest.mark.parametrize("hints", [True, False], ids=["hints", "no-hints"])

@@ -162,27 +162,6 @@ def test_epoch_tags_wrap_around(monkeypatch):
     assert int(buffer[0]) == programs * ((1 << 30) + 2)
 
 
-def test_word_offsets_take_64_bits_when_the_words_outgrow_the_inputs(monkeypatch):
-    """With one-step chunks the words (2 per chunk and row) outnumber the inputs: their
-    offsets turn 64-bit by themselves (here at a lowered limit), with the same results."""
-    seen = []
-
-    class Spy(lookback.FastLaunch):
-        def __init__(self, kernel, grid, consts, pointers=None, slots=None):
-            seen.append(consts["BIG"])
-            super().__init__(kernel, grid, consts, pointers, slots)
-
-    monkeypatch.setattr(lookback, "FastLaunch", Spy)
-    monkeypatch.setattr(lookback, "INT32_LIMIT", 2 * 3 * 7)  # words of 7 rows x 3 chunks
-    for n_rows, big in ((6, False), (7, True)):  # N * T <= 21: the inputs stay small
-        key = ProblemKey("gae", n_rows, 3, "float32", "env", "trunc")
-        call, kwargs = make_call(key, seed=n_rows)
-        outs = lookback.LookbackStrategy().prepare(key, {"BLOCK_N": 1, "BLOCK_T": 1,
-                                                         "num_warps": 1})(call)
-        check_outputs(outs, expected("gae", kwargs), call, f"{n_rows} rows")
-        assert seen[-1] is big
-
-
 class FakeStream:
     """A CUDA stream stand-in that records which streams it was made to wait for."""
 
