@@ -81,6 +81,17 @@ class RuntimeState:
         check_environment(self)
         return self._settings
 
+    def forget_profile_launchers(self) -> None:
+        """Drop the memoised launchers whose decision read the profiles (every one not made
+        under ``force()``), so the next call of their keys decides again from the profiles
+        as they are now: after an entry is recorded, imported or cleared in this process,
+        calls and ``explain`` agree. Failed configs, warnings and online attempts stay."""
+        with self.lock:
+            # The memo key's last element is the ``force()`` context; a forced choice never
+            # reads a profile. New dicts, assigned whole: the hot path reads them unlocked.
+            self.bound = {k: v for k, v in self.bound.items() if k[-1] is not None}
+            self.table = {k: v for k, v in self.table.items() if k[-1] is not None}
+
     def after_fork_in_child(self) -> None:
         """New locks in a forked child; the recorder forgets the parent's counts."""
         self.lock = threading.RLock()

@@ -15,9 +15,11 @@ from rltriton_tune.tuning_db.schema import Entry
 
 
 def invalidate_cache() -> None:
-    """Forget loaded profiles, so the next ``load_profiles`` reads the files again."""
+    """Forget loaded profiles, so the next ``load_profiles`` reads the files again, and the
+    launchers dispatch memoised from them, so the next calls decide again."""
     with process.STATE.lock:
         process.STATE.profile_cache.clear()
+        process.STATE.forget_profile_launchers()
 
 
 def warn_once(topic: str, subject: str, message: str) -> bool:

@@ -172,6 +172,29 @@ def test_cpu_profile_entry_is_used_by_calls(profiles):
     assert decision.params == {"mode": "loop"}
 
 
+def test_calls_follow_a_profile_changed_in_the_process(profiles):
+    """An entry recorded, then cleared, in this process serves the next calls of a key that
+    was already memoised, as ``explain`` says, and a ``force()`` memo survives."""
+    from rltriton_tune.tuning_db import clear, record
+
+    key = KEYS["gae"]
+    cpu = torch.device("cpu")
+    fp = device_fingerprint("cpu")
+    assert_matches_reference(key)
+    assert memo.decisions()[(key, cpu)].origin == "fallback"
+    with dispatch.force("torch", mode="loop"):
+        assert_matches_reference(key)
+    record(fp, [Entry(key, "torch", {"mode": "chunked", "chunk": 4}, 1.0)])
+    assert dispatch.explain("gae", 5, 17, flags="trunc").origin == "profile"
+    assert_matches_reference(key, seed=1)
+    decision = memo.decisions()[(key, cpu)]
+    assert (decision.origin, decision.params) == ("profile", {"mode": "chunked", "chunk": 4})
+    clear(fp)
+    assert_matches_reference(key, seed=2)
+    assert memo.decisions()[(key, cpu)].origin == "fallback"
+    assert any(k[-1] is not None for k in STATE.table)  # the force() context's launcher
+
+
 class FailingTriton:
     """A Triton-like strategy whose launcher raises, like a compile error on first launch."""
 
