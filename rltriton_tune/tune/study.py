@@ -211,6 +211,34 @@ def make_evaluator(key: ProblemKey, device: torch.device, space: SearchSpace, *,
 
 def _one_batch(study: optuna.Study, space: SearchSpace, evaluator: Any, size: int,
                on_trial: Callable[[optuna.trial.FrozenTrial | None], None] | None) -> int:
+    untold: set[int] = set()  # trials asked and not yet told
+    try:
+        return _ask_and_tell(study, space, evaluator, size, on_trial, untold)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM, a failing evaluator): the trials asked are left
+        # running and never told. Those that took an enqueued seed (the rules' choice,
+        # rl-triton's, related winners) took it off the queue, and a resumed study asks
+        # the sampler instead: queue their seeds again.
+        _requeue_seeds(study, untold)
+        raise
+
+
+def _requeue_seeds(study: optuna.Study, numbers: set[int]) -> None:
+    """Enqueue again the seed configs (``fixed_params``) of the running trials ``numbers``."""
+    if not numbers:
+        return
+    try:
+        for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            fixed = frozen.system_attrs.get("fixed_params")
+            if frozen.number in numbers and fixed:
+                study.enqueue_trial(dict(fixed))
+    except Exception:  # noqa: BLE001 - the interruption is what the caller must see
+        _log.debug("could not queue the seeds of interrupted trials again", exc_info=True)
+
+
+def _ask_and_tell(study: optuna.Study, space: SearchSpace, evaluator: Any, size: int,
+                  on_trial: Callable[[optuna.trial.FrozenTrial | None], None] | None,
+                  untold: set[int]) -> int:
     known = _known(study)
     asked: list[tuple[optuna.Trial, Candidate]] = []
     finished = 0
@@ -218,12 +246,14 @@ def _one_batch(study: optuna.Study, space: SearchSpace, evaluator: Any, size: in
     def tell(trial: optuna.Trial, **kw: Any) -> None:
         nonlocal finished
         frozen = study.tell(trial, **kw)
+        untold.discard(trial.number)
         finished += 1
         if on_trial is not None:
             on_trial(frozen)
 
     for _ in range(size):
         trial = study.ask()
+        untold.add(trial.number)
         try:
             cand = space.suggest(trial)
         except InvalidConfig as exc:

@@ -37,6 +37,37 @@ def test_interrupted_study_resumes_within_budget(tmp_path):
     assert run_trials(KEY, CPU, trials=6, storage=storage) == 0
 
 
+def test_an_interrupted_batch_queues_its_seeds_again(tmp_path):
+    """Ctrl-C while a batch is evaluated leaves its trials running; the seed configs they
+    took off the queue are queued again, so the resumed study still tries every one."""
+    storage = str(tmp_path / "s.journal")
+    study = open_study(KEY, CPU, storage, trials=8)
+    seeds = [t.system_attrs["fixed_params"]
+             for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
+    assert len(seeds) >= 2
+
+    class Interrupted:
+        workers = 4
+
+        def evaluate(self, candidates, **kw):
+            raise KeyboardInterrupt
+
+        def close(self):
+            pass
+
+    with pytest.raises(KeyboardInterrupt):
+        run_trials(KEY, CPU, trials=8, study=study, evaluator=Interrupted())
+    resumed = open_study(KEY, CPU, storage, trials=8)
+    waiting = [t.system_attrs["fixed_params"]
+               for t in resumed.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
+    assert sorted(map(repr, waiting)) == sorted(map(repr, seeds))
+    run_trials(KEY, CPU, trials=8, study=resumed)
+    tried = [t.params for t in resumed.get_trials(deepcopy=False)
+             if t.state == TrialState.COMPLETE]
+    for seed in seeds:
+        assert any(all(p.get(k) == v for k, v in seed.items()) for p in tried), seed
+
+
 def test_failures_are_failed_trials_not_crashes(misbehaving):
     space = SearchSpace(KEY, CPU, {"torch": misbehaving})
     evaluator = Evaluator(KEY, CPU, {"torch": misbehaving}, time_budget_s=0.005)
