@@ -208,6 +208,38 @@ def test_tune_results_that_cannot_be_saved_go_to_a_file_the_user_is_told_about(
         saved.unlink()
 
 
+def test_tune_interrupted_after_a_refused_write_still_saves_what_it_measured(
+        monkeypatch, capsys):
+    """Ctrl-C after a key's entry could not be written: the entry goes to the file the
+    user is told about, as at the end of a run, and the exit is an interruption's."""
+    import rltriton_tune.tune.study as study
+
+    def refuse(path, text):
+        raise PermissionError(13, "Read-only file system", str(path))
+
+    real, calls = study.run_trials, []
+
+    def interrupted_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr("rltriton_tune.tuning_db.store.write_atomic", refuse)
+        patch.setattr(study, "run_trials", interrupted_second)
+        with pytest.warns(RuntimeWarning, match="keeping new entries in memory"):
+            code, out, err = run(capsys, *TUNE[:4], "8x8,16x16", *TUNE[5:])
+    assert code == 130
+    line = next(x for x in err.splitlines() if "could not save" in x)
+    assert "could not save 1 tuned entries" in line and "import" in line
+    saved = Path(line.split(" they are in ")[1].split(":")[0])
+    try:
+        assert set(read_profile(saved).entries) == {"gae|none|float32|env|N=8|T=8"}
+    finally:
+        saved.unlink()
+
+
 # ---------------------------------------------------------------- hostile profiles
 
 

@@ -36,6 +36,31 @@ def _add_row(rows: list[list[str]], errors: list[str], key: Any, entry: Any, tri
 
 
 def cmd_tune(args) -> int:
+    try:
+        return _tune(args)
+    except KeyboardInterrupt:
+        _save_unsaved_on_interrupt(args)
+        raise
+
+
+def _save_unsaved_on_interrupt(args) -> None:
+    """Ctrl-C or SIGTERM: the entries this run measured that only live in memory (their
+    profile could not be written) go to a temporary file the user is told about, as at
+    the end of a run; the process would otherwise lose them."""
+    try:
+        devices = [resolve_device(d) for d in args.devices or [args.device]]
+    except Exception:  # noqa: BLE001 - the interruption is what the caller reports
+        return
+    for device in devices:
+        try:
+            line = save_unsaved(device)
+        except Exception:  # noqa: BLE001
+            continue
+        if line:
+            print(f"{PROG}: error: {line}", file=sys.stderr)
+
+
+def _tune(args) -> int:
     from tqdm import tqdm
 
     from rltriton_tune.tune.compile_pool import compile_pool_for
