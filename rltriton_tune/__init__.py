@@ -14,11 +14,20 @@ from rltriton_tune.state import STATE as _STATE
 
 __version__ = "0.1.0"
 
-if _STATE.settings_error is None and _STATE.settings.online:
-    # Online tuning is tooling: it plugs itself into the runtime (see tune/online.py).
-    from rltriton_tune.tune import online as _online
 
-    _online.install()
+
+def _install_online_tuner() -> None:
+    """Plug online tuning in where ``RLTRITON_TUNE_ONLINE`` is on and no tuner is: at import,
+    and at every ``dispatch.reset()``, which reads the environment again."""
+    if _STATE.settings_error is None and _STATE.settings.online and _STATE.online_tuner is None:
+        # Online tuning is tooling: it plugs itself into the runtime (see tune/online.py).
+        from rltriton_tune.tune import online as _online
+
+        _online.install()
+
+
+_STATE.online_installer = _install_online_tuner
+_install_online_tuner()
 
 __all__ = [
     "compute_gae",

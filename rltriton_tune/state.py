@@ -64,6 +64,9 @@ class RuntimeState:
         self.online_attempted: set[tuple] = set()
         #: Installed by the tooling (``rltriton_tune.tune.online``): tunes one key.
         self.online_tuner: Callable | None = None
+        #: Set by the package's facade: installs :attr:`online_tuner` where the environment
+        #: asks for online tuning (called at import and by ``dispatch.reset``).
+        self.online_installer: Callable[[], None] | None = None
         #: The forced choice parsed from ``RLTRITON_TUNE_FORCE`` (parsed on first use).
         self.env_forced: Any = None
         self.env_forced_parsed = False
@@ -105,17 +108,17 @@ STATE = RuntimeState(defer_errors=True)
 def reset(settings: Settings | None = None) -> RuntimeState:
     """Make the process state fresh, re-reading the environment (tests, tools).
 
-    The online tuner a tool installed, and entries this process measured but could not
-    write, stay.
+    The online tuner a tool installed (and its installer), and entries this process
+    measured but could not write, stay.
     """
-    tuner = STATE.online_tuner
+    tuner, installer = STATE.online_tuner, STATE.online_installer
     recorder = STATE.recorder
     if recorder is not None:
         recorder.close()
     with STATE.lock:
         overlay = STATE.overlay
         STATE.__init__(settings)
-        STATE.online_tuner = tuner
+        STATE.online_tuner, STATE.online_installer = tuner, installer
         STATE.overlay = overlay  # unwritten measurements stay for the process
     return STATE
 

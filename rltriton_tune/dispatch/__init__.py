@@ -50,3 +50,5 @@ def reset() -> None:
     state.reset()
     invalidate_cache()
     db_state.forget_warnings()
+    if _STATE.online_installer is not None:  # RLTRITON_TUNE_ONLINE may be on now
+        _STATE.online_installer()

@@ -289,6 +289,26 @@ def test_online_mode_tunes_records_and_reuses(monkeypatch):
     assert memo.decisions()[(key, torch.device("cpu"))].source.startswith("profile:")
 
 
+def test_online_mode_turned_on_after_import_tunes_after_a_reset(monkeypatch):
+    """The environment is read again by ``dispatch.reset()``: RLTRITON_TUNE_ONLINE=1 set
+    after the import turns online tuning on there, as it does at import."""
+    from rltriton_tune.tune import online
+
+    seen = []
+
+    def tune_key(key, device, budget_s):
+        seen.append(key)
+        return Entry(key=key, strategy="torch", params={"mode": "loop"}, device_time_us=1.0)
+
+    monkeypatch.setattr(online, "tune_key", tune_key)
+    monkeypatch.setattr(STATE, "online_tuner", None)
+    monkeypatch.setenv("RLTRITON_TUNE_ONLINE", "1")
+    dispatch.reset()
+    assert_matches_reference(KEYS["gae"])
+    assert seen == [KEYS["gae"]]
+    assert memo.decisions()[(KEYS["gae"], torch.device("cpu"))].origin == "online"
+
+
 @pytest.mark.parametrize("outcome", ["raise", "none"])
 def test_online_failure_falls_back_to_the_normal_order(monkeypatch, outcome):
     monkeypatch.setenv("RLTRITON_TUNE_ONLINE", "1")
