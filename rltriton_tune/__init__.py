@@ -15,7 +15,6 @@ from rltriton_tune.state import STATE as _STATE
 __version__ = "0.1.0"
 
 
-
 def _install_online_tuner() -> None:
     """Plug online tuning in where ``RLTRITON_TUNE_ONLINE`` is on and no tuner is: at import,
     and at every ``dispatch.reset()``, which reads the environment again."""
