@@ -12,6 +12,7 @@ Relative paths are made absolute against the working directory at read time.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -73,8 +74,9 @@ def _budget(text: str) -> float:
         value = float(text)
     except ValueError:
         raise ValueError(f"{ENV_ONLINE_BUDGET}={text!r} is not a number of seconds") from None
-    if not value > 0 or value != value:
-        raise ValueError(f"{ENV_ONLINE_BUDGET}={text!r} must be a positive number of seconds")
+    if not 0 < value < math.inf:  # NaN fails both; inf would tune a key without end
+        raise ValueError(f"{ENV_ONLINE_BUDGET}={text!r} must be a positive, finite number "
+                         "of seconds")
     return value
 
 

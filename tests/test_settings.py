@@ -46,6 +46,8 @@ def test_relative_db_path_is_resolved_when_read(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("name", "value", "match"), [
     ("RLTRITON_TUNE_ONLINE_BUDGET", "soon", "not a number"),
     ("RLTRITON_TUNE_ONLINE_BUDGET", "-1", "positive"),
+    ("RLTRITON_TUNE_ONLINE_BUDGET", "inf", "finite"),
+    ("RLTRITON_TUNE_ONLINE_BUDGET", "nan", "finite"),
     ("RLTRITON_TUNE_LOG", "loud", "expected 'debug'"),
     ("RLTRITON_TUNE_SIBLINGS", "sometimes", "not a boolean"),
     # ~user of a user this machine does not have
