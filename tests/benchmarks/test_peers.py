@@ -264,3 +264,23 @@ def test_rows_of_record_name_the_profile_by_file_not_by_checkout_path(script):
         "borrowed:gae|none|float32|env|N=8|T=8@h200.json"
     for kept in ("fallback:cpu", "rules", "forced", "profile:?", "borrowed:k@?"):
         assert cut(kept) == kept
+
+
+def test_agreement_fails_on_nan_or_inf_where_the_other_side_has_none(script):
+    """A peer returning NaN (or an infinity where we have a number) does not agree: NaN
+    compares false with everything, so a difference test alone passed it."""
+    peers = script("peers")
+    ours = torch.arange(12.0).reshape(3, 4)
+    nan = ours.clone()
+    nan[1, 2] = float("nan")
+    inf = ours.clone()
+    inf[0, 0] = float("inf")
+    assert not peers._agree((ours,), (torch.full_like(ours, float("nan")),), "float32")
+    assert not peers._agree((ours,), (nan,), "float32")
+    assert not peers._agree((nan,), (ours,), "float32")
+    assert not peers._agree((ours,), (inf,), "float32")
+    assert not peers._agree((inf,), (-inf,), "float32")
+    # the same NaN and infinities in the same places, the rest within tolerance: agree
+    assert peers._agree((nan,), (nan + 1e-6,), "float32")
+    assert peers._agree((inf,), (inf.clone(),), "float32")
+    assert not peers._agree((ours,), (ours + 1.0,), "float32")
