@@ -148,9 +148,16 @@ FLOOR_MIN_BYTES = 256e6
 FLOOR_TARGET = 1.30
 
 
+def measured(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with a dispatched device time: a cell that failed (``peers.py`` records
+    it with its error and no ``bytes``, ``source`` or times) is left out."""
+    return [r for r in rows if r.get("device_us", {}).get("dispatched")]
+
+
 def layout_pairs(rows: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
     """(time-major / env-major dispatched device time, time-major row) for every cell of
     at least LAYOUT_MIN_BYTES measured in both layouts (same estimator, flags, dtype, shape)."""
+    rows = measured(rows)
     env = {(r["algorithm"], r["flags"], r["dtype"], r["N"], r["T"], r["A"]): r
            for r in rows if r["layout"] == "env"}
     out = []
@@ -191,8 +198,8 @@ def layout_lines(rows: list[dict[str, Any]], bandwidth_gbs: float | None) -> lis
                   "|---|---:|---:|---:|---:|"]
         for layout in ("env", "time"):
             big = [(r["device_us"]["dispatched"] / (r["bytes"] / bandwidth_gbs / 1e3), r)
-                   for r in rows if r["layout"] == layout and r["bytes"] >= FLOOR_MIN_BYTES
-                   and r["device_us"].get("dispatched")]
+                   for r in measured(rows)
+                   if r["layout"] == layout and r["bytes"] >= FLOOR_MIN_BYTES]
             if big:
                 worst, row = max(big, key=lambda p: p[0])
                 lines.append(f"| {layout} | {geomean([p for p, _ in big]):.2f}x | {worst:.2f}x "
@@ -244,7 +251,9 @@ def decision_sources(peers: list[dict[str, Any]]) -> str:
     borrowed: Counter[str] = Counter()
     others: Counter[str] = Counter()
     for row in peers:
-        kind, _, rest = row.get("source", "?").partition(":")
+        if "source" not in row:  # a failed cell: no decision recorded
+            continue
+        kind, _, rest = row["source"].partition(":")
         if kind == "profile":
             exact[rest] += 1
         elif kind == "borrowed":

@@ -178,3 +178,32 @@ def test_flag_paths_are_reported_apart_for_default_and_dispatched_configs(script
                         "1.240 (trunc, flat, 4096x512) |")
     only_defaults = md.flag_lines([row("tiled", 1.02)])
     assert only_defaults[2].endswith("| - | - | - |")
+
+
+def test_a_failed_cell_is_left_out_of_the_layout_floor_and_source_lines(script, tmp_path):
+    """``peers.py`` records a cell that failed with its error alone (no bytes, source or
+    times): the page is still written, and the cell counts nowhere."""
+    md = script("benchmarks_md")
+    big = 300e6
+
+    def cell(layout, n, t, ours):
+        return _row("gae", n, t, ours, None, layout=layout, bytes=big,
+                    cell=f"gae|none|float32|{layout}|N={n}|T={t}",
+                    source="profile:cuda-nvidia-x1-cc9.0-abi1-00.json")
+
+    failed = {key: value for key, value in cell("time", 8192, 4096, 0.0).items()
+              if key not in ("bytes", "source")}
+    failed.update(device_us={}, host_us={}, errors={"cell": "RuntimeError: out of memory"})
+    rows = [cell("env", 4096, 4096, 100.0), cell("time", 4096, 4096, 150.0),
+            cell("env", 8192, 4096, 200.0), failed]
+    assert [round(p, 3) for p, _ in md.layout_pairs(rows)] == [1.5]
+    lines = md.layout_lines(rows, bandwidth_gbs=1.0)
+    assert next(line for line in lines if line.startswith("| time |")).endswith("| 1 | 1 |")
+    assert md.decision_sources(rows) == ("Decisions served from: "
+                                         "`cuda-nvidia-x1-cc9.0-abi1-00.json` (3 cells at "
+                                         "their own key, 0 from a nearby key).")
+    folder = tmp_path / "results" / "x1"
+    folder.mkdir(parents=True)
+    (folder / "peers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "### Time-major against env-major" in md.benchmarks_md([folder],
+                                                                  tmp_path / "BENCHMARKS.md")
