@@ -227,6 +227,14 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on(script, tmp_path, monkey
     assert rows[1]["errors"] == {"cell": "RuntimeError: CUDA out of memory"}
     assert rows[2]["device_us"]["dispatched"] > 0
     assert len(peers.read_rows(tmp_path / "peers.jsonl")) == 3
+    # --resume measures the failed cell again, and only it
+    monkeypatch.setattr(peers, "measure", real)
+    again = list(peers.run(keys, torch.device("cpu"), tmp_path, ("torchrl",), resume=True,
+                           max_seconds=60, budget_s=0.01))
+    assert [r["flags"] for r in again] == ["last_value"]
+    assert again[0]["device_us"]["dispatched"] > 0 and "cell" not in again[0]["errors"]
+    assert [r["flags"] for r in peers.read_rows(tmp_path / "peers.jsonl")] == [
+        "none", "last_value", "bootstrap+trunc"]
 
 
 def test_close_verdicts_are_timed_again_in_the_other_order(script):
