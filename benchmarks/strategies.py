@@ -655,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     json_path = args.output / "strategies.json"
     json_path.write_text(json.dumps({"meta": meta, "records": runner.records}, indent=1,
                                     default=str))
-    md = write_report(json_path, args.output / "strategies.md", shipped_entries())
+    md = write_report(json_path, args.output / "strategies.md", shipped_entries(meta["device"]))
     log(f"wrote {json_path} and {md}")
     return 0
 

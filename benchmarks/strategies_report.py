@@ -80,14 +80,19 @@ def _dispatched(rows: list[dict[str, Any]], entries: dict[str, Any]) -> dict[str
     return _best([r for r in rows if r.get("dispatched")])
 
 
-def shipped_entries(device_slug: str = "nvidia-h200") -> dict[str, Any]:
-    """Key text -> entry of the package's shipped profile for the device (empty if none)."""
+def shipped_entries(device_name: str) -> dict[str, Any]:
+    """Key text -> entry of the package's shipped profile measured on ``device_name`` (a
+    run's ``meta["device"]``, e.g. ``NVIDIA H100 80GB HBM3``; empty if none ships): the
+    "dispatched" column of an H100 run must read the H100 profile, not the H200's."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from rltriton_tune.tuning_db import shipped_dir
     from rltriton_tune.tuning_db.store import read_profile
 
-    path = next(iter(sorted(shipped_dir().glob(f"cuda-{device_slug}-*.json"))), None)
-    return {} if path is None else dict(read_profile(path).entries)
+    for path in sorted(shipped_dir().glob("*.json")):
+        profile = read_profile(path)
+        if (profile.fingerprint or {}).get("name") == device_name:
+            return dict(profile.entries)
+    return {}
 
 
 def summarize(data: dict[str, Any], entries: dict[str, Any] | None = None
@@ -340,7 +345,8 @@ def main(argv: list[str]) -> int:
     if len(args.sources) > 1 and args.output is None:
         p.error("several sources need --output")
     src = merge(args.sources, args.output) if args.output else args.sources[0]
-    print(write_report(src, src.with_suffix(".md"), shipped_entries()))
+    device = json.loads(src.read_text())["meta"]["device"]
+    print(write_report(src, src.with_suffix(".md"), shipped_entries(device)))
     print(plot_speedup(json.loads(src.read_text()), src.with_name(src.stem + "_gae.png")))
     return 0
 

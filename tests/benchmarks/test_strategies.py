@@ -81,3 +81,28 @@ def test_report_merges_runs_split_over_gpus(script, tmp_path):
     assert merged.with_name("strategies_gae.png").stat().st_size > 0
     with pytest.raises(SystemExit):
         report.main(sources)  # several sources without --output
+
+
+def test_report_reads_the_shipped_profile_of_the_run_s_gpu(script, tmp_path, monkeypatch):
+    """The "dispatched" column reads the shipped profile measured on the run's GPU (its
+    ``meta["device"]``); one of another GPU would name configs this GPU does not run."""
+    from rltriton_tune import dispatch
+    from rltriton_tune.tuning_db import shipped_dir
+    from rltriton_tune.tuning_db.store import read_profile
+
+    monkeypatch.delenv("RLTRITON_TUNE_SHIPPED_DB")  # the package's own profiles
+    dispatch.reset()  # settings are read again
+    report = script("strategies_report")
+    shipped = sorted(shipped_dir().glob("*.json"))
+    assert len(shipped) > 1
+    for path in shipped:
+        profile = read_profile(path)
+        assert report.shipped_entries(profile.fingerprint["name"]) == dict(profile.entries)
+    assert report.shipped_entries("cpu") == {}
+    data = {"meta": {"device": "NVIDIA H100 80GB HBM3"}, "records": []}
+    (tmp_path / "strategies.json").write_text(json.dumps(data))
+    seen = []
+    monkeypatch.setattr(report, "write_report", lambda src, md, entries: seen.append(entries))
+    monkeypatch.setattr(report, "plot_speedup", lambda data, png: png)
+    assert report.main([str(tmp_path / "strategies.json")]) == 0
+    assert seen == [report.shipped_entries("NVIDIA H100 80GB HBM3")] and seen[0]
