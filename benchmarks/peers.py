@@ -386,8 +386,8 @@ def _done_cells(rows: list[dict[str, Any]], context: dict[str, Any]) -> set[str]
     """Cells measured with this device and software: a cell whose newest row records a
     failure (out of memory, say) is not done, so ``--resume`` measures it again."""
     same = ("device_name", "torch", "triton", "rl_triton")
-    return {r["cell"] for r in rows if all(r.get(k) == context[k] for k in same)
-            and "cell" not in r.get("errors", {})}
+    newest = {r["cell"]: r for r in rows if all(r.get(k) == context[k] for k in same)}
+    return {cell for cell, r in newest.items() if "cell" not in r.get("errors", {})}
 
 
 def results_folder(device: torch.device) -> Path:

@@ -292,3 +292,17 @@ def test_agreement_fails_on_nan_or_inf_where_the_other_side_has_none(script):
     assert peers._agree((nan,), (nan + 1e-6,), "float32")
     assert peers._agree((inf,), (inf.clone(),), "float32")
     assert not peers._agree((ours,), (ours + 1.0,), "float32")
+
+
+def test_resume_takes_each_cell_s_newest_row_on_this_device_and_software(script):
+    """A cell whose newest row records a failure is measured again, even after an older
+    good row; rows of another device or software do not count."""
+    peers = script("peers")
+    context = {"device_name": "GPU", "torch": "2", "triton": "3", "rl_triton": "0.1.3"}
+    good = {**context, "cell": "a", "errors": {}}
+    failed = {**context, "cell": "a", "errors": {"cell": "out of memory"}}
+    other = {**context, "cell": "b", "torch": "1"}
+    assert peers._done_cells([good], context) == {"a"}
+    assert peers._done_cells([good, failed], context) == set()
+    assert peers._done_cells([failed, good], context) == {"a"}
+    assert peers._done_cells([other], context) == set()
