@@ -237,6 +237,44 @@ def earlier_profiles(rows: list[dict[str, Any]]) -> list[str]:
     return sorted(named - {p.name for p in SHIPPED_PROFILES.glob("*.json")})
 
 
+def _nonzero(params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters other than 0: a switch added (or withdrawn) since a row was measured is
+    0 where the row does not name it."""
+    return {k: v for k, v in params.items() if v != 0}
+
+
+def stale_cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows served at their own key in a shipped profile whose entry now holds another
+    config than the one they were measured with (the profile changed after them)."""
+    entries = {}
+    for path in SHIPPED_PROFILES.glob("*.json"):
+        for e in json.loads(path.read_text()).get("entries", []):
+            entries[(path.name, e["algorithm"], e["flags"], e["dtype"], e["layout"], e["N"],
+                     e["T"], e.get("A", 0))] = e
+    out = []
+    for r in rows:
+        kind, _, name = str(r.get("source", "")).partition(":")
+        entry = entries.get((name, r["algorithm"], r["flags"], r["dtype"], r["layout"], r["N"],
+                             r["T"], r.get("A", 0))) if kind == "profile" else None
+        if entry is not None and (r.get("strategy") != entry["strategy"] or
+                                  _nonzero(r.get("params", {})) != _nonzero(entry["params"])):
+            out.append(r)
+    return out
+
+
+def stale_note(rows: list[dict[str, Any]]) -> list[str]:
+    """A paragraph naming the rows :func:`stale_cells` finds, where there are any."""
+    stale = stale_cells(rows)
+    if not stale:
+        return []
+    shapes = sorted({(r["N"], r["T"]) for r in stale})
+    return [f"{len(stale)} cells served at their own key were measured with a config that "
+            "their shipped entry no longer holds (" + ", ".join(r["cell"] for r in stale[:3])
+            + (", ..." if len(stale) > 3 else "") + "): their rows describe the profile of "
+            "their date; `peers.py --update --shapes "
+            + ",".join(f"{n}x{t}" for n, t in shapes) + "` measures them again.", ""]
+
+
 def peers_timed(peers: list[dict[str, Any]]) -> list[str]:
     """The labels of the peers the rows hold a time for."""
     return [label for peer, label in PEER_LABELS
@@ -479,6 +517,7 @@ def folder_section(folder: Path, output: Path) -> list[str]:
                   "time-major cells hand it transposed views (it copies them), bfloat16 cells "
                   "have no rl-triton time. TorchRL has functional GAE, V-trace, TD(lambda) "
                   "and discounted returns.", "", decision_sources(peers), "",
+                  *stale_note(peers),
                   *peer_summary(peers), "",
                   *peer_tables(peers)]
         layouts = layout_lines(peers, copy_bandwidth(reports))

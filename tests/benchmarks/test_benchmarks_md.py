@@ -207,3 +207,24 @@ def test_a_failed_cell_is_left_out_of_the_layout_floor_and_source_lines(script, 
     (folder / "peers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert "### Time-major against env-major" in md.benchmarks_md([folder],
                                                                   tmp_path / "BENCHMARKS.md")
+
+
+def test_rows_measured_with_a_config_their_entry_no_longer_holds_are_named(script, tmp_path,
+                                                                          monkeypatch):
+    md = script("benchmarks_md")
+    entry = {"algorithm": "gae", "flags": "none", "dtype": "float32", "layout": "env",
+             "N": 64, "T": 32, "A": 0, "strategy": "flat",
+             "params": {"BLOCK_N": 2, "DESCEND": 0, "num_warps": 4}}
+    (tmp_path / "gpu.json").write_text(json.dumps({"entries": [entry]}))
+    monkeypatch.setattr(md, "SHIPPED_PROFILES", tmp_path)
+    row = {"algorithm": "gae", "flags": "none", "dtype": "float32", "layout": "env", "N": 64,
+           "T": 32, "A": 0, "cell": "gae|none|float32|env|N=64|T=32",
+           "source": "profile:gpu.json", "strategy": "flat",
+           "params": {"BLOCK_N": 2, "num_warps": 4}}  # DESCEND=0 added since: the same
+    other = {**row, "params": {"BLOCK_N": 1, "num_warps": 4}}
+    borrowed = {**other, "source": "borrowed:gae|none|float32|env|N=64|T=32@gpu.json"}
+    assert md.stale_cells([row, borrowed]) == []
+    assert md.stale_cells([other]) == [other]
+    assert md.stale_cells([{**row, "strategy": "tiled"}])[0]["strategy"] == "tiled"
+    note = md.stale_note([other])
+    assert "1 cells" in note[0] and "--shapes 64x32" in note[0]
