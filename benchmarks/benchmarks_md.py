@@ -437,9 +437,17 @@ def backward_lines(report: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------- the page
 
 
-def folder_header(folder: Path, first: dict[str, Any]) -> str:
-    return (f"{first.get('device_name', folder.name)}, torch {first.get('torch')}, "
-            f"Triton {first.get('triton')}")
+def folder_header(folder: Path, rows: list[dict[str, Any]]) -> str:
+    """The GPU and software of a folder's rows; every stack with its row count where a
+    run resumed after an upgrade left rows of several."""
+    first = rows[0] if rows else {}
+    stacks = Counter((r.get("torch"), r.get("triton")) for r in rows) or Counter([(None, None)])
+    if len(stacks) == 1:
+        return (f"{first.get('device_name', folder.name)}, torch {first.get('torch')}, "
+                f"Triton {first.get('triton')}")
+    return f"{first.get('device_name', folder.name)}, " + "; ".join(
+        f"torch {torch_version}, Triton {triton_version} ({count} rows)"
+        for (torch_version, triton_version), count in stacks.most_common())
 
 
 def summary_rows(folder: Path) -> list[str]:
@@ -506,8 +514,7 @@ def folder_section(folder: Path, output: Path) -> list[str]:
     rel = os.path.relpath(folder, output.parent)
     peers = read_rows(folder / "peers.jsonl")
     reports = bench_reports(folder)
-    first = peers[0] if peers else reports[0] if reports else {}
-    lines = [f"## {folder.name.upper()}: {folder_header(folder, first)}", "",
+    lines = [f"## {folder.name.upper()}: {folder_header(folder, peers or reports)}", "",
              f"Data: [`{rel}/`]({rel}/).", ""]
     if peers:
         dates = sorted({r.get("date", "?") for r in peers})

@@ -228,3 +228,13 @@ def test_rows_measured_with_a_config_their_entry_no_longer_holds_are_named(scrip
     assert md.stale_cells([{**row, "strategy": "tiled"}])[0]["strategy"] == "tiled"
     note = md.stale_note([other])
     assert "1 cells" in note[0] and "--shapes 64x32" in note[0]
+
+
+def test_a_folder_of_rows_from_two_software_stacks_names_both(script, tmp_path):
+    md = script("benchmarks_md")
+    row = {"device_name": "GPU", "torch": "2.11", "triton": "3.6"}
+    assert md.folder_header(tmp_path, [row, row]) == "GPU, torch 2.11, Triton 3.6"
+    newer = {**row, "torch": "2.14", "triton": "3.8"}
+    assert md.folder_header(tmp_path, [row, newer, newer]) == (
+        "GPU, torch 2.14, Triton 3.8 (2 rows); torch 2.11, Triton 3.6 (1 rows)")
+    assert md.folder_header(tmp_path, []).startswith(tmp_path.name)
