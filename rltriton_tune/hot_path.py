@@ -35,6 +35,7 @@ import torch
 from rltriton_tune.call import Call
 from rltriton_tune.codegen import generated_function
 from rltriton_tune.dispatch import forcing
+from rltriton_tune.dispatch.devices import current_cuda_device
 from rltriton_tune.state import STATE
 
 #: A pattern's function: ``(values, scalar_values)`` to the outputs, or None.
@@ -173,6 +174,11 @@ class HotPath:
         lines += ["        if " + " or ".join(checks) + ":",
                   "            return None",
                   "        on_cpu = device.type == 'cpu'",
+                  # Tensors on a CUDA device other than the current one: the general
+                  # path launches under a device guard (dispatch.run).
+                  "        if not on_cpu and device.type == 'cuda' and "
+                  "device.index != current_cuda_device():",
+                  "            return None",
                   f"        if on_cpu and ({layouts}):",
                   "            return None",
                   "    except Exception:",
@@ -226,7 +232,7 @@ class HotPath:
             "Tensor": torch.Tensor, "Call": Call, "state": STATE, "strided": torch.strided,
             "bind": bind,
             "forced": forcing.current, "grad_enabled": torch.is_grad_enabled,
-            "aminmax": torch.aminmax,
+            "aminmax": torch.aminmax, "current_cuda_device": current_cuda_device,
             **{f"accepted{i}": self.entries[i][2] for i in given}}
         return generated_function(lines, "express",
                                   f"<rltriton_tune hot path {self.algorithm} {pattern}>",

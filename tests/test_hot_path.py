@@ -285,3 +285,27 @@ def test_other_layouts_take_the_general_path_on_every_device(device, name, build
         with pytest.raises((TypeError, ValueError), match=name):
             estimators.compute_gae(**{**kwargs, name: tensor})
         assert builds[0] == before + 1, f"{layout} {name} on {device} took the fast path"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", ["gae", "vtrace"])
+def test_tensors_on_another_gpu_than_the_current_take_the_general_path_there(algorithm,
+                                                                            builds):
+    """Kernels launch on the current device: a call on a second GPU declines the fast path
+    and runs under that GPU's guard, with the same results as on the current one."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    kwargs = random_inputs(ProblemKey(algorithm, 6, 9, flags="last_value"), seed=1)
+    on = {d: {k: v.to(d) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+          for d in ("cuda:0", "cuda:1")}
+    with torch.cuda.device(0):
+        expected = ESTIMATORS[algorithm](**on["cuda:0"])
+        for _ in range(2):  # the second call is memoised: the fast path must decline it
+            before = builds[0]
+            got = ESTIMATORS[algorithm](**on["cuda:1"])
+            assert builds[0] == before + 1
+            torch.cuda.synchronize(1)
+            for x, y in zip(torch.utils._pytree.tree_leaves(got),
+                            torch.utils._pytree.tree_leaves(expected), strict=True):
+                assert x.device == torch.device("cuda", 1)
+                torch.testing.assert_close(x.cpu(), y.cpu())

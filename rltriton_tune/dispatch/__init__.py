@@ -14,7 +14,7 @@ from rltriton_tune import state
 from rltriton_tune.call import Call
 from rltriton_tune.dispatch import forcing, memo
 from rltriton_tune.dispatch.decide import Decision, FallbackWarning
-from rltriton_tune.dispatch.devices import device_fingerprint
+from rltriton_tune.dispatch.devices import current_cuda_device, device_fingerprint
 from rltriton_tune.dispatch.explain import explain, problem_key
 from rltriton_tune.dispatch.forcing import force
 
@@ -32,6 +32,10 @@ def run(call: Call) -> tuple[torch.Tensor, ...]:
     device = call._device  # Call.device, inlined: the validator's Calls carry it
     if device is None:
         device = next(iter(tensors.values())).device
+    if device.type == "cuda" and device.index != current_cuda_device():
+        # Kernels launch on the current device: run on the tensors' own, as torch does.
+        with torch.cuda.device(device):
+            return run(call)
     # Same tuple as memo.memo_key, inlined: this is the per-call hot path.
     mk = (call.algorithm, call.n, call.t, call.out_dtype, call.time_major, call.a,
           call.starts_at, *tensors, device, _current_forced())

@@ -7,11 +7,18 @@ module caches it per device in the process state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from rltriton_tune.state import STATE
+
+#: Index of the current CUDA device (PyTorch's C function where this build has CUDA).
+#: Triton launches on the current device; a call whose tensors live on another runs
+#: under a device guard (:func:`rltriton_tune.dispatch.run`).
+current_cuda_device: Callable[[], int] = (getattr(torch._C, "_cuda_getDevice", None)
+                                          or torch.cuda.current_device)
 
 
 def normalize_device(device: torch.device | str) -> torch.device:

@@ -337,3 +337,36 @@ def test_online_mode_off_never_tunes(monkeypatch, text):
     fake_tuner(monkeypatch, lambda *a: pytest.fail("tuned without RLTRITON_TUNE_ONLINE"))
     assert_matches_reference(KEYS["gae"])
 
+
+
+@pytest.mark.parametrize(("index", "guarded"), [(1, True), (0, False)])
+def test_a_call_on_a_cuda_device_other_than_the_current_runs_under_its_guard(
+        monkeypatch, index, guarded):
+    """Kernels launch on the current CUDA device: a call whose tensors live on another
+    runs under ``torch.cuda.device`` of theirs, as a torch op would; one on the current
+    device takes no guard. (CPU check of the logic: devices and launch are stand-ins.)"""
+    current = [0]
+    entered = []
+
+    class Guard:
+        def __init__(self, device):
+            self.device, self.before = torch.device(device), None
+
+        def __enter__(self):
+            entered.append(self.device)
+            self.before, current[0] = current[0], self.device.index
+
+        def __exit__(self, *exc):
+            current[0] = self.before
+
+    launched_on = []
+    monkeypatch.setattr(dispatch, "current_cuda_device", lambda: current[0])
+    monkeypatch.setattr(torch.cuda, "device", Guard)
+    monkeypatch.setattr(dispatch, "_miss",
+                        lambda call, mk, forced: launched_on.append(current[0]) or ("out",))
+    call = prepare_call("gae", **random_inputs(ProblemKey("gae", 3, 4)))
+    call._device = torch.device("cuda", index)
+    assert dispatch.run(call) == ("out",)
+    assert launched_on == [index]
+    assert entered == ([torch.device("cuda", index)] if guarded else [])
+    assert current == [0]
