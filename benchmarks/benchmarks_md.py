@@ -237,10 +237,13 @@ def earlier_profiles(rows: list[dict[str, Any]]) -> list[str]:
     return sorted(named - {p.name for p in SHIPPED_PROFILES.glob("*.json")})
 
 
-def _nonzero(params: dict[str, Any]) -> dict[str, Any]:
-    """Parameters other than 0: a switch added (or withdrawn) since a row was measured is
-    0 where the row does not name it."""
-    return {k: v for k, v in params.items() if v != 0}
+def _config(strategy: str | None, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A config as compared across rows and entries: parameters other than 0 (a switch
+    added or withdrawn since a row was measured is 0 where the row does not name it);
+    for ``flat``, without ``num_stages``, which it ignores (its kernel has no loop to
+    pipeline: ``kernels/flat.py``)."""
+    return strategy, {k: v for k, v in params.items()
+                      if v != 0 and not (strategy == "flat" and k == "num_stages")}
 
 
 def stale_cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -256,8 +259,8 @@ def stale_cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         kind, _, name = str(r.get("source", "")).partition(":")
         entry = entries.get((name, r["algorithm"], r["flags"], r["dtype"], r["layout"], r["N"],
                              r["T"], r.get("A", 0))) if kind == "profile" else None
-        if entry is not None and (r.get("strategy") != entry["strategy"] or
-                                  _nonzero(r.get("params", {})) != _nonzero(entry["params"])):
+        if entry is not None and (_config(r.get("strategy"), r.get("params", {}))
+                                  != _config(entry["strategy"], entry["params"])):
             out.append(r)
     return out
 

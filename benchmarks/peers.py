@@ -199,8 +199,9 @@ def _agree(ours: tuple[torch.Tensor, ...], theirs: tuple[torch.Tensor, ...],
         # test passed NaN outputs: NaN and infinities must sit in the same places, and the
         # scale is read from the finite values alone.
         special = ~torch.isfinite(x) | ~torch.isfinite(y)
-        if not torch.equal(x[special].nan_to_num(nan=0.0), y[special].nan_to_num(nan=0.0)) \
-                or not torch.equal(x[special].isnan(), y[special].isnan()):
+        xs, ys = x[special], y[special]
+        nan = xs.isnan()
+        if not torch.equal(nan, ys.isnan()) or not torch.equal(xs[~nan], ys[~nan]):
             return False
         finite = ~special
         if finite.any():
@@ -383,11 +384,12 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def _done_cells(rows: list[dict[str, Any]], context: dict[str, Any]) -> set[str]:
-    """Cells measured with this device and software: a cell whose newest row records a
-    failure (out of memory, say) is not done, so ``--resume`` measures it again."""
+    """Cells whose row (:func:`read_rows` gives each cell's newest) was measured with this
+    device and software and records no failure (out of memory, say): ``--resume``
+    measures the others again."""
     same = ("device_name", "torch", "triton", "rl_triton")
-    newest = {r["cell"]: r for r in rows if all(r.get(k) == context[k] for k in same)}
-    return {cell for cell, r in newest.items() if "cell" not in r.get("errors", {})}
+    return {r["cell"] for r in rows if all(r.get(k) == context[k] for k in same)
+            and "cell" not in r.get("errors", {})}
 
 
 def results_folder(device: torch.device) -> Path:

@@ -1,20 +1,19 @@
 """The usual call's fast path: one generated function per estimator and argument pattern.
 
-A training loop calls an estimator with the same kind of arguments every step:
-plain contiguous ``[N, T]`` tensors of one device and accepted dtypes, Python-float
-scalars, no gradient, a decision already memoised. For such a call the validator's
-general loop (``estimators._build``), the ``Call`` plumbing and the dispatcher's
-wrappers cost more than the checks themselves. This module generates, per
+A training loop calls an estimator with the same kind of arguments every step: plain
+contiguous ``[N, T]`` tensors of one device (on a GPU, the current one) and accepted
+dtypes, Python-float scalars, no gradient, a decision already memoised. For such a call
+the validator's general loop (``estimators._build``), the ``Call`` plumbing and the
+dispatcher's wrappers cost more than the checks themselves. This module generates, per
 estimator and per pattern of given inputs (which optional tensors are present, the
-layout, the boundary of episodic prefix sums), one flat function that makes exactly
-the checks the general path would make for that pattern and hands the inputs to the
-memoised launcher. A launcher of one Triton kernel offers its whole launch as one
-function of the inputs (``bind``: ``kernels.launch.FastLaunch.bind``), bound once per
-memo key, which makes no ``Call`` (the workload recorder's counting wrapper offers the
-bound launch of the launcher it wraps, counting its launches); any other launcher (the
-torch implementations, a strategy of several kernels), and a bound launch that
-declines a call, gets a ``Call`` (so failed configs and the fallback chain stay the
-dispatcher's).
+layout, the boundary of episodic prefix sums), one flat function that makes exactly the
+checks the general path would make for that pattern and hands the inputs to the memoised
+launcher. A launcher of one Triton kernel offers its whole launch as one function of the
+inputs (``bind``: ``kernels.launch.FastLaunch.bind``), bound once per memo key, which
+makes no ``Call`` (the workload recorder's counting wrapper offers the bound launch of
+the launcher it wraps, counting its launches); any other launcher (the torch
+implementations, a strategy of several kernels), and a bound launch that declines a
+call, gets a ``Call`` (so failed configs and the fallback chain stay the dispatcher's).
 
 Anything else returns None and the call takes the general path, which gives the
 errors, copies non-contiguous inputs, flattens ``[*B, T]`` shapes, converts
@@ -57,7 +56,10 @@ def _bind(key: tuple, names: tuple[str, ...], scalars: tuple[str, ...], like: st
     if launcher is None:
         return None
     bind = getattr(launcher, "bind", None)
-    go = (bind(names, scalars, like, single) if bind is not None else None) or False
+    device = key[-2]  # the memo key's device: the bound launch runs on it alone
+    index = device.index if device.type == "cuda" else None
+    go = (bind(names, scalars, like, single, device_index=index) if bind is not None
+          else None) or False
     with STATE.lock:  # not across a reset: the launcher must still be the key's
         if STATE.table.get(key) is not launcher:
             return None
@@ -174,11 +176,6 @@ class HotPath:
         lines += ["        if " + " or ".join(checks) + ":",
                   "            return None",
                   "        on_cpu = device.type == 'cpu'",
-                  # Tensors on a CUDA device other than the current one: the general
-                  # path launches under a device guard (dispatch.run).
-                  "        if not on_cpu and device.type == 'cuda' and "
-                  "device.index != current_cuda_device():",
-                  "            return None",
                   f"        if on_cpu and ({layouts}):",
                   "            return None",
                   "    except Exception:",
@@ -219,6 +216,11 @@ class HotPath:
                   f"        out = go({inputs})",
                   "        if out is not None:",
                   "            return out",
+                  # Tensors on a CUDA device other than the current one (the bound
+                  # launch declines them for free): the general path launches under a
+                  # device guard (dispatch.run).
+                  "    if device.type == 'cuda' and device.index != current_cuda_device():",
+                  "        return None",
                   "    launcher = state.table.get(key)",
                   "    if launcher is None:",
                   "        return None",

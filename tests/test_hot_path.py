@@ -239,7 +239,7 @@ def test_a_reset_while_binding_stores_no_bound_launch():
     def launcher(call):
         raise AssertionError("not called")
 
-    def bind(*args):
+    def bind(*args, **kwargs):
         dispatch.reset()
         return lambda *inputs: None
 
@@ -249,7 +249,7 @@ def test_a_reset_while_binding_stores_no_bound_launch():
     assert key not in STATE.bound
     # without a reset, the launcher's bound launch is stored (False where it has none)
     STATE.table[key] = launcher
-    launcher.bind = lambda *args: None
+    launcher.bind = lambda *args, **kwargs: None
     assert hot_path._bind(key, ("rewards",), ("gamma",), "rewards", True) is False
     assert STATE.bound[key] is False
 

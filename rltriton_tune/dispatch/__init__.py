@@ -47,7 +47,8 @@ def run(call: Call) -> tuple[torch.Tensor, ...]:
 
 def reset() -> None:
     """Forget memoised launchers, decisions, warnings and loaded profiles, and read the
-    environment again (tests, tools)."""
+    environment again (tests, tools); where ``RLTRITON_TUNE_ONLINE`` is on now, plug the
+    online tuner in, as the import does."""
     from rltriton_tune.tuning_db import invalidate_cache
     from rltriton_tune.tuning_db import state as db_state
 

@@ -128,9 +128,9 @@ class FlatStrategy(TritonStrategy):
                 f"TWO_BLOCKS=1 caps nothing at num_warps={p['num_warps']} (8 or more)")
 
     def default_params(self, key: ProblemKey) -> Params:
-        """rl-triton's config, with enough warps for the register rule of ``validate``:
-        past 32768 steps rl-triton's 16 warps hold 128 elements a thread, which
-        validation refuses, so the row takes 32 warps (64 elements a thread)."""
+        """rl-triton's config, with at least the warps the register rule of ``validate``
+        needs (at most ``MAX_ELEMS_PER_THREAD`` elements a thread): past 32768 steps
+        rl-triton's 16 warps would hold 128 elements a thread, so the row takes 32."""
         params = rl_triton_params(key.t, key.algorithm)
         fits = next_pow2(key.t) // (32 * MAX_ELEMS_PER_THREAD)
         params["num_warps"] = max(params["num_warps"], min(32, fits))

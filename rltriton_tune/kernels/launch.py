@@ -479,11 +479,12 @@ class TritonStrategy:
             value = params.get(name, defaults[name])
             try:
                 full[name] = int(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # int(inf) overflows
                 raise InvalidConfig(f"{self.name}: parameter {name}={value!r} is not an "
                                     "integer") from None
-            if isinstance(value, float) and value != full[name]:
-                # int() would truncate it: a fraction is a wrong config, not a rounded one.
+            if not isinstance(value, (int, str)) and value != full[name]:
+                # int() would truncate it (2.5, Fraction(5, 2)): a fraction is a wrong
+                # config, not a rounded one; a whole float (JSON's 4.0) is that integer.
                 raise InvalidConfig(f"{self.name}: parameter {name}={value!r} is not an "
                                     "integer")
             if name in SWITCH_PARAMS:
@@ -727,11 +728,16 @@ class FastLaunch:
                                   namespace)
 
     def bind(self, pack: Packer, tensors: tuple[str, ...], scalars: tuple[str, ...],
-             like: str, single: bool) -> Callable[..., Any] | None:
+             like: str, single: bool,
+             device_index: int | None = None) -> Callable[..., Any] | None:
         """The whole launch of one call as one function of its inputs, for the usual
         call's fast path (:mod:`rltriton_tune.hot_path`), or None where this kernel's
         calls need more than ``pack`` (an action pre-pass, a boundary gradient, arguments
         of its own).
+
+        With ``device_index``, ``go`` declines a call made while another CUDA device is
+        current (Triton launches on the current device; the caller's general path then
+        runs it under a device guard).
 
         ``go(*tensors, *scalars, *dtypes)`` takes the call's tensors in the order
         ``tensors`` names them and its float scalars in the order of ``scalars``, already
@@ -800,7 +806,7 @@ class FastLaunch:
                                 + "out_dtype, " * pack.n_outputs,
                                 "".join(f"{x}, " for x in [*slots,
                                                            *pack.after_pointers(value.get)]),
-                                "None"),
+                                "None", device_index),
                  f"    return {outputs[0] if single else '(' + ', '.join(outputs) + ',)'}"]
         namespace = {"kernel": self, "compiled": self._compiled, "knobs": self._knobs,
                      "serves": serves,
@@ -811,14 +817,18 @@ class FastLaunch:
                                   f"{pack.key.as_text()}>", namespace)
 
 
-def _launch_lines(dtypes: str, arguments: str, declined: str) -> list[str]:
+def _launch_lines(dtypes: str, arguments: str, declined: str,
+                  device_index: int | None = None) -> list[str]:
     """The generated direct launches' common end: find the kept binary for the current
     device and ``dtypes`` (source text of the pointers' element types), and launch it on
     the current stream with ``arguments`` (source text of the items before the
     constexprs). The lines return ``declined`` where there is no binary for them or a
     launch hook is set (hooks can be set at any time, so this is checked per launch, and
-    a hooked launch takes the generic path), and None where the launch raises."""
+    a hooked launch takes the generic path) or, with ``device_index``, another device is
+    current, and None where the launch raises."""
     return ["    device = current_device()",
+            *([f"    if device != {int(device_index)}:", f"        return {declined}"]
+              if device_index is not None else []),
             f"    plan = compiled.get((device, {dtypes}))",
             "    if plan is None:",
             f"        return {declined}",

@@ -3,7 +3,8 @@
 The runtime never imports the tuner: :func:`install` plugs :func:`tune_key` into
 the process state, and dispatch calls it on the first use of a key without an
 entry of its own. ``import rltriton_tune`` installs it when ``RLTRITON_TUNE_ONLINE``
-is on at import; a program can call :func:`install` itself. The study is kept in
+is on at import, and ``rltriton_tune.dispatch.reset()`` when it is on then; a program
+can call :func:`install` itself. The study is kept in
 memory (nothing to resume for a 2-second search); the result is recorded in the
 user's profile. Never raises: any failure returns None and the caller keeps its
 normal decision.

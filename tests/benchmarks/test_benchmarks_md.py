@@ -224,6 +224,8 @@ def test_rows_measured_with_a_config_their_entry_no_longer_holds_are_named(scrip
     other = {**row, "params": {"BLOCK_N": 1, "num_warps": 4}}
     borrowed = {**other, "source": "borrowed:gae|none|float32|env|N=64|T=32@gpu.json"}
     assert md.stale_cells([row, borrowed]) == []
+    stages = {**row, "params": {**row["params"], "num_stages": 3}}  # flat ignores stages
+    assert md.stale_cells([stages]) == []
     assert md.stale_cells([other]) == [other]
     assert md.stale_cells([{**row, "strategy": "tiled"}])[0]["strategy"] == "tiled"
     note = md.stale_note([other])

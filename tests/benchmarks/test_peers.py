@@ -288,21 +288,31 @@ def test_agreement_fails_on_nan_or_inf_where_the_other_side_has_none(script):
     assert not peers._agree((nan,), (ours,), "float32")
     assert not peers._agree((ours,), (inf,), "float32")
     assert not peers._agree((inf,), (-inf,), "float32")
+    largest = inf.clone()
+    largest[0, 0] = torch.finfo(torch.float32).max  # finite: not the infinity
+    assert not peers._agree((inf,), (largest,), "float32")
+    assert not peers._agree((-largest,), (-inf,), "float32")
     # the same NaN and infinities in the same places, the rest within tolerance: agree
     assert peers._agree((nan,), (nan + 1e-6,), "float32")
     assert peers._agree((inf,), (inf.clone(),), "float32")
     assert not peers._agree((ours,), (ours + 1.0,), "float32")
 
 
-def test_resume_takes_each_cell_s_newest_row_on_this_device_and_software(script):
+def test_resume_takes_each_cell_s_newest_row_on_this_device_and_software(script, tmp_path):
     """A cell whose newest row records a failure is measured again, even after an older
-    good row; rows of another device or software do not count."""
+    good row; a cell whose newest row is of another device or software too."""
     peers = script("peers")
     context = {"device_name": "GPU", "torch": "2", "triton": "3", "rl_triton": "0.1.3"}
     good = {**context, "cell": "a", "errors": {}}
     failed = {**context, "cell": "a", "errors": {"cell": "out of memory"}}
     other = {**context, "cell": "b", "torch": "1"}
-    assert peers._done_cells([good], context) == {"a"}
-    assert peers._done_cells([good, failed], context) == set()
-    assert peers._done_cells([failed, good], context) == {"a"}
-    assert peers._done_cells([other], context) == set()
+
+    def done(*rows):
+        path = tmp_path / "peers.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return peers._done_cells(peers.read_rows(path), context)
+
+    assert done(good) == {"a"}
+    assert done(good, failed) == set()
+    assert done(failed, good) == {"a"}
+    assert done(other) == set()

@@ -315,7 +315,7 @@ def test_the_counting_wrapper_keeps_the_bound_launch_and_counts_it(tmp_path):
     def launcher(call):
         return "launched"
 
-    launcher.bind = lambda *args: (lambda serve: "bound" if serve else None)
+    launcher.bind = lambda *args, **kwargs: (lambda serve: "bound" if serve else None)
     try:
         wrapped = recorder.wrap(launcher, key, fp, "rules")  # the call that missed: 1
         go = wrapped.bind("names", "scalars", "like", True)
@@ -323,7 +323,7 @@ def test_the_counting_wrapper_keeps_the_bound_launch_and_counts_it(tmp_path):
         assert go(False) is None and wrapped(object()) == "launched"  # declined, then 3
         cell = recorder.counts[(key.as_text(), json.dumps(fp, sort_keys=True))]
         assert cell[0] == 3
-        launcher.bind = lambda *args: None  # offers none for these arguments
+        launcher.bind = lambda *args, **kwargs: None  # offers none for these arguments
         assert recorder.wrap(launcher, key, fp, "rules").bind("n", "s", "l", True) is None
         assert not hasattr(recorder.wrap(lambda call: None, key, fp, "rules"), "bind")
     finally:

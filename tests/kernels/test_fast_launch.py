@@ -499,3 +499,17 @@ def test_vtrace_bars_the_division_finish_does_not_serve_take_the_exact_kernel(di
     assert division == ["generic", "direct", "direct"]
     assert exact == ["generic", "direct"]
     assert callable(next(iter(STATE.bound.values())))
+
+
+def test_a_bound_launch_for_one_device_declines_while_another_is_current():
+    """Triton launches on the current device: a bound launch made for the memo key's
+    device returns what declines (the general path's device guard then serves the call)
+    while another device is current; without a device it checks none."""
+    from rltriton_tune.kernels import launch
+
+    lines = launch._launch_lines("d, ", "a, ", "None", device_index=1)
+    check = lines.index("    if device != 1:")
+    assert lines[check + 1] == "        return None"
+    assert lines.index("    device = current_device()") < check < lines.index(
+        "    plan = compiled.get((device, d, ))")
+    assert not any("if device !=" in line for line in launch._launch_lines("d, ", "a, ", "None"))

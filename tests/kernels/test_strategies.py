@@ -6,6 +6,7 @@ import itertools
 import math
 import subprocess
 import sys
+from fractions import Fraction
 
 import pytest
 import torch
@@ -116,6 +117,8 @@ def test_searches_skip_tiles_with_fewer_elements_than_threads():
     ("tiled", {"BLOCK_N": 2.5}, "BLOCK_N=2.5 is not an integer"),   # not truncated to 2
     ("tiled", {"num_warps": 1.99}, "num_warps=1.99 is not an integer"),
     ("flat", {"DESCEND": 0.5}, "DESCEND=0.5 is not an integer"),
+    ("tiled", {"BLOCK_N": float("inf")}, "BLOCK_N=inf is not an integer"),  # int() overflows
+    ("tiled", {"BLOCK_N": Fraction(5, 2)}, "is not an integer"),
     ("tiled", {"num_warps": 64}, "num_warps"),
     ("tiled", {"BLOCK_N": 256, "BLOCK_T": 1024}, "tile budget"),
     ("split", {"CHUNK_T": 64, "BLOCK_T": 128}, "multiple of BLOCK_T"),
