@@ -444,11 +444,11 @@ def folder_header(folder: Path, rows: list[dict[str, Any]]) -> str:
     """The GPU and software of a folder's rows; every stack with its row count where a
     run resumed after an upgrade left rows of several."""
     first = rows[0] if rows else {}
-    stacks = Counter((r.get("torch"), r.get("triton")) for r in rows) or Counter([(None, None)])
-    if len(stacks) == 1:
-        return (f"{first.get('device_name', folder.name)}, torch {first.get('torch')}, "
-                f"Triton {first.get('triton')}")
-    return f"{first.get('device_name', folder.name)}, " + "; ".join(
+    name = first.get("device_name", folder.name)
+    stacks = Counter((r.get("torch"), r.get("triton")) for r in rows)
+    if len(stacks) <= 1:
+        return f"{name}, torch {first.get('torch')}, Triton {first.get('triton')}"
+    return f"{name}, " + "; ".join(
         f"torch {torch_version}, Triton {triton_version} ({count} rows)"
         for (torch_version, triton_version), count in stacks.most_common())
 

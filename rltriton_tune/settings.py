@@ -74,7 +74,7 @@ def _budget(text: str) -> float:
         value = float(text)
     except ValueError:
         raise ValueError(f"{ENV_ONLINE_BUDGET}={text!r} is not a number of seconds") from None
-    if not 0 < value < math.inf:  # NaN fails both; inf would tune a key without end
+    if not 0 < value < math.inf:  # NaN fails both; inf leaves a key's search unbounded in time
         raise ValueError(f"{ENV_ONLINE_BUDGET}={text!r} must be a positive, finite number "
                          "of seconds")
     return value

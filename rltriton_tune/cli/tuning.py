@@ -36,31 +36,30 @@ def _add_row(rows: list[list[str]], errors: list[str], key: Any, entry: Any, tri
 
 
 def cmd_tune(args) -> int:
+    deadline = None if args.max_seconds is None else time.monotonic() + args.max_seconds
+    devices = [resolve_device(d) for d in args.devices] if args.devices else None
+    device = devices[0] if devices else resolve_device(args.device)
     try:
-        return _tune(args)
+        return _tune(args, devices, device, deadline)
     except KeyboardInterrupt:
-        _save_unsaved_on_interrupt(args)
+        _save_unsaved_on_interrupt(devices or [device])
         raise
 
 
-def _save_unsaved_on_interrupt(args) -> None:
+def _save_unsaved_on_interrupt(devices: list[Any]) -> None:
     """Ctrl-C or SIGTERM: the entries this run measured that only live in memory (their
     profile could not be written) go to a temporary file the user is told about, as at
     the end of a run; the process would otherwise lose them."""
-    try:
-        devices = [resolve_device(d) for d in args.devices or [args.device]]
-    except Exception:  # noqa: BLE001 - the interruption is what the caller reports
-        return
     for device in devices:
         try:
             line = save_unsaved(device)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the interruption is what the caller reports
             continue
         if line:
             print(f"{PROG}: error: {line}", file=sys.stderr)
 
 
-def _tune(args) -> int:
+def _tune(args, devices: list[Any] | None, device: Any, deadline: float | None) -> int:
     from tqdm import tqdm
 
     from rltriton_tune.tune.compile_pool import compile_pool_for
@@ -75,11 +74,8 @@ def _tune(args) -> int:
     )
     from rltriton_tune.tuning_db import Entry
 
-    deadline = None if args.max_seconds is None else time.monotonic() + args.max_seconds
     preset = PRESETS[args.preset]
     trials = args.trials or preset["trials"]
-    devices = [resolve_device(d) for d in args.devices] if args.devices else None
-    device = devices[0] if devices else resolve_device(args.device)
     writable_db()  # before any work: results that cannot be saved are not worth measuring
     if args.refresh:
         return _refresh(args, devices or [device], deadline)

@@ -16,7 +16,9 @@ from rltriton_tune.state import STATE
 
 #: Index of the current CUDA device (PyTorch's C function where this build has CUDA).
 #: Triton launches on the current device; a call whose tensors live on another runs
-#: under a device guard (:func:`rltriton_tune.dispatch.run`).
+#: under a device guard (:func:`rltriton_tune.dispatch.run`). The kernels' launcher reads
+#: it through its own ``kernels.launch.current_device``: kernels import nothing from
+#: dispatch.
 current_cuda_device: Callable[[], int] = (getattr(torch._C, "_cuda_getDevice", None)
                                           or torch.cuda.current_device)
 
