@@ -132,7 +132,7 @@ class FlatStrategy(TritonStrategy):
         needs (at most ``MAX_ELEMS_PER_THREAD`` elements a thread): past 32768 steps
         rl-triton's 16 warps would hold 128 elements a thread, so the row takes 32."""
         params = rl_triton_params(key.t, key.algorithm)
-        fits = next_pow2(key.t) // (32 * MAX_ELEMS_PER_THREAD)
+        fits = self.tile_elems(key, params) // (32 * MAX_ELEMS_PER_THREAD)
         params["num_warps"] = max(params["num_warps"], min(32, fits))
         return {**params, **reduce_actions_default(key), **tile_order_default(key),
                 "TWO_BLOCKS": 0}
